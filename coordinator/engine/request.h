@@ -1,0 +1,74 @@
+// What a front door hands the engine, and what the engine streams back.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace mxserve {
+
+struct SamplingParams {
+  float temperature = 1.0f;        // 0 = greedy (deterministic)
+  float top_p = 1.0f;              // (0, 1]
+  int top_k = 0;                   // 0 = off
+  std::optional<uint64_t> seed;    // reproducible sampling when set
+  int max_tokens = 16;             // >= 1, already bounded by the context by the front door
+  std::vector<std::string> stop;   // stop strings (not included in the output)
+  std::vector<int32_t> stop_token_ids;  // in addition to the model's EOS ids
+  bool ignore_eos = false;
+  int logprobs = -1;               // -1 = none; 0..20 = sampled token's logprob + this many top
+  int prompt_logprobs = -1;        // -1 = none; else as logprobs, for every prompt token (echo)
+};
+
+struct GenerateRequest {
+  std::string request_id;
+  std::vector<int32_t> prompt_tokens;  // non-empty
+  SamplingParams params;
+};
+
+struct TopLogprob {
+  int32_t token_id = 0;
+  float logprob = 0;
+};
+struct TokenLogprob {
+  int32_t token_id = 0;
+  float logprob = 0;               // NaN for the first prompt token (no context)
+  std::vector<TopLogprob> top;     // sorted by logprob, descending
+};
+
+enum class FinishReason { kNone, kStop, kLength, kAbort, kError };
+
+// One streamed event. Tokens, text and logprobs are deltas since the previous event.
+struct GenerationEvent {
+  std::vector<int32_t> token_ids;
+  std::string text;                      // complete UTF-8 only; stop strings are cut off
+  std::vector<TokenLogprob> logprobs;    // one per token id when requested
+  std::vector<TokenLogprob> prompt_logprobs;  // on the first event only, when requested
+  bool finished = false;
+  FinishReason finish_reason = FinishReason::kNone;
+  std::string stop_reason;               // the stop string or token that matched, if any
+  int prompt_tokens = 0;                 // set on the final event
+  int completion_tokens = 0;             // set on the final event
+  absl::Status error;                    // set when finish_reason == kError
+};
+
+// Called on the engine thread; must return quickly and not block (queue the work elsewhere).
+// After an event with finished == true it is never called again.
+using EventCallback = std::function<void(GenerationEvent)>;
+
+// What front doors submit to (implemented by Engine; faked in front-door tests).
+class GenerationService {
+ public:
+  virtual ~GenerationService() = default;
+  // Non-OK = rejected before it started (InvalidArgument: bad request; ResourceExhausted: queue
+  // full; Unavailable: draining/not ready). OK = callback will be called until finished.
+  virtual absl::Status Submit(GenerateRequest request, EventCallback callback) = 0;
+  // Stops a request (client went away); its callback gets a final kAbort event. Unknown id: no-op.
+  virtual void Cancel(const std::string& request_id) = 0;
+};
+
+}  // namespace mxserve

@@ -1,0 +1,63 @@
+// Byte-level BPE tokenizer loaded from a HF tokenizer.json (GPT-2 byte<->unicode map, rank-based
+// merging as tiktoken does: per pre-token piece, repeatedly merge the adjacent pair whose
+// concatenation has the lowest vocab rank; specs/models.md §1.5), pre-tokenizer regex via PCRE2,
+// added/special tokens from "added_tokens".
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace mxserve {
+
+class Tokenizer {
+ public:
+  // Reads tokenizer.json (and tokenizer_config.json when present, for bos/eos/pad names).
+  static absl::StatusOr<std::unique_ptr<Tokenizer>> FromDir(const std::string& model_dir);
+  static absl::StatusOr<std::unique_ptr<Tokenizer>> FromJson(const std::string& tokenizer_json,
+                                                             const std::string& config_json);
+  virtual ~Tokenizer() = default;
+
+  // allow_special: text equal to a special token's content becomes that token; otherwise
+  // special-token text is encoded as ordinary text.
+  virtual std::vector<int32_t> Encode(std::string_view text, bool allow_special) const = 0;
+  // Bytes of the tokens concatenated (may end in a partial UTF-8 sequence). Error on an id
+  // outside the vocabulary (naming it).
+  virtual absl::StatusOr<std::string> DecodeBytes(std::span<const int32_t> ids,
+                                                  bool skip_special) const = 0;
+  // DecodeBytes, with invalid UTF-8 replaced by U+FFFD.
+  virtual absl::StatusOr<std::string> Decode(std::span<const int32_t> ids,
+                                             bool skip_special) const = 0;
+  // The token's display string (its bytes, lossily as UTF-8), for logprobs.
+  virtual std::string TokenString(int32_t id) const = 0;
+
+  virtual int vocab_size() const = 0;  // 1 + the largest id (base + added)
+  virtual std::optional<int32_t> SpecialTokenId(std::string_view content) const = 0;
+  virtual bool IsSpecial(int32_t id) const = 0;
+  virtual std::optional<int32_t> eos_token_id() const = 0;
+  virtual std::optional<int32_t> bos_token_id() const = 0;
+};
+
+// Turns a token stream into text deltas that never split a UTF-8 character: bytes of an
+// incomplete sequence are held back until completed; invalid sequences become U+FFFD.
+class IncrementalDetokenizer {
+ public:
+  IncrementalDetokenizer(const Tokenizer* tok, bool skip_special);
+  // Returns the newly completed text (possibly empty).
+  std::string Push(int32_t id);
+  // At the end of the stream: whatever is held back, with invalid bytes as U+FFFD.
+  std::string Flush();
+
+ private:
+  const Tokenizer* tok_;
+  bool skip_special_;
+  std::string pending_;
+};
+
+}  // namespace mxserve
