@@ -1,0 +1,55 @@
+// Chat templates: render OpenAI-style messages into the model's prompt text, and parse the
+// model's output tokens back into content and reasoning. gpt-oss speaks harmony
+// (specs/models.md §1.6).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace mxserve {
+
+class Tokenizer;
+
+struct ChatMessage {
+  std::string role;     // system | developer | user | assistant | tool
+  std::string content;
+  std::string name;     // tool name for role "tool" (optional)
+};
+
+struct ChatRenderOptions {
+  bool add_generation_prompt = true;
+  std::string reasoning_effort = "medium";  // low | medium | high
+  std::string current_date;                 // "YYYY-MM-DD"; empty = today (UTC)
+};
+
+// Streaming parser of the model's output tokens into OpenAI fields.
+class ChatOutputParser {
+ public:
+  struct Delta {
+    std::string content;    // user-visible text (harmony final/commentary channel)
+    std::string reasoning;  // harmony analysis channel -> reasoning_content
+  };
+  virtual ~ChatOutputParser() = default;
+  virtual Delta Push(int32_t token_id) = 0;
+  virtual Delta Finish() = 0;  // flush held-back bytes at end of stream
+};
+
+class ChatTemplate {
+ public:
+  // Picks the template for the model type ("gpt_oss" -> harmony). Error for unknown types.
+  static absl::StatusOr<std::unique_ptr<ChatTemplate>> ForModel(const std::string& model_type,
+                                                                const Tokenizer* tokenizer);
+  virtual ~ChatTemplate() = default;
+  // InvalidArgument naming the message index on bad roles or empty conversations.
+  virtual absl::StatusOr<std::string> Render(const std::vector<ChatMessage>& messages,
+                                             const ChatRenderOptions& options) const = 0;
+  // Tokens that end an assistant turn (harmony: <|return|>, <|call|>).
+  virtual std::vector<int32_t> StopTokenIds() const = 0;
+  virtual std::unique_ptr<ChatOutputParser> NewParser() const = 0;
+};
+
+}  // namespace mxserve
