@@ -1,0 +1,44 @@
+# mxserve: `make serve` serves a model, `make test` runs every CPU test. Both install what is
+# missing first (Debian packages via apt-get, npm packages for the client tests).
+BUILD     ?= build
+JOBS      ?= $(shell nproc)
+MODEL     ?=
+WORKERS   ?= 2
+HTTP_PORT ?= 8000
+GRPC_PORT ?= 50051
+HOST      ?= 0.0.0.0
+CMAKE_ARGS ?=
+
+.PHONY: all deps configure build serve test test-cpu client-deps tiny-model bench clean
+
+all: build
+
+deps:
+	@scripts/install-deps.sh
+
+configure: deps
+	@cmake -S . -B $(BUILD) $(CMAKE_ARGS) >/dev/null
+
+build: configure
+	@cmake --build $(BUILD) -j$(JOBS)
+
+# The tiny seeded random-weight gpt-oss-format model that `make serve` uses by default.
+tiny-model: build
+	@test -f $(BUILD)/models/tiny/config.json || \
+	  $(BUILD)/bin/mxserve-make-model --preset tiny --out $(BUILD)/models/tiny
+
+serve: build $(if $(MODEL),,tiny-model)
+	@scripts/serve.sh "$(BUILD)" "$(or $(MODEL),$(BUILD)/models/tiny)" "$(WORKERS)" \
+	  "$(HOST)" "$(HTTP_PORT)" "$(GRPC_PORT)"
+
+client-deps: deps
+	@cd tests/client && (test -d node_modules/openai || npm install --no-audit --no-fund --loglevel=error)
+
+test: build client-deps
+	@cd $(BUILD) && ctest --output-on-failure -j$(JOBS) --timeout 600
+
+bench: build tiny-model
+	@bench/run_all.sh $(BUILD)
+
+clean:
+	rm -rf $(BUILD)

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Starts a coordinator (tiny model, 2 local workers) on free ports and runs the openai SDK tests.
+# Usage: run_openai_sdk.sh BIN_DIR
+set -euo pipefail
+BIN=$1
+HERE=$(cd "$(dirname "$0")" && pwd)
+TMP=$(mktemp -d)
+cleanup() { [[ -n "${PID:-}" ]] && kill "$PID" 2>/dev/null && wait "$PID" 2>/dev/null; rm -rf "$TMP"; }
+trap cleanup EXIT
+if [[ ! -d "$HERE/node_modules/openai" ]]; then
+  (cd "$HERE" && npm install --no-audit --no-fund --loglevel=error)
+fi
+"$BIN/mxserve-make-model" --preset tiny --out "$TMP/tiny" --seed 3 >"$TMP/make.log" 2>&1
+"$BIN/mxserve-coordinator" --model "$TMP/tiny" --host 127.0.0.1 --http-port 0 --grpc-port 0 \
+  --port-file "$TMP/ports.json" --local-workers 2 >"$TMP/coordinator.log" 2>&1 &
+PID=$!
+for _ in $(seq 1 600); do
+  if [[ -s "$TMP/ports.json" ]]; then
+    PORT=$(node -e "console.log(JSON.parse(require('fs').readFileSync('$TMP/ports.json')).http_port)")
+    curl -sf "http://127.0.0.1:$PORT/health" >/dev/null && break
+  fi
+  kill -0 "$PID" 2>/dev/null || { cat "$TMP/coordinator.log"; exit 1; }
+  sleep 0.1
+done
+MXSERVE_BASE_URL="http://127.0.0.1:$PORT/v1" MXSERVE_MODEL=tiny \
+  node --test "$HERE/openai_sdk.test.mjs" || { echo "--- coordinator log"; tail -50 "$TMP/coordinator.log"; exit 1; }
