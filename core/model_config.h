@@ -35,7 +35,7 @@ struct ModelConfig {
   std::vector<std::string> layer_types; // "sliding_attention" | "full_attention", one per layer
   int64_t max_position_embeddings = 0;
   double rope_theta = 10000.0;
-  RopeScaling rope_scaling;             // rope_type "default" when absent
+  RopeScaling rope_scaling;             // absent: GptOssConfig default (yarn x32); null: "default"
   double rms_norm_eps = 1e-5;
   double swiglu_limit = 7.0;
   double swiglu_alpha = 1.702;

@@ -34,7 +34,8 @@ uint8_t EncodeE2M1(float v);
 
 // Quantizes a row (n % 32 == 0) to MXFP4: per block, scale = 2^(floor(log2(amax)) - 2) (so the
 // block max lands in [4, 8) before rounding, as OCP's reference does), elements rounded to
-// nearest. All-zero blocks get scale byte 127-? (any; elements are 0). packed [n/2], scales [n/32].
+// nearest (EncodeE2M1; values in [6, 8) saturate to 6). Scale bytes clamp to [0x00, 0xFE]; an
+// all-zero block gets scale byte 127 (1.0); NaN inputs encode as +0. packed [n/2], scales [n/32].
 void EncodeRow(const float* in, int64_t n, uint8_t* packed, uint8_t* scales);
 
 }  // namespace mxserve::mxfp4

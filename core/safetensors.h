@@ -70,11 +70,13 @@ class Checkpoint {
 
  private:
   Checkpoint() = default;
+  std::string dir_;
   std::vector<std::unique_ptr<SafetensorsFile>> files_;
   std::map<std::string, const TensorView*, std::less<>> index_;
 };
 
-// Writes one .safetensors file (tools and tests).
+// Writes one .safetensors file (tools and tests). Holds every tensor's bytes until Write, so
+// writers of large checkpoints write one file per shard (e.g. one per layer).
 class SafetensorsWriter {
  public:
   void Add(std::string name, DType dtype, std::vector<int64_t> shape, std::vector<uint8_t> bytes);
