@@ -1,0 +1,55 @@
+// Paged KV cache for the CPU dense runner: per layer, K and V as fp32
+// [num_blocks, block_size, kv_heads, head_dim]. Position p of a sequence lives in block
+// block_table[p / block_size], slot p % block_size (block ids come from the scheduler).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace mxserve {
+
+class KvCache {
+ public:
+  static absl::StatusOr<std::unique_ptr<KvCache>> Create(int num_layers, int num_kv_heads,
+                                                         int head_dim, int num_blocks,
+                                                         int block_size);
+
+  int num_layers() const { return num_layers_; }
+  int num_kv_heads() const { return num_kv_heads_; }
+  int head_dim() const { return head_dim_; }
+  int num_blocks() const { return num_blocks_; }
+  int block_size() const { return block_size_; }
+
+  // [kv_heads, head_dim] row of one slot. No bounds checks: the runner validates block tables.
+  float* K(int layer, int block, int slot) { return k_[layer].data() + Offset(block, slot); }
+  float* V(int layer, int block, int slot) { return v_[layer].data() + Offset(block, slot); }
+  const float* K(int layer, int block, int slot) const {
+    return k_[layer].data() + Offset(block, slot);
+  }
+  const float* V(int layer, int block, int slot) const {
+    return v_[layer].data() + Offset(block, slot);
+  }
+
+  // Slot address for a sequence position through its block table.
+  float* KAt(int layer, const std::vector<int32_t>& block_table, int64_t pos) {
+    return K(layer, block_table[pos / block_size_], static_cast<int>(pos % block_size_));
+  }
+  float* VAt(int layer, const std::vector<int32_t>& block_table, int64_t pos) {
+    return V(layer, block_table[pos / block_size_], static_cast<int>(pos % block_size_));
+  }
+
+ private:
+  KvCache() = default;
+  size_t Offset(int block, int slot) const {
+    return (static_cast<size_t>(block) * block_size_ + slot) * row_;
+  }
+
+  int num_layers_ = 0, num_kv_heads_ = 0, head_dim_ = 0, num_blocks_ = 0, block_size_ = 0;
+  size_t row_ = 0;  // kv_heads * head_dim
+  std::vector<std::vector<float>> k_, v_;
+};
+
+}  // namespace mxserve
