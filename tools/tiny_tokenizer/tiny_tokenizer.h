@@ -16,7 +16,10 @@ struct TokenizerFiles {
   int pad_token_id = 0;               // <|endoftext|>
 };
 
-// num_merges: how many BPE merges to learn on top of the 256 byte tokens.
+// num_merges: how many BPE merges to learn on top of the 256 byte tokens (ids 0..255 = byte
+// value; the built-in corpus supports up to ~1000 merges, more is an InvalidArgument error).
+// Deterministic: the same num_merges always gives the same files. See tiny_tokenizer.cc for the
+// id layout of the harmony specials.
 absl::StatusOr<TokenizerFiles> MakeTinyTokenizer(int num_merges);
 
 }  // namespace mxserve

@@ -1,0 +1,157 @@
+#include "coordinator/tokenizer/regex_splitter.h"
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+
+#include "absl/strings/str_cat.h"
+
+namespace mxserve {
+
+const char kO200kPattern[] =
+    R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?)"
+    "|"
+    R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?)"
+    "|"
+    R"(\p{N}{1,3})"
+    "|"
+    R"( ?[^\s\p{L}\p{N}]+[\r\n/]*)"
+    "|"
+    R"(\s*[\r\n]+)"
+    "|"
+    R"(\s+(?!\S))"
+    "|"
+    R"(\s+)";
+
+const char kGpt2Pattern[] =
+    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+
+struct RegexSplitter::Impl {
+  pcre2_code* code = nullptr;
+  bool jit = false;
+  ~Impl() {
+    if (code) pcre2_code_free(code);
+  }
+};
+
+RegexSplitter::~RegexSplitter() { delete impl_; }
+
+// Rust regex and Oniguruma count U+0085 (NEL) as \s; PCRE2's \s (UCP) does not.
+std::string RegexSplitter::TranslatePattern(const std::string& p) {
+  std::string out;
+  out.reserve(p.size() + 32);
+  bool in_class = false;
+  for (size_t i = 0; i < p.size(); ++i) {
+    char c = p[i];
+    if (c == '\\' && i + 1 < p.size()) {
+      char n = p[++i];
+      if (n == 's') {
+        out += in_class ? R"(\s\x{85})" : R"([\s\x{85}])";
+      } else if (n == 'S' && !in_class) {
+        out += R"([^\s\x{85}])";
+      } else {
+        out.push_back('\\');
+        out.push_back(n);
+      }
+      continue;
+    }
+    if (!in_class && c == '[') {
+      in_class = true;
+      out.push_back(c);
+      if (i + 1 < p.size() && p[i + 1] == '^') out.push_back(p[++i]);
+      if (i + 1 < p.size() && p[i + 1] == ']') out.push_back(p[++i]);  // literal ']' first
+      continue;
+    }
+    if (in_class && c == '[' && i + 1 < p.size() && p[i + 1] == ':') {  // [:posix:]
+      size_t e = p.find(":]", i + 2);
+      if (e != std::string::npos) {
+        out.append(p, i, e + 2 - i);
+        i = e + 1;
+        continue;
+      }
+    }
+    if (in_class && c == ']') in_class = false;
+    out.push_back(c);
+  }
+  return out;
+}
+
+absl::StatusOr<std::unique_ptr<RegexSplitter>> RegexSplitter::Create(const std::string& pattern) {
+  std::string pcre = TranslatePattern(pattern);
+  int err = 0;
+  PCRE2_SIZE off = 0;
+  pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pcre.data()), pcre.size(),
+                                   PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &err, &off,
+                                   nullptr);
+  if (code == nullptr) {
+    PCRE2_UCHAR msg[256];
+    pcre2_get_error_message(err, msg, sizeof(msg));
+    return absl::InvalidArgumentError(absl::StrCat("pre-tokenizer regex does not compile at offset ",
+                                                   off, ": ", reinterpret_cast<char*>(msg),
+                                                   " (pattern: ", pattern, ")"));
+  }
+  std::unique_ptr<RegexSplitter> s(new RegexSplitter());
+  s->impl_ = new Impl();
+  s->impl_->code = code;
+  s->impl_->jit = pcre2_jit_compile(code, PCRE2_JIT_COMPLETE) == 0;
+  return s;
+}
+
+namespace {
+// Length of the UTF-8 character starting at text[i] if it is valid, else 1 (an invalid byte).
+size_t CharLen(std::string_view t, size_t i) {
+  unsigned char c = static_cast<unsigned char>(t[i]);
+  size_t n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 1;
+  if (i + n > t.size()) return 1;
+  for (size_t k = 1; k < n; ++k)
+    if ((static_cast<unsigned char>(t[i + k]) & 0xC0) != 0x80) return 1;
+  return n;
+}
+}  // namespace
+
+void RegexSplitter::Split(std::string_view text, std::vector<std::string_view>* out) const {
+  if (text.empty()) return;
+  pcre2_match_data* md = pcre2_match_data_create_from_pattern(impl_->code, nullptr);
+  pcre2_match_context* mc = pcre2_match_context_create(nullptr);
+  pcre2_jit_stack* js = nullptr;
+  if (impl_->jit) {
+    js = pcre2_jit_stack_create(32 * 1024, 8 * 1024 * 1024, nullptr);
+    if (js) pcre2_jit_stack_assign(mc, nullptr, js);
+  }
+  auto subject = reinterpret_cast<PCRE2_SPTR>(text.data());
+  size_t pos = 0;
+  size_t gap_start = 0;  // start of text not yet emitted
+  while (pos < text.size()) {
+    int rc = pcre2_match(impl_->code, subject, text.size(), pos, 0, md, mc);
+    if (rc == PCRE2_ERROR_NOMATCH) break;
+    if (rc < 0) {
+      // Resource limits (JIT stack, match limit) on pathological input: retry without JIT, and
+      // failing that give this one character its own piece rather than fail the request.
+      rc = pcre2_match(impl_->code, subject, text.size(), pos, PCRE2_NO_JIT, md, mc);
+      if (rc < 0 && rc != PCRE2_ERROR_NOMATCH) {
+        size_t n = CharLen(text, pos);
+        if (pos > gap_start) out->push_back(text.substr(gap_start, pos - gap_start));
+        out->push_back(text.substr(pos, n));
+        pos += n;
+        gap_start = pos;
+        continue;
+      }
+      if (rc == PCRE2_ERROR_NOMATCH) break;
+    }
+    PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md);
+    size_t s = ov[0], e = ov[1];
+    if (e <= s) {  // empty match: step over one character, leaving it to the gap
+      pos = (s < text.size() ? s + CharLen(text, s) : s + 1);
+      continue;
+    }
+    if (s > gap_start) out->push_back(text.substr(gap_start, s - gap_start));
+    out->push_back(text.substr(s, e - s));
+    pos = e;
+    gap_start = e;
+  }
+  if (gap_start < text.size()) out->push_back(text.substr(gap_start));
+  if (js) pcre2_jit_stack_free(js);
+  pcre2_match_context_free(mc);
+  pcre2_match_data_free(md);
+}
+
+}  // namespace mxserve
