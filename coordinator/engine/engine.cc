@@ -1,0 +1,281 @@
+#include "coordinator/engine/engine.h"
+
+#include <algorithm>
+#include <cmath>
+#include <exception>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "core/status.h"
+
+namespace mxserve {
+
+absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(EngineOptions options,
+                                                       ModelRunner* runner,
+                                                       const Tokenizer* tokenizer,
+                                                       std::vector<int32_t> eos_ids) {
+  if (runner == nullptr) return absl::InvalidArgumentError("runner: must not be null");
+  if (runner->vocab_size() <= 0 || runner->block_size() <= 0 || runner->num_blocks() <= 0 ||
+      runner->max_model_len() <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "runner: vocab_size (", runner->vocab_size(), "), block_size (", runner->block_size(),
+        "), num_blocks (", runner->num_blocks(), ") and max_model_len (",
+        runner->max_model_len(), ") must all be positive"));
+  }
+  SchedulerOptions& so = options.scheduler;
+  if (so.max_num_seqs < 1) return absl::InvalidArgumentError("max_num_seqs: must be >= 1");
+  if (so.max_num_batched_tokens < 1) {
+    return absl::InvalidArgumentError("max_num_batched_tokens: must be >= 1");
+  }
+  if (so.max_waiting < 1) return absl::InvalidArgumentError("max_waiting: must be >= 1");
+  if (so.max_model_len < 0) return absl::InvalidArgumentError("max_model_len: must be >= 0");
+  if (so.max_model_len > runner->max_model_len()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_model_len: ", so.max_model_len, " exceeds the model's ",
+                     runner->max_model_len()));
+  }
+  int max_len = so.max_model_len > 0 ? so.max_model_len : runner->max_model_len();
+  // One sequence alone must always fit in the KV pool, or it could never finish.
+  const int64_t pool_tokens =
+      static_cast<int64_t>(runner->num_blocks()) * runner->block_size();
+  if (max_len > pool_tokens) {
+    if (so.max_model_len > 0) {
+      return absl::InvalidArgumentError(absl::StrCat("max_model_len: ", max_len,
+                                                     " exceeds the KV cache's ", pool_tokens,
+                                                     " tokens"));
+    }
+    max_len = static_cast<int>(pool_tokens);
+  }
+  so.max_model_len = max_len;
+  for (size_t i = 0; i < eos_ids.size(); ++i) {
+    if (eos_ids[i] < 0 || eos_ids[i] >= runner->vocab_size()) {
+      return absl::InvalidArgumentError(absl::StrCat("eos_ids[", i, "]: ", eos_ids[i],
+                                                     " outside the vocabulary"));
+    }
+  }
+  std::unique_ptr<Engine> engine(
+      new Engine(std::move(options), runner, tokenizer, std::move(eos_ids), max_len));
+  if (engine->options_.start_loop) engine->loop_ = std::thread([e = engine.get()] { e->Loop(); });
+  return engine;
+}
+
+Engine::Engine(EngineOptions options, ModelRunner* runner, const Tokenizer* tokenizer,
+               std::vector<int32_t> eos_ids, int max_model_len)
+    : options_(std::move(options)),
+      runner_(runner),
+      tokenizer_(tokenizer),
+      max_model_len_(max_model_len),
+      vocab_size_(runner->vocab_size()),
+      scheduler_(options_.scheduler, runner->num_blocks(), runner->block_size(),
+                 std::move(eos_ids)) {
+  stats_.kv_blocks_total = runner->num_blocks();
+  stats_.max_model_len = max_model_len;
+}
+
+Engine::~Engine() { Shutdown(); }
+
+absl::Status Engine::Validate(const GenerateRequest& r) const {
+  const SamplingParams& p = r.params;
+  if (r.prompt_tokens.empty()) return absl::InvalidArgumentError("prompt_tokens: must not be empty");
+  for (size_t i = 0; i < r.prompt_tokens.size(); ++i) {
+    if (r.prompt_tokens[i] < 0 || r.prompt_tokens[i] >= vocab_size_) {
+      return absl::InvalidArgumentError(absl::StrCat("prompt_tokens[", i, "]: token id ",
+                                                     r.prompt_tokens[i], " outside [0, ",
+                                                     vocab_size_, ")"));
+    }
+  }
+  if (p.max_tokens < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("max_tokens: must be >= 1, got ", p.max_tokens));
+  }
+  const int64_t total = static_cast<int64_t>(r.prompt_tokens.size()) + p.max_tokens;
+  if (total > max_model_len_) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "max_tokens: prompt (", r.prompt_tokens.size(), " tokens) + max_tokens (", p.max_tokens,
+        ") exceeds max_model_len (", max_model_len_, ")"));
+  }
+  if (!(p.temperature >= 0.0f) || !std::isfinite(p.temperature)) {
+    return absl::InvalidArgumentError(absl::StrCat("temperature: must be >= 0, got ", p.temperature));
+  }
+  if (!(p.top_p > 0.0f && p.top_p <= 1.0f)) {
+    return absl::InvalidArgumentError(absl::StrCat("top_p: must be in (0, 1], got ", p.top_p));
+  }
+  if (p.top_k < -1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("top_k: must be >= 0 (0 or -1 = off), got ", p.top_k));
+  }
+  if (p.logprobs < -1 || p.logprobs > 20) {
+    return absl::InvalidArgumentError(absl::StrCat("logprobs: must be in [0, 20], got ", p.logprobs));
+  }
+  if (p.prompt_logprobs < -1 || p.prompt_logprobs > 20) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("prompt_logprobs: must be in [0, 20], got ", p.prompt_logprobs));
+  }
+  for (size_t i = 0; i < p.stop.size(); ++i) {
+    if (p.stop[i].empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("stop[", i, "]: must not be empty"));
+    }
+    if (tokenizer_ == nullptr) {
+      return absl::InvalidArgumentError("stop: stop strings need a tokenizer");
+    }
+  }
+  for (size_t i = 0; i < p.stop_token_ids.size(); ++i) {
+    if (p.stop_token_ids[i] < 0 || p.stop_token_ids[i] >= vocab_size_) {
+      return absl::InvalidArgumentError(absl::StrCat("stop_token_ids[", i, "]: token id ",
+                                                     p.stop_token_ids[i], " outside [0, ",
+                                                     vocab_size_, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Engine::Submit(GenerateRequest request, EventCallback callback) {
+  if (!callback) return absl::InvalidArgumentError("callback: must be set");
+  RETURN_IF_ERROR(Validate(request));
+  absl::MutexLock lock(&mu_);
+  if (stopping_) return absl::UnavailableError("engine is shutting down");
+  if (!request.request_id.empty() && live_ids_.count(request.request_id) > 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("request_id: '", request.request_id, "' is already in flight"));
+  }
+  const int64_t queued = static_cast<int64_t>(inbox_.size()) + stats_.num_waiting;
+  if (queued >= options_.scheduler.max_waiting) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "queue full: ", queued, " requests waiting (max_waiting ", options_.scheduler.max_waiting,
+        ")"));
+  }
+  if (!request.request_id.empty()) live_ids_.insert(request.request_id);
+  inbox_.push_back(std::make_shared<Sequence>(next_seq_id_++, std::move(request),
+                                              std::move(callback), tokenizer_));
+  work_cv_.Signal();
+  return absl::OkStatus();
+}
+
+void Engine::Cancel(const std::string& request_id) {
+  absl::MutexLock lock(&mu_);
+  if (live_ids_.count(request_id) == 0) return;
+  cancels_.push_back(request_id);
+  work_cv_.Signal();
+}
+
+bool Engine::Step() {
+  DrainInbox();
+  ScheduledBatch batch = scheduler_.Schedule();
+  if (batch.empty()) {
+    UpdateStats(nullptr, /*ok=*/true);
+    return false;
+  }
+  absl::StatusOr<ForwardOutput> out = RunBatch(batch.forward);
+  absl::StatusOr<std::vector<SampledChunk>> sampled =
+      out.ok() ? sampler_.Sample(batch, *out) : out.status();
+  std::vector<StepOutput> events = sampled.ok()
+                                       ? scheduler_.Postprocess(batch, *sampled)
+                                       : scheduler_.FailBatch(batch, sampled.status());
+  UpdateStats(&batch, sampled.ok());
+  Emit(std::move(events));
+  return true;
+}
+
+absl::StatusOr<ForwardOutput> Engine::RunBatch(const ForwardBatch& batch) {
+  // A throwing runner must not take the engine (and every other request) down with it.
+  try {
+    return runner_->Run(batch);
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("model runner threw: ", e.what()));
+  } catch (...) {
+    return absl::InternalError("model runner threw");
+  }
+}
+
+void Engine::DrainInbox() {
+  std::deque<std::shared_ptr<Sequence>> inbox;
+  std::vector<std::string> cancels;
+  {
+    absl::MutexLock lock(&mu_);
+    inbox.swap(inbox_);
+    cancels.swap(cancels_);
+  }
+  for (std::shared_ptr<Sequence>& seq : inbox) scheduler_.Add(std::move(seq));
+  std::vector<StepOutput> aborted;
+  for (const std::string& id : cancels) {
+    if (std::optional<StepOutput> o = scheduler_.Abort(id)) aborted.push_back(std::move(*o));
+  }
+  if (!inbox.empty() || !aborted.empty()) UpdateStats(nullptr, /*ok=*/true);
+  Emit(std::move(aborted));
+}
+
+void Engine::Emit(std::vector<StepOutput> outputs) {
+  if (outputs.empty()) return;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const StepOutput& o : outputs) {
+      if (o.event.finished && !o.seq->request_id().empty()) live_ids_.erase(o.seq->request_id());
+    }
+  }
+  for (StepOutput& o : outputs) o.seq->callback()(std::move(o.event));
+}
+
+void Engine::UpdateStats(const ScheduledBatch* batch, bool ok) {
+  absl::MutexLock lock(&mu_);
+  stats_.num_running = scheduler_.num_running();
+  stats_.num_waiting = scheduler_.num_waiting();
+  stats_.num_preemptions = scheduler_.num_preemptions();
+  stats_.kv_blocks_used = scheduler_.block_manager().num_used_blocks();
+  scheduler_busy_ = scheduler_.HasWork();
+  if (batch == nullptr) return;
+  ++stats_.num_steps;
+  if (!ok) {
+    ++stats_.num_failed_steps;
+    return;
+  }
+  for (size_t i = 0; i < batch->seqs.size(); ++i) {
+    if (batch->seqs[i].sample) ++stats_.num_generated_tokens;
+    if (!(batch->seqs[i].sample && batch->forward.chunks[i].tokens.size() == 1)) {
+      stats_.num_prompt_tokens_computed +=
+          static_cast<int64_t>(batch->forward.chunks[i].tokens.size());
+    }
+  }
+}
+
+EngineStats Engine::stats() const {
+  absl::MutexLock lock(&mu_);
+  EngineStats s = stats_;
+  s.num_waiting += static_cast<int>(inbox_.size());
+  return s;
+}
+
+void Engine::Loop() {
+  bool progressed = true;
+  while (true) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (!stopping_ && inbox_.empty() && cancels_.empty()) {
+        if (!scheduler_busy_) {
+          while (!stopping_ && inbox_.empty() && cancels_.empty()) work_cv_.Wait(&mu_);
+        } else if (!progressed) {
+          // Work exists but nothing could be scheduled (should not happen: a lone sequence
+          // always fits); back off instead of spinning.
+          work_cv_.WaitWithTimeout(&mu_, absl::Milliseconds(5));
+        }
+      }
+      if (stopping_) return;
+    }
+    progressed = Step();
+  }
+}
+
+void Engine::Shutdown() {
+  absl::MutexLock shutdown_lock(&shutdown_mu_);
+  if (joined_) return;
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+    work_cv_.SignalAll();
+  }
+  if (loop_.joinable()) loop_.join();
+  joined_ = true;
+  DrainInbox();
+  Emit(scheduler_.AbortAll());
+  UpdateStats(nullptr, /*ok=*/true);
+}
+
+}  // namespace mxserve

@@ -1,0 +1,166 @@
+#include "coordinator/engine/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+
+namespace mxserve {
+namespace {
+
+// Descending by value, ascending id on ties: the one order every choice here uses.
+struct ByLogitDesc {
+  std::span<const float> v;
+  bool operator()(int32_t a, int32_t b) const {
+    return v[a] > v[b] || (v[a] == v[b] && a < b);
+  }
+};
+
+}  // namespace
+
+int32_t Sampler::Argmax(std::span<const float> logits) {
+  int32_t best = 0;
+  for (size_t i = 1; i < logits.size(); ++i) {
+    if (logits[i] > logits[best]) best = static_cast<int32_t>(i);
+  }
+  return best;
+}
+
+std::vector<std::pair<int32_t, double>> Sampler::FilteredDistribution(
+    std::span<const float> logits, const SamplingParams& params) {
+  const int vocab = static_cast<int>(logits.size());
+  std::vector<int32_t> ids(vocab);
+  std::iota(ids.begin(), ids.end(), 0);
+  // top_k (ordering by logit equals ordering by probability; temperature does not change it).
+  int keep = vocab;
+  if (params.top_k > 0 && params.top_k < vocab) {
+    keep = params.top_k;
+    std::partial_sort(ids.begin(), ids.begin() + keep, ids.end(), ByLogitDesc{logits});
+    ids.resize(keep);
+  } else {
+    std::sort(ids.begin(), ids.end(), ByLogitDesc{logits});
+  }
+  const double t = params.temperature;
+  const double max_logit = logits[ids[0]];
+  std::vector<std::pair<int32_t, double>> dist;
+  dist.reserve(ids.size());
+  double total = 0;
+  for (int32_t id : ids) {
+    const double p = std::exp((static_cast<double>(logits[id]) - max_logit) / t);
+    dist.emplace_back(id, p);
+    total += p;
+  }
+  for (auto& [id, p] : dist) p /= total;
+  // top_p: the smallest prefix of the sorted distribution whose mass reaches top_p.
+  if (params.top_p < 1.0f) {
+    double cum = 0;
+    size_t n = 0;
+    while (n < dist.size()) {
+      cum += dist[n].second;
+      ++n;
+      if (cum >= params.top_p) break;
+    }
+    dist.resize(n);
+    for (auto& [id, p] : dist) p /= cum;
+  }
+  return dist;
+}
+
+int32_t Sampler::SampleRow(std::span<const float> logits, const SamplingParams& params,
+                           std::mt19937_64& rng) {
+  if (params.temperature == 0.0f) return Argmax(logits);
+  // Exactly one draw per sampled token keeps a seeded stream independent of everything else.
+  const double u = std::uniform_real_distribution<double>(0.0, 1.0)(rng);
+  if (params.top_k <= 0 && params.top_p >= 1.0f) {
+    // No filtering: walk the softmax in id order; no sort needed.
+    double max_logit = logits[0];
+    for (float l : logits) max_logit = std::max<double>(max_logit, l);
+    double total = 0;
+    std::vector<double> p(logits.size());
+    for (size_t i = 0; i < logits.size(); ++i) {
+      p[i] = std::exp((static_cast<double>(logits[i]) - max_logit) / params.temperature);
+      total += p[i];
+    }
+    double target = u * total, cum = 0;
+    for (size_t i = 0; i < p.size(); ++i) {
+      cum += p[i];
+      if (target < cum) return static_cast<int32_t>(i);
+    }
+    return Argmax(logits);  // rounding left u at the very end
+  }
+  const auto dist = FilteredDistribution(logits, params);
+  double cum = 0;
+  for (const auto& [id, p] : dist) {
+    cum += p;
+    if (u < cum) return id;
+  }
+  return dist.back().first;
+}
+
+TokenLogprob Sampler::Logprob(std::span<const float> logits, int32_t token, int top_n) {
+  double max_logit = logits[0];
+  for (float l : logits) max_logit = std::max<double>(max_logit, l);
+  double total = 0;
+  for (float l : logits) total += std::exp(static_cast<double>(l) - max_logit);
+  const double log_z = max_logit + std::log(total);
+  TokenLogprob out;
+  out.token_id = token;
+  out.logprob = static_cast<float>(logits[token] - log_z);
+  if (top_n > 0) {
+    const int n = std::min<int>(top_n, static_cast<int>(logits.size()));
+    std::vector<int32_t> ids(logits.size());
+    std::iota(ids.begin(), ids.end(), 0);
+    std::partial_sort(ids.begin(), ids.begin() + n, ids.end(), ByLogitDesc{logits});
+    for (int i = 0; i < n; ++i) {
+      out.top.push_back(TopLogprob{ids[i], static_cast<float>(logits[ids[i]] - log_z)});
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<SampledChunk>> Sampler::Sample(const ScheduledBatch& batch,
+                                                          const ForwardOutput& out) const {
+  const size_t n = batch.seqs.size();
+  const int vocab = out.vocab_size;
+  if (vocab <= 0) return absl::InternalError("runner returned vocab_size <= 0");
+  if (out.row_offset.size() != n) {
+    return absl::InternalError(absl::StrCat("runner returned ", out.row_offset.size(),
+                                            " row offsets for ", n, " chunks"));
+  }
+  const size_t num_rows = out.logits.size() / static_cast<size_t>(vocab);
+  std::vector<SampledChunk> result(n);
+  for (size_t i = 0; i < n; ++i) {
+    const SequenceChunk& chunk = batch.forward.chunks[i];
+    Sequence& seq = *batch.seqs[i].seq;
+    const SamplingParams& params = seq.params();
+    const size_t rows = chunk.all_logits ? chunk.tokens.size() : 1;
+    const int first = out.row_offset[i];
+    if (first < 0 || static_cast<size_t>(first) + rows > num_rows) {
+      return absl::InternalError(absl::StrCat("runner returned no logits rows for chunk ", i,
+                                              " (seq ", chunk.seq_id, ")"));
+    }
+    auto row = [&](size_t r) {
+      return std::span<const float>(out.logits.data() + (first + r) * vocab, vocab);
+    };
+    if (chunk.all_logits) {
+      for (size_t r = 0; r < rows; ++r) {
+        const int pos = chunk.start_pos + static_cast<int>(r) + 1;  // the token row r predicts
+        const int next = seq.num_prompt_logprobs() +
+                         static_cast<int>(result[i].prompt_logprobs.size());
+        if (pos != next || pos >= seq.num_prompt_tokens()) continue;
+        result[i].prompt_logprobs.push_back(
+            Logprob(row(r), seq.tokens()[pos], params.prompt_logprobs));
+      }
+    }
+    if (!batch.seqs[i].sample) continue;
+    const std::span<const float> last = row(rows - 1);
+    const int32_t token = SampleRow(last, params, seq.rng());
+    result[i].token = token;
+    if (params.logprobs >= 0) result[i].logprob = Logprob(last, token, params.logprobs);
+  }
+  return result;
+}
+
+}  // namespace mxserve

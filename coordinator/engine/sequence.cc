@@ -1,0 +1,204 @@
+#include "coordinator/engine/sequence.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <utility>
+
+#include "absl/time/clock.h"
+
+namespace mxserve {
+namespace {
+
+uint64_t SeedFor(const SamplingParams& p) {
+  if (p.seed.has_value()) return *p.seed;
+  std::random_device rd;
+  return (static_cast<uint64_t>(rd()) << 32) ^ rd();
+}
+
+bool Contains(const std::vector<int32_t>& v, int32_t x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
+
+constexpr char kReplacement[] = "\xEF\xBF\xBD";  // U+FFFD
+
+bool IsCont(unsigned char c) { return (c & 0xC0) == 0x80; }
+
+// Moves the complete UTF-8 characters at the front of `bytes` to the result; invalid bytes
+// become U+FFFD. With `flush`, an unfinished character at the end becomes U+FFFD as well.
+std::string TakeCompleteUtf8(std::string* bytes, bool flush) {
+  std::string out;
+  const std::string& b = *bytes;
+  size_t i = 0;
+  while (i < b.size()) {
+    const unsigned char c = static_cast<unsigned char>(b[i]);
+    size_t len = 0;
+    if (c < 0x80) len = 1;
+    else if (c >= 0xC2 && c <= 0xDF) len = 2;
+    else if (c >= 0xE0 && c <= 0xEF) len = 3;
+    else if (c >= 0xF0 && c <= 0xF4) len = 4;
+    if (len == 0) {  // stray continuation or impossible lead byte
+      out += kReplacement;
+      ++i;
+      continue;
+    }
+    size_t have = 1;
+    while (have < len && i + have < b.size() &&
+           IsCont(static_cast<unsigned char>(b[i + have]))) {
+      ++have;
+    }
+    if (have == len) {
+      out.append(b, i, len);
+      i += len;
+    } else if (i + have == b.size() && !flush) {
+      break;  // unfinished character: wait for the next token's bytes
+    } else {
+      out += kReplacement;  // broken sequence: replace what we have, resync after it
+      i += have;
+    }
+  }
+  bytes->erase(0, i);
+  return out;
+}
+
+}  // namespace
+
+Sequence::Sequence(int64_t seq_id, GenerateRequest request, EventCallback callback,
+                   const Tokenizer* tok)
+    : seq_id_(seq_id),
+      request_id_(std::move(request.request_id)),
+      params_(std::move(request.params)),
+      callback_(std::move(callback)),
+      tok_(tok),
+      tokens_(std::move(request.prompt_tokens)),
+      num_prompt_tokens_(static_cast<int>(tokens_.size())),
+      rng_(SeedFor(params_)),
+      arrival_time_(absl::Now()) {
+  for (const std::string& s : params_.stop) max_stop_len_ = std::max(max_stop_len_, s.size());
+  if (params_.prompt_logprobs >= 0 && !tokens_.empty()) {
+    // The first prompt token has no context to be predicted from.
+    prompt_logprobs_.push_back(
+        TokenLogprob{tokens_[0], std::numeric_limits<float>::quiet_NaN(), {}});
+  }
+}
+
+bool Sequence::WantsPromptLogprobs() const {
+  return params_.prompt_logprobs >= 0 && !prompt_logprobs_sent_ &&
+         num_prompt_logprobs() < num_prompt_tokens_;
+}
+
+std::string Sequence::DetokenizeNext(int32_t token) {
+  if (tok_ == nullptr) return "";
+  const int32_t ids[1] = {token};
+  absl::StatusOr<std::string> bytes = tok_->DecodeBytes(ids, /*skip_special=*/true);
+  // Ids were validated against the vocabulary at Submit and the sampler only returns ids below
+  // vocab_size, so a failure here means the tokenizer is smaller than the model: show U+FFFD.
+  pending_bytes_ += bytes.ok() ? *bytes : std::string(kReplacement);
+  return TakeCompleteUtf8(&pending_bytes_, /*flush=*/false);
+}
+
+std::string Sequence::FlushDetokenizer() {
+  return TakeCompleteUtf8(&pending_bytes_, /*flush=*/true);
+}
+
+bool Sequence::MatchStopString(size_t old_size) {
+  if (max_stop_len_ == 0) return false;
+  size_t start = old_size >= max_stop_len_ - 1 ? old_size - (max_stop_len_ - 1) : 0;
+  start = std::max(start, emitted_bytes_);
+  size_t best = std::string::npos;
+  const std::string* which = nullptr;
+  for (const std::string& s : params_.stop) {
+    if (s.empty()) continue;
+    const size_t pos = text_.find(s, start);
+    if (pos != std::string::npos && (best == std::string::npos || pos < best)) {
+      best = pos;
+      which = &s;
+    }
+  }
+  if (which == nullptr) return false;
+  text_.resize(best);
+  matched_stop_ = *which;
+  return true;
+}
+
+size_t Sequence::HeldBackBytes() const {
+  size_t held = 0;
+  const size_t unsent = text_.size() - emitted_bytes_;
+  for (const std::string& s : params_.stop) {
+    const size_t max_k = std::min(s.size() - (s.empty() ? 0 : 1), unsent);
+    for (size_t k = max_k; k > held; --k) {
+      if (text_.compare(text_.size() - k, k, s, 0, k) == 0) {
+        held = k;
+        break;
+      }
+    }
+  }
+  return held;
+}
+
+void Sequence::FillFinal(GenerationEvent* ev, FinishReason reason) {
+  status_ = SequenceStatus::kFinished;
+  finish_reason_ = reason;
+  finish_time_ = absl::Now();
+  ev->finished = true;
+  ev->finish_reason = reason;
+  ev->prompt_tokens = num_prompt_tokens_;
+  ev->completion_tokens = num_output_tokens();
+}
+
+GenerationEvent Sequence::AppendToken(int32_t token, std::optional<TokenLogprob> logprob,
+                                      const std::vector<int32_t>& eos_ids, int max_model_len) {
+  GenerationEvent ev;
+  tokens_.push_back(token);
+  if (!first_token_time_) first_token_time_ = absl::Now();
+  ev.token_ids.push_back(token);
+  if (params_.logprobs >= 0 && logprob.has_value()) ev.logprobs.push_back(std::move(*logprob));
+  if (params_.prompt_logprobs >= 0 && !prompt_logprobs_sent_) {
+    ev.prompt_logprobs = std::move(prompt_logprobs_);
+    prompt_logprobs_.clear();
+    prompt_logprobs_sent_ = true;
+  }
+
+  FinishReason reason = FinishReason::kNone;
+  const size_t old_size = text_.size();
+  const bool is_eos = !params_.ignore_eos && Contains(eos_ids, token);
+  const bool is_stop_token = Contains(params_.stop_token_ids, token);
+  if (is_eos || is_stop_token) {
+    // The stop token's own text is not part of the output (as vLLM does).
+    reason = FinishReason::kStop;
+    if (!is_eos) ev.stop_reason = std::to_string(token);
+    text_ += FlushDetokenizer();
+    if (MatchStopString(old_size)) ev.stop_reason = matched_stop_;
+  } else {
+    text_ += DetokenizeNext(token);
+    if (MatchStopString(old_size)) {
+      reason = FinishReason::kStop;
+      ev.stop_reason = matched_stop_;
+    } else if (num_output_tokens() >= params_.max_tokens || num_tokens() >= max_model_len) {
+      reason = FinishReason::kLength;
+      text_ += FlushDetokenizer();
+      if (MatchStopString(old_size)) {
+        reason = FinishReason::kStop;
+        ev.stop_reason = matched_stop_;
+      }
+    }
+  }
+
+  const size_t safe_end = reason != FinishReason::kNone ? text_.size()
+                                                         : text_.size() - HeldBackBytes();
+  if (safe_end > emitted_bytes_) {
+    ev.text = text_.substr(emitted_bytes_, safe_end - emitted_bytes_);
+    emitted_bytes_ = safe_end;
+  }
+  if (reason != FinishReason::kNone) FillFinal(&ev, reason);
+  return ev;
+}
+
+GenerationEvent Sequence::Finish(FinishReason reason, absl::Status error) {
+  GenerationEvent ev;
+  ev.error = std::move(error);
+  FillFinal(&ev, reason);
+  return ev;
+}
+
+}  // namespace mxserve
