@@ -1,0 +1,135 @@
+#include "coordinator/router/worker_client.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "core/status_map.h"
+#include "grpcpp/client_context.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "grpcpp/support/channel_arguments.h"
+#include "worker/tensor_wire.h"
+
+namespace mxserve {
+
+namespace {
+constexpr char kServiceName[] = "mxserve.v1.ExpertWorker";
+}
+
+absl::StatusOr<std::unique_ptr<WorkerClient>> WorkerClient::Create(const std::string& address,
+                                                                   WorkerClientOptions options) {
+  if (address.empty() || address.find(':') == std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat("worker address '", address,
+                                                   "': expected host:port"));
+  }
+  if (WireDTypeSize(options.wire_dtype) == 0) {
+    return absl::InvalidArgumentError("wire_dtype: must be TENSOR_DTYPE_F32 or TENSOR_DTYPE_BF16");
+  }
+  auto c = std::unique_ptr<WorkerClient>(new WorkerClient());
+  c->address_ = address;
+  c->name_ = options.name.empty() ? absl::StrCat("worker@", address) : options.name;
+  c->options_ = options;
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(options.max_message_bytes);
+  args.SetMaxSendMessageSize(options.max_message_bytes);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS,
+              static_cast<int>(absl::ToInt64Milliseconds(options.keepalive_time)));
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
+              static_cast<int>(absl::ToInt64Milliseconds(options.keepalive_timeout)));
+  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  // A restarted worker should be found quickly, not after gRPC's default backoff of up to 2 min.
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
+  // Own connection per client: two clients to one address must not share (and queue on) one.
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  c->channel_ = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  c->stub_ = v1::ExpertWorker::NewStub(c->channel_);
+  c->health_ = grpc::health::v1::Health::NewStub(c->channel_);
+  return c;
+}
+
+absl::Status WorkerClient::Annotate(const absl::Status& s) const {
+  if (s.ok()) return s;
+  return absl::Status(s.code(), absl::StrCat(name_, ": ", s.message()));
+}
+
+absl::Status WorkerClient::RunExperts(const ExpertCall& call, float* out, absl::Time deadline) {
+  const size_t T = std::max(call.num_tokens, 0), H = std::max(call.hidden, 0),
+               k = std::max(call.top_k, 0);
+  v1::RunExpertsRequest req;
+  req.set_layer(call.layer);
+  req.set_num_tokens(call.num_tokens);
+  req.set_hidden_size(call.hidden);
+  req.set_top_k(call.top_k);
+  req.set_dtype(options_.wire_dtype);
+  EncodeTensor(call.x, T * H, options_.wire_dtype, req.mutable_hidden());
+  if (T * k > 0) {
+    req.mutable_expert_ids()->Add(call.expert_ids, call.expert_ids + T * k);
+    req.mutable_weights()->Add(call.weights, call.weights + T * k);
+  }
+  grpc::ClientContext ctx;
+  ctx.set_deadline(absl::ToChronoTime(deadline));
+  v1::RunExpertsResponse resp;
+  grpc::Status gs = stub_->RunExperts(&ctx, req, &resp);
+  if (!gs.ok()) return Annotate(FromGrpcStatus(gs));
+  const size_t esize = WireDTypeSize(options_.wire_dtype);
+  if (resp.num_tokens() != call.num_tokens || resp.dtype() != options_.wire_dtype ||
+      resp.output().size() != T * H * esize) {
+    return Annotate(absl::InternalError(absl::StrCat(
+        "malformed RunExperts response: num_tokens ", resp.num_tokens(), " dtype ",
+        resp.dtype(), " output ", resp.output().size(), " bytes; expected ", T, " tokens of ",
+        H, " x ", esize, " bytes")));
+  }
+  if (T * H == 0) return absl::OkStatus();
+  if (options_.wire_dtype == v1::TENSOR_DTYPE_F32) {
+    std::memcpy(out, resp.output().data(), T * H * 4);
+  } else {
+    std::vector<float> scratch;
+    const float* y = DecodeTensor(resp.output(), T * H, options_.wire_dtype, &scratch);
+    std::copy(y, y + T * H, out);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<bool> WorkerClient::IsServing(absl::Time deadline) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(absl::ToChronoTime(deadline));
+  grpc::health::v1::HealthCheckRequest req;
+  req.set_service(kServiceName);
+  grpc::health::v1::HealthCheckResponse resp;
+  grpc::Status gs = health_->Check(&ctx, req, &resp);
+  if (!gs.ok()) return Annotate(FromGrpcStatus(gs));
+  return resp.status() == grpc::health::v1::HealthCheckResponse::SERVING;
+}
+
+absl::Status WorkerClient::WaitReady(absl::Time deadline) {
+  std::string last = "no answer yet";
+  absl::Duration backoff = absl::Milliseconds(20);
+  while (true) {
+    const absl::Time now = absl::Now();
+    if (now >= deadline) break;
+    absl::StatusOr<bool> serving = IsServing(std::min(deadline, now + absl::Seconds(2)));
+    if (serving.ok() && *serving) return absl::OkStatus();
+    if (!serving.ok() && serving.status().code() == absl::StatusCode::kUnimplemented) {
+      return serving.status();  // no health service: waiting will not help
+    }
+    last = serving.ok() ? "NOT_SERVING" : std::string(serving.status().message());
+    absl::SleepFor(std::min(backoff, deadline - absl::Now()));
+    backoff = std::min(backoff * 2, absl::Milliseconds(500));
+  }
+  return Annotate(absl::DeadlineExceededError(
+      absl::StrCat("not SERVING by the deadline (last: ", last, ")")));
+}
+
+absl::StatusOr<v1::DescribeResponse> WorkerClient::Describe(absl::Time deadline) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(absl::ToChronoTime(deadline));
+  v1::DescribeResponse resp;
+  grpc::Status gs = stub_->Describe(&ctx, v1::DescribeRequest(), &resp);
+  if (!gs.ok()) return Annotate(FromGrpcStatus(gs));
+  return resp;
+}
+
+}  // namespace mxserve

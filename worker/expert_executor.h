@@ -1,0 +1,38 @@
+// What the ExpertService runs a validated RunExperts batch on: the shard's MXFP4 kernels in
+// production (ShardExecutor), or a stand-in (benchmarks measuring only the transport).
+#pragma once
+
+#include <memory>
+
+#include "absl/status/status.h"
+#include "kernels/moe/moe.h"
+#include "worker/expert_shard.h"
+
+namespace mxserve {
+
+class ThreadPool;
+
+class ExpertExecutor {
+ public:
+  virtual ~ExpertExecutor() = default;
+  // out [T, H] overwritten. The batch has already been validated by the service (layer in
+  // range, ids -1 or held here, sizes consistent). May be called from several threads at once.
+  virtual absl::Status Run(int layer, const kernels::MoeBatch& batch, float* out) = 0;
+};
+
+// Runs the shard's experts with the fast CPU kernel on a pool (pool may be nullptr).
+class ShardExecutor final : public ExpertExecutor {
+ public:
+  ShardExecutor(std::shared_ptr<const ExpertShard> shard, std::shared_ptr<ThreadPool> pool)
+      : shard_(std::move(shard)), pool_(std::move(pool)) {}
+  absl::Status Run(int layer, const kernels::MoeBatch& batch, float* out) override {
+    return shard_->Run(layer, batch, out, pool_.get());
+  }
+  const ExpertShard& shard() const { return *shard_; }
+
+ private:
+  std::shared_ptr<const ExpertShard> shard_;
+  std::shared_ptr<ThreadPool> pool_;
+};
+
+}  // namespace mxserve

@@ -1,0 +1,154 @@
+#include "worker/expert_service.h"
+
+#include <algorithm>
+#include <cstdint>
+
+#include "absl/strings/str_cat.h"
+#include "core/status.h"
+#include "core/status_map.h"
+#include "worker/tensor_wire.h"
+
+namespace mxserve {
+
+namespace {
+std::string DescribeHeld(const std::vector<int>& experts) {
+  if (experts.empty()) return "none";
+  // Contiguous sets (the usual placement) print as a range.
+  if (experts.back() - experts.front() + 1 == static_cast<int>(experts.size())) {
+    return absl::StrCat(experts.front(), "-", experts.back());
+  }
+  return absl::StrCat(experts.size(), " experts from ", experts.front(), " to ", experts.back());
+}
+}  // namespace
+
+ExpertService::ExpertService(WorkerModelInfo info) : info_(std::move(info)) {
+  held_.assign(std::max(info_.num_experts, 0), false);
+  for (int e : info_.experts) {
+    if (e >= 0 && e < info_.num_experts) held_[e] = true;
+  }
+}
+
+void ExpertService::SetReady(std::shared_ptr<ExpertExecutor> executor) {
+  absl::MutexLock lock(&mu_);
+  executor_ = std::move(executor);
+}
+
+bool ExpertService::ready() const {
+  absl::MutexLock lock(&mu_);
+  return executor_ != nullptr;
+}
+
+absl::Status ExpertService::Validate(const v1::RunExpertsRequest& req) const {
+  if (req.layer() < 0 || req.layer() >= info_.num_layers) {
+    return absl::InvalidArgumentError(absl::StrCat("layer: ", req.layer(), " out of range [0, ",
+                                                   info_.num_layers, ")"));
+  }
+  if (req.hidden_size() != info_.hidden_size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "hidden_size: ", req.hidden_size(), " does not match the model's ", info_.hidden_size));
+  }
+  if (req.num_tokens() < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("num_tokens: ", req.num_tokens(), " < 0"));
+  }
+  if (req.top_k() < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("top_k: ", req.top_k(), " < 1"));
+  }
+  const size_t esize = WireDTypeSize(req.dtype());
+  if (esize == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "dtype: ", v1::TensorDType_Name(req.dtype()).empty() ? std::to_string(req.dtype())
+                                                              : v1::TensorDType_Name(req.dtype()),
+        " is not TENSOR_DTYPE_F32 or TENSOR_DTYPE_BF16"));
+  }
+  const int64_t T = req.num_tokens(), H = req.hidden_size(), k = req.top_k();
+  const int64_t want_hidden = T * H * static_cast<int64_t>(esize);
+  if (static_cast<int64_t>(req.hidden().size()) != want_hidden) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "hidden: ", req.hidden().size(), " bytes, expected num_tokens*hidden_size*",
+        esize, " = ", want_hidden));
+  }
+  if (static_cast<int64_t>(req.expert_ids_size()) != T * k) {
+    return absl::InvalidArgumentError(absl::StrCat("expert_ids: ", req.expert_ids_size(),
+                                                   " entries, expected num_tokens*top_k = ", T * k));
+  }
+  if (static_cast<int64_t>(req.weights_size()) != T * k) {
+    return absl::InvalidArgumentError(absl::StrCat("weights: ", req.weights_size(),
+                                                   " entries, expected num_tokens*top_k = ", T * k));
+  }
+  for (int i = 0; i < req.expert_ids_size(); ++i) {
+    const int e = req.expert_ids(i);
+    if (e == -1) continue;
+    if (e < 0 || e >= info_.num_experts) {
+      return absl::InvalidArgumentError(absl::StrCat("expert_ids[", i, "]: ", e,
+                                                     " out of range [0, ", info_.num_experts,
+                                                     ") (or -1 to skip)"));
+    }
+    if (!held_[e]) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("expert_ids[", i, "]: expert ", e, " is not held by this worker (holds ",
+                       DescribeHeld(info_.experts), ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ExpertService::Handle(const v1::RunExpertsRequest& req,
+                                   v1::RunExpertsResponse* resp) {
+  std::shared_ptr<ExpertExecutor> executor;
+  {
+    absl::MutexLock lock(&mu_);
+    executor = executor_;
+  }
+  if (executor == nullptr) {
+    return absl::UnavailableError("expert worker: weights are still loading (not ready)");
+  }
+  RETURN_IF_ERROR(Validate(req));
+  const size_t T = req.num_tokens(), H = req.hidden_size();
+  resp->set_num_tokens(req.num_tokens());
+  resp->set_dtype(req.dtype());
+  if (T == 0) {
+    resp->mutable_output()->clear();
+    return absl::OkStatus();
+  }
+  std::vector<float> x_scratch;
+  const float* x = DecodeTensor(req.hidden(), T * H, req.dtype(), &x_scratch);
+  kernels::MoeBatch batch;
+  batch.num_tokens = req.num_tokens();
+  batch.top_k = req.top_k();
+  batch.x = x;
+  batch.expert_ids = req.expert_ids().data();
+  batch.weights = req.weights().data();
+
+  std::string* out_bytes = resp->mutable_output();
+  if (req.dtype() == v1::TENSOR_DTYPE_F32) {
+    // Write straight into the response's bytes when they are float-aligned (heap strings are).
+    out_bytes->resize(T * H * 4);
+    if (reinterpret_cast<uintptr_t>(out_bytes->data()) % alignof(float) == 0) {
+      return executor->Run(req.layer(), batch, reinterpret_cast<float*>(out_bytes->data()));
+    }
+  }
+  std::vector<float> out(T * H);
+  RETURN_IF_ERROR(executor->Run(req.layer(), batch, out.data()));
+  EncodeTensor(out.data(), out.size(), req.dtype(), out_bytes);
+  return absl::OkStatus();
+}
+
+grpc::Status ExpertService::RunExperts(grpc::ServerContext* ctx, const v1::RunExpertsRequest* req,
+                                       v1::RunExpertsResponse* resp) {
+  return ToGrpcStatus(Handle(*req, resp));
+}
+
+grpc::Status ExpertService::Describe(grpc::ServerContext* ctx, const v1::DescribeRequest* req,
+                                     v1::DescribeResponse* resp) {
+  resp->set_model_type(info_.model_type);
+  resp->set_num_layers(info_.num_layers);
+  resp->set_num_experts(info_.num_experts);
+  resp->set_hidden_size(info_.hidden_size);
+  resp->set_intermediate_size(info_.intermediate_size);
+  for (int e : info_.experts) resp->add_experts(e);
+  resp->set_device(info_.device);
+  resp->set_ready(ready());
+  return grpc::Status::OK;
+}
+
+}  // namespace mxserve

@@ -1,0 +1,230 @@
+// mxserve-worker: serves one slice of a model's experts (every MoE layer) over gRPC.
+//   mxserve-worker --model DIR --experts 0-15 --port 0 --port-file /run/w0.port --threads 8
+// Order: listen (health NOT_SERVING) -> write the port file -> load weights -> SERVING.
+// Exit codes: 0 clean shutdown (SIGTERM/SIGINT), 78 (EX_CONFIG) bad flags/config/checkpoint,
+// 1 other failures (e.g. the port cannot be bound).
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <numeric>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/reflection.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "core/flags_util.h"
+#include "core/model_config.h"
+#include "core/safetensors.h"
+#include "core/thread_pool.h"
+#include "worker/expert_executor.h"
+#include "worker/expert_service.h"
+#include "worker/expert_shard.h"
+#include "worker/worker_server.h"
+
+ABSL_FLAG(std::string, model, "", "model folder (config.json + *.safetensors)");
+ABSL_FLAG(std::string, experts, "", "global expert ids to hold, e.g. \"0-15\" or \"0,2,4-7\" (default: all)");
+ABSL_FLAG(std::string, host, "127.0.0.1", "address to listen on");
+ABSL_FLAG(int, port, 0, "port to listen on (0 = pick a free one; see --port-file)");
+ABSL_FLAG(std::string, port_file, "", "write the bound port here once listening (atomically)");
+ABSL_FLAG(int, threads, 0, "CPU threads for the expert kernels (0 = all cores)");
+
+namespace mxserve {
+namespace {
+
+constexpr int kExitConfig = 78;  // EX_CONFIG: systemd's RestartPreventExitStatus=78
+
+struct WorkerOptions {
+  std::string model_dir;
+  std::string experts_spec;
+  std::string host;
+  int port = 0;
+  std::string port_file;
+  int threads = 0;
+};
+
+WorkerOptions OptionsFromFlags() {
+  WorkerOptions o;
+  o.model_dir = absl::GetFlag(FLAGS_model);
+  o.experts_spec = absl::GetFlag(FLAGS_experts);
+  o.host = absl::GetFlag(FLAGS_host);
+  o.port = absl::GetFlag(FLAGS_port);
+  o.port_file = absl::GetFlag(FLAGS_port_file);
+  o.threads = absl::GetFlag(FLAGS_threads);
+  return o;
+}
+
+void Log(const std::string& msg) {
+  std::cerr << absl::FormatTime("%H:%M:%E3S", absl::Now(), absl::LocalTimeZone())
+            << " mxserve-worker[" << getpid() << "] " << msg << std::endl;
+}
+
+[[noreturn]] void Fail(int code, const std::string& msg) {
+  Log("error: " + msg);
+  std::exit(code);
+}
+
+absl::Status WritePortFile(const std::string& path, int port) {
+  const std::string tmp = absl::StrCat(path, ".tmp.", getpid());
+  {
+    std::ofstream f(tmp, std::ios::trunc);
+    f << port << "\n";
+    f.close();
+    if (!f) return absl::InternalError(absl::StrCat("port-file: cannot write ", tmp));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    return absl::InternalError(absl::StrCat("port-file: cannot rename ", tmp, " to ", path));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+// Finds unknown flags and unparsable values before absl::ParseCommandLine would exit(1).
+std::string PrecheckFlags(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    std::string_view a = argv[i];
+    if (a == "--") break;
+    if (a.size() < 2 || a[0] != '-') continue;
+    a.remove_prefix(a[1] == '-' ? 2 : 1);
+    std::string name(a.substr(0, a.find('=')));
+    absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+    if (flag == nullptr && name.rfind("no", 0) == 0) flag = absl::FindCommandLineFlag(name.substr(2));
+    if (flag == nullptr) return absl::StrCat("unknown flag --", name);
+    if (flag->IsOfType<bool>()) continue;
+    std::string value;
+    if (a.find('=') != std::string_view::npos) {
+      value = std::string(a.substr(a.find('=') + 1));
+    } else if (i + 1 < argc) {
+      value = argv[++i];
+    } else {
+      return absl::StrCat("flag --", name, " needs a value");
+    }
+    std::string error;
+    if (!flag->ParseFrom(value, &error)) return absl::StrCat("--", name, "=", value, ": ", error);
+  }
+  return "";
+}
+
+namespace {
+
+int Main(const WorkerOptions& opt) {
+  if (opt.model_dir.empty()) Fail(kExitConfig, "--model is required");
+  if (opt.port < 0 || opt.port > 65535) Fail(kExitConfig, absl::StrCat("--port ", opt.port, " not in [0, 65535]"));
+  if (opt.threads < 0) Fail(kExitConfig, absl::StrCat("--threads ", opt.threads, " < 0"));
+  absl::StatusOr<ModelConfig> config = ModelConfig::Load(opt.model_dir);
+  if (!config.ok()) Fail(kExitConfig, absl::StrCat("--model ", opt.model_dir, ": ", config.status().message()));
+  std::vector<int> experts;
+  if (opt.experts_spec.empty()) {
+    experts.resize(config->num_local_experts);
+    std::iota(experts.begin(), experts.end(), 0);
+  } else {
+    absl::StatusOr<std::vector<int>> ids = ParseIdList(opt.experts_spec, config->num_local_experts);
+    if (!ids.ok()) Fail(kExitConfig, absl::StrCat("--experts: ", ids.status().message()));
+    experts = *std::move(ids);
+    if (experts.empty()) Fail(kExitConfig, "--experts: empty set");
+  }
+
+  // Signals go to one thread (sigwait) so that every other thread, gRPC's included, runs
+  // with them blocked: block before any thread is started.
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGTERM);
+  sigaddset(&sigs, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+
+  WorkerModelInfo info;
+  info.model_type = config->model_type;
+  info.num_layers = config->num_hidden_layers;
+  info.num_experts = config->num_local_experts;
+  info.hidden_size = config->hidden_size;
+  info.intermediate_size = config->intermediate_size;
+  info.experts = experts;
+  auto service = std::make_shared<ExpertService>(info);
+  WorkerServerOptions sopt;
+  sopt.host = opt.host;
+  sopt.port = opt.port;
+  absl::StatusOr<std::unique_ptr<WorkerServer>> server = WorkerServer::Start(sopt, service);
+  if (!server.ok()) {
+    Fail(server.status().code() == absl::StatusCode::kInvalidArgument ? kExitConfig : 1,
+         std::string(server.status().message()));
+  }
+  Log(absl::StrCat("listening on ", (*server)->address(), " (NOT_SERVING until loaded); experts ",
+                   experts.front(), "..", experts.back(), " (", experts.size(), ") of ",
+                   config->num_local_experts, ", ", config->num_hidden_layers, " layers"));
+  if (!opt.port_file.empty()) {
+    if (absl::Status s = WritePortFile(opt.port_file, (*server)->port()); !s.ok()) {
+      Fail(kExitConfig, std::string(s.message()));
+    }
+  }
+
+  std::atomic<bool> loaded{false};
+  std::atomic<bool> stopping{false};
+  WorkerServer* srv = server->get();
+  std::thread signal_thread([&] {
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    stopping = true;
+    Log(absl::StrCat("signal ", sig, ": shutting down"));
+    // A worker holds no state but weights: while still loading, there is nothing to drain.
+    if (!loaded) std::_Exit(0);
+    srv->Shutdown(absl::Seconds(5));
+  });
+
+  const absl::Time t0 = absl::Now();
+  absl::StatusOr<std::unique_ptr<Checkpoint>> ckpt = Checkpoint::Open(opt.model_dir);
+  if (!ckpt.ok()) Fail(kExitConfig, absl::StrCat("--model ", opt.model_dir, ": ", ckpt.status().message()));
+  absl::StatusOr<std::unique_ptr<ExpertShard>> shard = ExpertShard::Load(
+      **ckpt, *config, experts, [](int done, int total) {
+        Log(absl::StrCat("loaded layer ", done, "/", total));
+      });
+  if (!shard.ok()) Fail(kExitConfig, absl::StrCat("loading experts: ", shard.status().message()));
+  ckpt->reset();  // weights are copied; drop the mapping
+  Log(absl::StrCat("weights resident: ", (*shard)->resident_bytes() >> 20, " MiB in ",
+                   absl::FormatDuration(absl::Now() - t0)));
+  auto pool = std::make_shared<ThreadPool>(opt.threads);
+  service->SetReady(std::make_shared<ShardExecutor>(std::shared_ptr<const ExpertShard>(std::move(*shard)), pool));
+  loaded = true;
+  if (!stopping) {
+    srv->SetServing(true);
+    Log("SERVING");
+  }
+  srv->Wait();  // returns once the signal thread has shut the server down
+  signal_thread.join();
+  server->reset();
+  Log("stopped");
+  return 0;
+}
+
+}  // namespace
+}  // namespace mxserve
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "mxserve-worker --model DIR [--experts 0-15] [--host 127.0.0.1] [--port 0] "
+      "[--port-file PATH] [--threads N]");
+  // absl exits with 1 on an unknown flag or a bad value; a config error must exit 78.
+  if (std::string err = mxserve::PrecheckFlags(argc, argv); !err.empty()) {
+    std::cerr << "mxserve-worker: " << err << " (see --help)\n";
+    return 78;
+  }
+  std::vector<char*> rest = absl::ParseCommandLine(argc, argv);
+  if (rest.size() > 1) {
+    std::cerr << "mxserve-worker: unexpected argument '" << rest[1] << "'\n";
+    return 78;
+  }
+  return mxserve::Main(mxserve::OptionsFromFlags());
+}
