@@ -10,6 +10,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -22,6 +23,18 @@ class Tokenizer {
   static absl::StatusOr<std::unique_ptr<Tokenizer>> FromDir(const std::string& model_dir);
   static absl::StatusOr<std::unique_ptr<Tokenizer>> FromJson(const std::string& tokenizer_json,
                                                              const std::string& config_json);
+  // A tiktoken ranks file ("base64(token) rank" per line: o200k_base.tiktoken, Kimi's
+  // tiktoken.model) with its pre-tokenizer pattern and special tokens (content, id); rank-BPE.
+  // bos/eos name specials ("" = none).
+  static absl::StatusOr<std::unique_ptr<Tokenizer>> FromTiktoken(
+      const std::string& ranks_path, const std::string& pattern,
+      const std::vector<std::pair<std::string, int32_t>>& specials,
+      const std::string& bos_token = "", const std::string& eos_token = "");
+  // The same from the file's contents.
+  static absl::StatusOr<std::unique_ptr<Tokenizer>> FromTiktokenData(
+      std::string_view ranks, const std::string& pattern,
+      const std::vector<std::pair<std::string, int32_t>>& specials,
+      const std::string& bos_token = "", const std::string& eos_token = "");
   virtual ~Tokenizer() = default;
 
   // allow_special: text equal to a special token's content becomes that token; otherwise
