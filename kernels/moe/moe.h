@@ -28,6 +28,7 @@ struct Mxfp4Matrix {
   int cols = 0;
 };
 
+// A null bias pointer means a zero bias (DeepSeek/Kimi experts have none).
 struct ExpertWeights {
   Mxfp4Matrix gate_up;              // [2I, H]
   const float* gate_up_bias = nullptr;  // [2I]
