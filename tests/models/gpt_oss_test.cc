@@ -27,6 +27,7 @@ constexpr double kSameMath = 5e-6;
 
 // A tiny model on disk plus everything needed to run it.
 struct Harness {
+  TempDir tmp;
   std::string dir;
   ModelConfig config;
   std::unique_ptr<Checkpoint> ckpt;
@@ -36,7 +37,7 @@ struct Harness {
 
   static std::unique_ptr<Harness> Make(const TinySpec& spec, uint32_t seed) {
     auto h = std::make_unique<Harness>();
-    h->dir = MakeTempDir();
+    h->dir = h->tmp.path();
     EXPECT_FALSE(h->dir.empty());
     absl::Status st = WriteTinyModel(h->dir, spec, seed);
     EXPECT_TRUE(st.ok()) << st;
@@ -327,7 +328,8 @@ class BadCheckpoint : public ::testing::TestWithParam<BadTensorCase> {};
 TEST_P(BadCheckpoint, ErrorNamesTensor) {
   const BadTensorCase& bc = GetParam();
   TinySpec s;
-  const std::string dir = MakeTempDir();
+  const TempDir tmp;
+  const std::string& dir = tmp.path();
   ASSERT_TRUE(WriteTinyModel(dir, s, 61, {{bc.name, bc.dtype, bc.shape}}).ok());
   auto cfg = ModelConfig::Load(dir);
   ASSERT_TRUE(cfg.ok()) << cfg.status();
@@ -351,7 +353,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadTensorCase{"model.embed_tokens.weight", DType::kBF16, {97, 65}}));
 
 TEST(GptOssModel, MissingTensorIsNamed) {
-  const std::string dir = MakeTempDir();
+  const TempDir tmp;
+  const std::string& dir = tmp.path();
   TinySpec s;
   ASSERT_TRUE(WriteTinyModel(dir, s, 62).ok());
   auto cfg = ModelConfig::Load(dir);
@@ -367,7 +370,8 @@ TEST(GptOssModel, MissingTensorIsNamed) {
 }
 
 TEST(GptOssModel, UnknownArchitectureIsNamed) {
-  const std::string dir = MakeTempDir();
+  const TempDir tmp;
+  const std::string& dir = tmp.path();
   ASSERT_TRUE(WriteTinyModel(dir, TinySpec{}, 63).ok());
   auto cfg = ModelConfig::Load(dir);
   ASSERT_TRUE(cfg.ok());

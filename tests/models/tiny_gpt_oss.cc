@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <numbers>
 #include <numeric>
@@ -232,13 +233,18 @@ absl::Status WriteTinyModel(const std::string& dir, const TinySpec& s, uint32_t 
   return w.Write(dir + "/model.safetensors");
 }
 
-std::string MakeTempDir() {
+TempDir::TempDir() {
   const char* base = getenv("TEST_TMPDIR");
   std::string tmpl = absl::StrCat(base != nullptr ? base : "/tmp", "/mxs_models_XXXXXX");
   std::vector<char> buf(tmpl.begin(), tmpl.end());
   buf.push_back('\0');
   const char* d = mkdtemp(buf.data());
-  return d != nullptr ? std::string(d) : std::string();
+  if (d != nullptr) path_ = d;
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  if (!path_.empty()) std::filesystem::remove_all(path_, ec);
 }
 
 void ReferenceGptOss::RopeTable(const ModelConfig& c, std::vector<double>& inv_freq, double& m,

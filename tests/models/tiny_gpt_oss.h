@@ -50,8 +50,18 @@ struct TensorOverride {
 absl::Status WriteTinyModel(const std::string& dir, const TinySpec& spec, uint32_t seed,
                             const std::vector<TensorOverride>& overrides = {});
 
-// A fresh empty directory under TEST_TMPDIR or /tmp.
-std::string MakeTempDir();
+// A fresh empty directory under TEST_TMPDIR or /tmp, removed with its contents on destruction.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
 
 // The float64 twin. Weights are decoded here, independently of the code under test.
 class ReferenceGptOss {
