@@ -10,7 +10,9 @@ TEST(StatusMap, GrpcRoundTripKeepsCodeAndMessage) {
     const absl::Status s(static_cast<absl::StatusCode>(code), code == 0 ? "" : "msg " + std::to_string(code));
     const grpc::Status g = ToGrpcStatus(s);
     EXPECT_EQ(static_cast<int>(g.error_code()), code);
-    if (code != 0) EXPECT_EQ(g.error_message(), "msg " + std::to_string(code));
+    if (code != 0) {
+      EXPECT_EQ(g.error_message(), "msg " + std::to_string(code));
+    }
     EXPECT_EQ(FromGrpcStatus(g), s);
   }
   EXPECT_EQ(ToGrpcStatus(absl::UnavailableError("x")).error_code(), grpc::StatusCode::UNAVAILABLE);
