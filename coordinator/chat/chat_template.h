@@ -29,9 +29,17 @@ struct ChatRenderOptions {
 // Streaming parser of the model's output tokens into OpenAI fields.
 class ChatOutputParser {
  public:
+  // One streamed piece of a function call (harmony commentary message to=functions.NAME),
+  // shaped like OpenAI's streamed tool_calls: the first piece of a call carries its name.
+  struct ToolCallDelta {
+    int index = 0;          // 0, 1, ... in the order the calls appear in this response
+    std::string name;       // on the call's first piece only
+    std::string arguments;  // JSON text, in pieces
+  };
   struct Delta {
     std::string content;    // user-visible text (harmony final/commentary channel)
     std::string reasoning;  // harmony analysis channel -> reasoning_content
+    std::vector<ToolCallDelta> tool_calls;
   };
   virtual ~ChatOutputParser() = default;
   virtual Delta Push(int32_t token_id) = 0;

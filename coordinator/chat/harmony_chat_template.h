@@ -1,0 +1,37 @@
+// gpt-oss's chat format (harmony, specs/models.md §1.6): renders OpenAI messages the way the HF
+// chat_template.jinja shipped with gpt-oss does, and parses the model's harmony output.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "coordinator/chat/chat_template.h"
+
+namespace mxserve {
+
+// The harmony special tokens, resolved once from the tokenizer.
+struct HarmonyTokens {
+  int32_t start, end, message, channel, constrain, ret, call;
+};
+
+class HarmonyChatTemplate : public ChatTemplate {
+ public:
+  // Error when the tokenizer lacks a harmony special token (naming it).
+  static absl::StatusOr<std::unique_ptr<HarmonyChatTemplate>> Create(const Tokenizer* tokenizer);
+
+  absl::StatusOr<std::string> Render(const std::vector<ChatMessage>& messages,
+                                     const ChatRenderOptions& options) const override;
+  std::vector<int32_t> StopTokenIds() const override { return {tokens_.ret, tokens_.call}; }
+  std::unique_ptr<ChatOutputParser> NewParser() const override;
+
+ private:
+  HarmonyChatTemplate(const Tokenizer* tok, HarmonyTokens t) : tok_(tok), tokens_(t) {}
+  const Tokenizer* tok_;
+  HarmonyTokens tokens_;
+};
+
+// Python's json.dumps(s, ensure_ascii=False): what the HF template's `tojson` filter produces.
+std::string JsonQuote(const std::string& s);
+
+}  // namespace mxserve

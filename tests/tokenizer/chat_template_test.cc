@@ -1,0 +1,261 @@
+// Harmony chat template (gpt-oss): Render fixtures checked by hand against specs/models.md §1.6
+// (the HF chat_template.jinja output), and the streaming output parser fed recorded token streams
+// token by token and byte by byte.
+#include <random>
+#include <string>
+#include <vector>
+
+#include "coordinator/chat/chat_template.h"
+#include "coordinator/chat/harmony_chat_template.h"
+#include "coordinator/tokenizer/tokenizer.h"
+#include "coordinator/tokenizer/utf8.h"
+#include "gtest/gtest.h"
+#include "tools/tiny_tokenizer/tiny_tokenizer.h"
+
+namespace mxserve {
+namespace {
+
+const Tokenizer& Tok() {
+  static const Tokenizer* t = [] {
+    auto f = MakeTinyTokenizer(600);
+    EXPECT_TRUE(f.ok());
+    auto r = Tokenizer::FromJson(f->tokenizer_json, f->tokenizer_config_json);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r->release();
+  }();
+  return *t;
+}
+
+std::unique_ptr<ChatTemplate> Harmony() {
+  auto t = ChatTemplate::ForModel("gpt_oss", &Tok());
+  EXPECT_TRUE(t.ok()) << t.status();
+  return std::move(*t);
+}
+
+ChatRenderOptions Opts(const std::string& effort = "medium", bool gen = true) {
+  ChatRenderOptions o;
+  o.reasoning_effort = effort;
+  o.current_date = "2025-06-28";
+  o.add_generation_prompt = gen;
+  return o;
+}
+
+const char kSystemMedium[] =
+    "<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\n"
+    "Knowledge cutoff: 2024-06\n"
+    "Current date: 2025-06-28\n"
+    "\n"
+    "Reasoning: medium\n"
+    "\n"
+    "# Valid channels: analysis, commentary, final. Channel must be included for every "
+    "message.<|end|>";
+
+TEST(HarmonyRender, SystemBecomesDeveloperInstructions) {
+  auto r = Harmony()->Render({{"system", "Be brief.", ""}, {"user", "What is 2 + 2?", ""}}, Opts());
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(*r, std::string(kSystemMedium) +
+                    "<|start|>developer<|message|># Instructions\n\nBe brief.\n\n<|end|>"
+                    "<|start|>user<|message|>What is 2 + 2?<|end|><|start|>assistant");
+}
+
+TEST(HarmonyRender, UserOnlyHighEffortNoDeveloperMessage) {
+  auto r = Harmony()->Render({{"user", "Hi", ""}}, Opts("high"));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(*r,
+            "<|start|>system<|message|>You are ChatGPT, a large language model trained by "
+            "OpenAI.\nKnowledge cutoff: 2024-06\nCurrent date: 2025-06-28\n\nReasoning: high\n\n"
+            "# Valid channels: analysis, commentary, final. Channel must be included for every "
+            "message.<|end|><|start|>user<|message|>Hi<|end|><|start|>assistant");
+  // An empty system message adds no developer message.
+  auto e = Harmony()->Render({{"system", "", ""}, {"user", "Hi", ""}}, Opts("high"));
+  EXPECT_EQ(*e, *r);
+}
+
+TEST(HarmonyRender, HistoryAsFinalChannelAndTrainingTail) {
+  std::vector<ChatMessage> conv = {{"developer", "Answer in French.", ""},
+                                   {"user", "Hello", ""},
+                                   {"assistant", "Bonjour !", ""},
+                                   {"user", "Thanks", ""},
+                                   {"assistant", "De rien.", ""}};
+  auto train = Harmony()->Render(conv, Opts("low", /*gen=*/false));
+  ASSERT_TRUE(train.ok());
+  const std::string head =
+      "<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\n"
+      "Knowledge cutoff: 2024-06\nCurrent date: 2025-06-28\n\nReasoning: low\n\n"
+      "# Valid channels: analysis, commentary, final. Channel must be included for every "
+      "message.<|end|><|start|>developer<|message|># Instructions\n\nAnswer in French.\n\n<|end|>"
+      "<|start|>user<|message|>Hello<|end|>"
+      "<|start|>assistant<|channel|>final<|message|>Bonjour !<|end|>"
+      "<|start|>user<|message|>Thanks<|end|>";
+  EXPECT_EQ(*train, head + "<|start|>assistant<|channel|>final<|message|>De rien.<|return|>");
+  auto infer = Harmony()->Render(conv, Opts("low", /*gen=*/true));
+  EXPECT_EQ(*infer,
+            head + "<|start|>assistant<|channel|>final<|message|>De rien.<|end|><|start|>assistant");
+}
+
+TEST(HarmonyRender, ToolResultIsJsonQuoted) {
+  auto r = Harmony()->Render({{"user", "Weather?", ""},
+                              {"tool", "{\"temp\": 20}\nline\t\"q\" \x01 é", "get_weather"}},
+                             Opts());
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->substr(std::string(kSystemMedium).size()),
+            "<|start|>user<|message|>Weather?<|end|>"
+            "<|start|>functions.get_weather to=assistant<|channel|>commentary<|message|>"
+            "\"{\\\"temp\\\": 20}\\nline\\t\\\"q\\\" \\u0001 é\"<|end|><|start|>assistant");
+}
+
+TEST(HarmonyRender, ErrorsNameTheMessage) {
+  auto h = Harmony();
+  auto empty = h->Render({}, Opts());
+  EXPECT_FALSE(empty.ok());
+  auto bad_role = h->Render({{"user", "a", ""}, {"robot", "b", ""}}, Opts());
+  ASSERT_FALSE(bad_role.ok());
+  EXPECT_NE(bad_role.status().message().find("messages[1]"), std::string::npos);
+  EXPECT_NE(bad_role.status().message().find("robot"), std::string::npos);
+  auto late_system = h->Render({{"user", "a", ""}, {"system", "b", ""}}, Opts());
+  ASSERT_FALSE(late_system.ok());
+  EXPECT_NE(late_system.status().message().find("messages[1]"), std::string::npos);
+  auto tags = h->Render({{"user", "a", ""}, {"assistant", "<|channel|>final<|message|>x", ""}},
+                        Opts());
+  ASSERT_FALSE(tags.ok());
+  EXPECT_NE(tags.status().message().find("messages[1]"), std::string::npos);
+  auto tool = h->Render({{"user", "a", ""}, {"tool", "b", ""}}, Opts());
+  ASSERT_FALSE(tool.ok());
+  EXPECT_NE(tool.status().message().find("messages[1].name"), std::string::npos);
+  EXPECT_FALSE(h->Render({{"user", "a", ""}}, Opts("extreme")).ok());
+  ChatRenderOptions bad_date = Opts();
+  bad_date.current_date = "28/06/2025";
+  EXPECT_FALSE(h->Render({{"user", "a", ""}}, bad_date).ok());
+  EXPECT_FALSE(ChatTemplate::ForModel("llama", &Tok()).ok());
+}
+
+TEST(HarmonyRender, DefaultDateIsToday) {
+  ChatRenderOptions o = Opts();
+  o.current_date = "";
+  auto r = Harmony()->Render({{"user", "a", ""}}, o);
+  ASSERT_TRUE(r.ok());
+  size_t p = r->find("Current date: ");
+  ASSERT_NE(p, std::string::npos);
+  std::string d = r->substr(p + 14, 10);
+  EXPECT_TRUE(d[4] == '-' && d[7] == '-' && d.substr(0, 2) == "20") << d;
+}
+
+TEST(HarmonyRender, StopTokensAreReturnAndCall) {
+  auto stops = Harmony()->StopTokenIds();
+  EXPECT_EQ(stops, (std::vector<int32_t>{*Tok().SpecialTokenId("<|return|>"),
+                                         *Tok().SpecialTokenId("<|call|>")}));
+}
+
+// ---- parser --------------------------------------------------------------------------------
+
+struct Parsed {
+  std::string content, reasoning;
+  std::vector<ChatOutputParser::ToolCallDelta> calls;  // merged per index
+};
+
+// Feeds ids one at a time; checks every delta is valid UTF-8.
+Parsed Feed(const std::vector<int32_t>& ids) {
+  auto p = Harmony()->NewParser();
+  Parsed out;
+  auto take = [&](const ChatOutputParser::Delta& d) {
+    EXPECT_TRUE(IsValidUtf8(d.content));
+    EXPECT_TRUE(IsValidUtf8(d.reasoning));
+    out.content += d.content;
+    out.reasoning += d.reasoning;
+    for (const auto& c : d.tool_calls) {
+      if (static_cast<size_t>(c.index) == out.calls.size()) {
+        EXPECT_FALSE(c.name.empty());
+        out.calls.push_back(c);
+      } else {
+        ASSERT_LT(static_cast<size_t>(c.index), out.calls.size());
+        EXPECT_TRUE(c.name.empty());
+        out.calls[c.index].arguments += c.arguments;
+      }
+    }
+  };
+  for (int32_t id : ids) take(p->Push(id));
+  take(p->Finish());
+  return out;
+}
+
+// The stream with every ordinary token split into its single bytes (tiny ids 0..255 = bytes).
+std::vector<int32_t> ByteSplit(const std::vector<int32_t>& ids) {
+  std::vector<int32_t> out;
+  for (int32_t id : ids) {
+    if (Tok().IsSpecial(id)) {
+      out.push_back(id);
+      continue;
+    }
+    std::string b = *Tok().DecodeBytes(std::span<const int32_t>(&id, 1), false);
+    for (unsigned char c : b) out.push_back(c);
+  }
+  return out;
+}
+
+const char kRecorded[] =
+    "<|channel|>analysis<|message|>User asks 2+2. Easy: 4 — 你好.<|end|>"
+    "<|start|>assistant<|channel|>final<|message|>2 + 2 = 4. 你好 😀👩‍💻<|return|>"
+    "ignored after return";
+
+TEST(HarmonyParser, ReasoningThenFinalTokenByTokenAndByteByByte) {
+  auto ids = Tok().Encode(kRecorded, true);
+  for (const auto& stream : {ids, ByteSplit(ids)}) {
+    Parsed p = Feed(stream);
+    EXPECT_EQ(p.reasoning, "User asks 2+2. Easy: 4 — 你好.");
+    EXPECT_EQ(p.content, "2 + 2 = 4. 你好 😀👩‍💻");
+    EXPECT_TRUE(p.calls.empty());
+  }
+}
+
+TEST(HarmonyParser, ToolCallBothRecipientPlacements) {
+  for (const char* text :
+       {"<|channel|>analysis<|message|>Need weather.<|end|><|start|>assistant<|channel|>commentary "
+        "to=functions.get_weather <|constrain|>json<|message|>{\"location\":\"San Francisco\"}<|call|>",
+        "<|channel|>analysis<|message|>Need weather.<|end|><|start|>assistant to=functions.get_weather"
+        "<|channel|>commentary json<|message|>{\"location\":\"San Francisco\"}<|call|>"}) {
+    auto ids = Tok().Encode(text, true);
+    for (const auto& stream : {ids, ByteSplit(ids)}) {
+      Parsed p = Feed(stream);
+      EXPECT_EQ(p.reasoning, "Need weather.");
+      EXPECT_EQ(p.content, "");
+      ASSERT_EQ(p.calls.size(), 1u) << text;
+      EXPECT_EQ(p.calls[0].name, "get_weather");
+      EXPECT_EQ(p.calls[0].arguments, "{\"location\":\"San Francisco\"}");
+    }
+  }
+}
+
+TEST(HarmonyParser, HeadersNeverLeakAndTruncationIsClean) {
+  auto ids = Tok().Encode(kRecorded, true);
+  // Cut the stream at every token: content/reasoning are always prefixes of the full answers
+  // and never hold header text.
+  for (size_t cut = 0; cut <= ids.size(); ++cut) {
+    Parsed p = Feed(std::vector<int32_t>(ids.begin(), ids.begin() + cut));
+    // A cut inside a character ends in one U+FFFD (what Finish makes of the held-back bytes).
+    for (std::string* s : {&p.content, &p.reasoning})
+      if (s->size() >= 3 && s->compare(s->size() - 3, 3, "\xEF\xBF\xBD") == 0) s->resize(s->size() - 3);
+    EXPECT_EQ(std::string("2 + 2 = 4. 你好 😀👩‍💻").rfind(p.content, 0), 0u) << cut;
+    EXPECT_EQ(std::string("User asks 2+2. Easy: 4 — 你好.").rfind(p.reasoning, 0), 0u) << cut;
+    EXPECT_EQ(p.content.find("assistant"), std::string::npos);
+    EXPECT_EQ(p.content.find("final"), std::string::npos);
+  }
+}
+
+TEST(HarmonyParser, CommentaryPreambleAndMissingChannelAreContent) {
+  Parsed a = Feed(Tok().Encode("<|channel|>commentary<|message|>Let me check.<|end|>", true));
+  EXPECT_EQ(a.content, "Let me check.");
+  Parsed b = Feed(Tok().Encode("<|message|>plain<|return|>", true));
+  EXPECT_EQ(b.content, "plain");
+}
+
+TEST(HarmonyParser, NonHarmonyTextIsShownAsContent) {
+  // A model that never emits harmony headers (random weights) still produces visible text.
+  const std::string text = "just some words from a model that ignores the format";
+  EXPECT_EQ(Feed(Tok().Encode(text, false)).content, text);
+  std::string long_text;
+  for (int i = 0; i < 40; ++i) long_text += "more words ";
+  EXPECT_EQ(Feed(Tok().Encode(long_text, false)).content, long_text);
+}
+
+}  // namespace
+}  // namespace mxserve
