@@ -27,6 +27,12 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(EngineOptions options,
   if (so.max_num_batched_tokens < 1) {
     return absl::InvalidArgumentError("max_num_batched_tokens: must be >= 1");
   }
+  if (so.max_num_batched_tokens < so.max_num_seqs) {
+    // Otherwise some running sequences could miss their decode token step after step.
+    return absl::InvalidArgumentError(absl::StrCat(
+        "max_num_batched_tokens: ", so.max_num_batched_tokens, " is below max_num_seqs (",
+        so.max_num_seqs, ")"));
+  }
   if (so.max_waiting < 1) return absl::InvalidArgumentError("max_waiting: must be >= 1");
   if (so.max_model_len < 0) return absl::InvalidArgumentError("max_model_len: must be >= 0");
   if (so.max_model_len > runner->max_model_len()) {

@@ -57,7 +57,8 @@ struct StepOutput {
 
 class Scheduler {
  public:
-  // `max_model_len` in options must already be resolved (> 0) by the caller.
+  // `max_model_len` in options must already be resolved by the caller: > 0 and at most
+  // num_blocks * block_size, so that one sequence alone always fits (Engine::Create does this).
   Scheduler(const SchedulerOptions& options, int num_blocks, int block_size,
             std::vector<int32_t> eos_ids);
 

@@ -20,47 +20,6 @@ bool Contains(const std::vector<int32_t>& v, int32_t x) {
   return std::find(v.begin(), v.end(), x) != v.end();
 }
 
-constexpr char kReplacement[] = "\xEF\xBF\xBD";  // U+FFFD
-
-bool IsCont(unsigned char c) { return (c & 0xC0) == 0x80; }
-
-// Moves the complete UTF-8 characters at the front of `bytes` to the result; invalid bytes
-// become U+FFFD. With `flush`, an unfinished character at the end becomes U+FFFD as well.
-std::string TakeCompleteUtf8(std::string* bytes, bool flush) {
-  std::string out;
-  const std::string& b = *bytes;
-  size_t i = 0;
-  while (i < b.size()) {
-    const unsigned char c = static_cast<unsigned char>(b[i]);
-    size_t len = 0;
-    if (c < 0x80) len = 1;
-    else if (c >= 0xC2 && c <= 0xDF) len = 2;
-    else if (c >= 0xE0 && c <= 0xEF) len = 3;
-    else if (c >= 0xF0 && c <= 0xF4) len = 4;
-    if (len == 0) {  // stray continuation or impossible lead byte
-      out += kReplacement;
-      ++i;
-      continue;
-    }
-    size_t have = 1;
-    while (have < len && i + have < b.size() &&
-           IsCont(static_cast<unsigned char>(b[i + have]))) {
-      ++have;
-    }
-    if (have == len) {
-      out.append(b, i, len);
-      i += len;
-    } else if (i + have == b.size() && !flush) {
-      break;  // unfinished character: wait for the next token's bytes
-    } else {
-      out += kReplacement;  // broken sequence: replace what we have, resync after it
-      i += have;
-    }
-  }
-  bytes->erase(0, i);
-  return out;
-}
-
 }  // namespace
 
 Sequence::Sequence(int64_t seq_id, GenerateRequest request, EventCallback callback,
@@ -74,6 +33,8 @@ Sequence::Sequence(int64_t seq_id, GenerateRequest request, EventCallback callba
       num_prompt_tokens_(static_cast<int>(tokens_.size())),
       rng_(SeedFor(params_)),
       arrival_time_(absl::Now()) {
+  // Output text skips special tokens, as vLLM's skip_special_tokens=True default does.
+  if (tok_ != nullptr) detok_.emplace(tok_, /*skip_special=*/true);
   for (const std::string& s : params_.stop) max_stop_len_ = std::max(max_stop_len_, s.size());
   if (params_.prompt_logprobs >= 0 && !tokens_.empty()) {
     // The first prompt token has no context to be predicted from.
@@ -88,17 +49,11 @@ bool Sequence::WantsPromptLogprobs() const {
 }
 
 std::string Sequence::DetokenizeNext(int32_t token) {
-  if (tok_ == nullptr) return "";
-  const int32_t ids[1] = {token};
-  absl::StatusOr<std::string> bytes = tok_->DecodeBytes(ids, /*skip_special=*/true);
-  // Ids were validated against the vocabulary at Submit and the sampler only returns ids below
-  // vocab_size, so a failure here means the tokenizer is smaller than the model: show U+FFFD.
-  pending_bytes_ += bytes.ok() ? *bytes : std::string(kReplacement);
-  return TakeCompleteUtf8(&pending_bytes_, /*flush=*/false);
+  return detok_.has_value() ? detok_->Push(token) : std::string();
 }
 
 std::string Sequence::FlushDetokenizer() {
-  return TakeCompleteUtf8(&pending_bytes_, /*flush=*/true);
+  return detok_.has_value() ? detok_->Flush() : std::string();
 }
 
 bool Sequence::MatchStopString(size_t old_size) {

@@ -105,9 +105,7 @@ class Sequence {
   std::vector<TokenLogprob> prompt_logprobs_;
   bool prompt_logprobs_sent_ = false;
 
-  // Incremental detokenizing through the virtual Tokenizer::DecodeBytes (so it works with any
-  // Tokenizer, fakes included): bytes of an unfinished UTF-8 character wait here.
-  std::string pending_bytes_;
+  std::optional<IncrementalDetokenizer> detok_;  // absent without a tokenizer
   std::string text_;          // generated text so far (cut at a matched stop string)
   size_t emitted_bytes_ = 0;  // prefix of text_ already streamed
   size_t max_stop_len_ = 0;

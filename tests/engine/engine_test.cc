@@ -215,14 +215,31 @@ TEST(EngineTest, PreemptionUnderTinyPoolFinishesEveryRequestWithSameOutput) {
   auto engine = MakeEngine(Opts(32, 6), &runner);
   Collector c;
   std::mt19937 rng(5);
-  std::map<std::string, std::vector<int32_t>> want;
+  std::map<std::string, std::vector<int32_t>> want, prompts;
   for (int i = 0; i < 6; ++i) {
     const std::string id = "p" + std::to_string(i);
     auto prompt = RandomPrompt(rng, 10);
     want[id] = ReferenceGreedy(prompt, 20, kVocab);
-    ASSERT_TRUE(engine->Submit(Req(id, prompt, 20), c.For(id)).ok());
+    GenerateRequest r = Req(id, prompt, 20);
+    r.params.prompt_logprobs = 1;  // recorded once even if the prefill is recomputed
+    r.params.logprobs = 0;
+    ASSERT_TRUE(engine->Submit(r, c.For(id)).ok());
+    prompts[id] = prompt;
   }
   ASSERT_TRUE(c.WaitFinished(6));
+  for (const auto& [id, prompt] : prompts) {
+    const auto events = c.Events(id);
+    ASSERT_FALSE(events.empty());
+    const auto& plp = events[0].prompt_logprobs;
+    ASSERT_EQ(plp.size(), prompt.size()) << id;
+    for (size_t p = 1; p < prompt.size(); ++p) {
+      EXPECT_EQ(plp[p].token_id, prompt[p]);
+      ASSERT_EQ(plp[p].top.size(), 1u);
+    }
+    int n = 0;
+    for (const auto& ev : events) n += static_cast<int>(ev.logprobs.size());
+    EXPECT_EQ(n, 20) << id;
+  }
   for (const auto& [id, tokens] : want) {
     EXPECT_EQ(c.Tokens(id), tokens) << id;
     EXPECT_EQ(c.Final(id).finish_reason, FinishReason::kLength);
@@ -295,7 +312,7 @@ TEST(EngineTest, SeedIsReproducibleWhateverTheBatch) {
   std::vector<int32_t> prompt = {1, 2, 3, 4};
   auto run = [&](int extra, uint64_t seed, int budget) {
     FakeRunner runner(kVocab, 4, 128, 256);
-    auto engine = MakeEngine(Opts(budget, 8), &runner);
+    auto engine = MakeEngine(Opts(budget, std::min(budget, 8)), &runner);
     Collector c;
     std::mt19937 rng(extra);
     for (int i = 0; i < extra; ++i) {
@@ -453,6 +470,8 @@ TEST(EngineTest, SubmitValidationErrorsNameTheField) {
 TEST(EngineTest, CreateRejectsBadOptions) {
   FakeRunner runner(kVocab, 4, 8, 100);
   EngineOptions o = Opts(0, 4);
+  EXPECT_NE(Engine::Create(Opts(3, 4), &runner, nullptr, {}).status().message().find("max_num_batched_tokens"),
+            std::string::npos);
   EXPECT_NE(Engine::Create(o, &runner, nullptr, {}).status().message().find("max_num_batched_tokens"),
             std::string::npos);
   o = Opts(16, 4);
@@ -488,8 +507,6 @@ TEST(EngineTest, RunnerFailureFailsThatStepsRequestsAndEngineKeepsGoing) {
   auto engine = MakeEngine(Opts(64, 4), &runner);
   Collector c;
   runner.FailNextRuns(1);
-  // Submitted together under the lock-free start, both likely share the failing step; at
-  // least the first does.
   ASSERT_TRUE(engine->Submit(Req("f1", {1, 2}, 5), c.For("f1")).ok());
   ASSERT_TRUE(c.WaitFinished(1));
   EXPECT_EQ(c.Final("f1").finish_reason, FinishReason::kError);
