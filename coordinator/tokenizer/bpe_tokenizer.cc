@@ -32,7 +32,12 @@ BpeTokenizer::BpeTokenizer(BpeTokenizerParts parts)
     bytes_[id] = s;
     kind_[id] = 1;
   }
+  // An id named twice (tiktoken's o200k_harmony calls 200018 both <|endofprompt|> and
+  // <|reserved_200018|>) decodes as its first name; both names encode to it.
+  std::vector<bool> named(kind_.size(), false);
   for (const AddedToken& t : added_) {
+    if (named[t.id]) continue;
+    named[t.id] = true;
     bytes_[t.id] = t.content;
     kind_[t.id] = t.special ? 3 : 2;
   }

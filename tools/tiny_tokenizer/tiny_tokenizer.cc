@@ -9,14 +9,13 @@
 // own id.
 #include "tools/tiny_tokenizer/tiny_tokenizer.h"
 
-#include <algorithm>
 #include <map>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "coordinator/tokenizer/byte_unicode.h"
 #include "coordinator/tokenizer/regex_splitter.h"
+#include "coordinator/tokenizer/tiktoken_converter.h"
 #include "nlohmann/json.hpp"
 #include "tools/tiny_tokenizer/tiny_corpus.h"
 
@@ -124,76 +123,19 @@ absl::StatusOr<TokenizerFiles> MakeTinyTokenizer(int num_merges) {
   const int base = static_cast<int>(tokens.size());
   const int vocab_size = (base + kNumHarmonySpecials + 31) / 32 * 32;
 
-  std::map<std::string, int> rank;
-  for (int i = 0; i < base; ++i) rank[tokens[i]] = i;
-
-  // TikTokenConverter: vocab = byte-level spelling -> rank; merges = for each token in rank
-  // order, every split into two ranked halves, ordered by (rank left, rank right).
-  ojson vocab = ojson::object();
-  ojson merges = ojson::array();
-  for (int i = 0; i < base; ++i) {
-    const std::string& t = tokens[i];
-    vocab[BytesToByteLevel(t)] = i;
-    std::vector<std::pair<int, int>> local;
-    for (size_t k = 1; k < t.size(); ++k) {
-      auto l = rank.find(t.substr(0, k));
-      auto r = rank.find(t.substr(k));
-      if (l != rank.end() && r != rank.end()) local.push_back({l->second, r->second});
-    }
-    std::sort(local.begin(), local.end());
-    for (auto [l, r] : local)
-      merges.push_back(ojson::array({BytesToByteLevel(tokens[l]), BytesToByteLevel(tokens[r])}));
-  }
-
-  ojson added = ojson::array();
+  std::vector<AddedToken> added;
   ojson added_decoder = ojson::object();
   for (int id = base; id < vocab_size; ++id) {
     const int i = id - base;
     std::string name = i < kNumHarmonySpecials ? SpecialName(i, id)
                                                : absl::StrCat("<|reserved_", id, "|>");
-    added.push_back(ojson{{"id", id},          {"content", name},     {"single_word", false},
-                          {"lstrip", false},   {"rstrip", false},     {"normalized", false},
-                          {"special", true}});
+    added.push_back(AddedToken{id, name, true});
     added_decoder[std::to_string(id)] =
         ojson{{"content", name}, {"lstrip", false},      {"normalized", false},
               {"rstrip", false}, {"single_word", false}, {"special", true}};
   }
-
-  ojson tj;
-  tj["version"] = "1.0";
-  tj["truncation"] = nullptr;
-  tj["padding"] = nullptr;
-  tj["added_tokens"] = added;
-  tj["normalizer"] = nullptr;
-  tj["pre_tokenizer"] = ojson{
-      {"type", "Sequence"},
-      {"pretokenizers",
-       ojson::array({ojson{{"type", "Split"},
-                           {"pattern", ojson{{"Regex", std::string(kO200kPattern)}}},
-                           {"behavior", "Isolated"},
-                           {"invert", false}},
-                     ojson{{"type", "ByteLevel"},
-                           {"add_prefix_space", false},
-                           {"trim_offsets", true},
-                           {"use_regex", false}}})}};
-  tj["post_processor"] = ojson{{"type", "ByteLevel"},
-                               {"add_prefix_space", true},
-                               {"trim_offsets", false},
-                               {"use_regex", true}};
-  tj["decoder"] = ojson{{"type", "ByteLevel"},
-                        {"add_prefix_space", true},
-                        {"trim_offsets", true},
-                        {"use_regex", true}};
-  tj["model"] = ojson{{"type", "BPE"},
-                      {"dropout", nullptr},
-                      {"unk_token", nullptr},
-                      {"continuing_subword_prefix", nullptr},
-                      {"end_of_word_suffix", nullptr},
-                      {"fuse_unk", false},
-                      {"byte_fallback", false},
-                      {"ignore_merges", true},
-                      {"vocab", vocab},
-                      {"merges", merges}};
+  auto tokenizer_json = TikTokenConverterJson(tokens, kO200kPattern, added);
+  if (!tokenizer_json.ok()) return tokenizer_json.status();
 
   ojson cfg;
   cfg["added_tokens_decoder"] = added_decoder;
@@ -207,7 +149,7 @@ absl::StatusOr<TokenizerFiles> MakeTinyTokenizer(int num_merges) {
   cfg["tokenizer_class"] = "PreTrainedTokenizerFast";
 
   TokenizerFiles f;
-  f.tokenizer_json = tj.dump(2);
+  f.tokenizer_json = std::move(*tokenizer_json);
   f.tokenizer_config_json = cfg.dump(2);
   f.vocab_size = vocab_size;
   f.eos_token_id = base + 4;
