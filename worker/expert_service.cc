@@ -135,7 +135,10 @@ absl::Status ExpertService::Handle(const v1::RunExpertsRequest& req,
 
 grpc::Status ExpertService::RunExperts(grpc::ServerContext* ctx, const v1::RunExpertsRequest* req,
                                        v1::RunExpertsResponse* resp) {
-  return ToGrpcStatus(Handle(*req, resp));
+  ++in_flight_;
+  grpc::Status s = ToGrpcStatus(Handle(*req, resp));
+  --in_flight_;
+  return s;
 }
 
 grpc::Status ExpertService::Describe(grpc::ServerContext* ctx, const v1::DescribeRequest* req,

@@ -3,6 +3,7 @@
 // dtype. Before SetReady it answers UNAVAILABLE (weights still loading).
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -34,6 +35,8 @@ class ExpertService final : public v1::ExpertWorker::Service {
   void SetReady(std::shared_ptr<ExpertExecutor> executor) ABSL_LOCKS_EXCLUDED(mu_);
   bool ready() const ABSL_LOCKS_EXCLUDED(mu_);
   const WorkerModelInfo& info() const { return info_; }
+  // RunExperts calls being handled now; used to drain before shutting the server down.
+  int in_flight() const { return in_flight_.load(); }
 
   grpc::Status RunExperts(grpc::ServerContext* ctx, const v1::RunExpertsRequest* req,
                           v1::RunExpertsResponse* resp) override;
@@ -48,6 +51,7 @@ class ExpertService final : public v1::ExpertWorker::Service {
  private:
   const WorkerModelInfo info_;
   std::vector<bool> held_;  // by global expert id
+  std::atomic<int> in_flight_{0};
   mutable absl::Mutex mu_;
   std::shared_ptr<ExpertExecutor> executor_ ABSL_GUARDED_BY(mu_);
 };

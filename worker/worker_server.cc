@@ -1,6 +1,7 @@
 #include "worker/worker_server.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/server_builder.h"
@@ -64,8 +65,14 @@ void WorkerServer::SetServing(bool serving) {
 
 void WorkerServer::Shutdown(absl::Duration grace) {
   if (server_ == nullptr || shut_down_.exchange(true)) return;
+  // gRPC 1.51's Shutdown(deadline) waits for clients to drop idle connections, i.e. the whole
+  // grace period while a coordinator is attached. So: go NOT_SERVING (the router stops
+  // sending), let in-flight RunExperts finish (bounded by grace), then shut down at once.
+  SetServing(false);
+  const absl::Time deadline = absl::Now() + grace;
+  while (service_->in_flight() > 0 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(5));
   if (auto* health = server_->GetHealthCheckService()) health->Shutdown();
-  server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
+  server_->Shutdown(absl::ToChronoTime(absl::Now()));
 }
 
 void WorkerServer::Wait() {

@@ -1,0 +1,205 @@
+// ExpertRouter: over 2 gRPC workers, over 1 in-process backend, and the reference kernel on
+// the whole layer agree; calls go out in parallel; a failing backend's status comes back.
+#include "coordinator/router/expert_router.h"
+
+#include <filesystem>
+#include <random>
+#include <thread>
+
+#include "absl/time/clock.h"
+#include "coordinator/router/in_process_backend.h"
+#include "coordinator/router/placement.h"
+#include "coordinator/router/worker_client.h"
+#include "core/bf16.h"
+#include "core/safetensors.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "kernels/moe/moe.h"
+#include "tests/worker/test_checkpoint.h"
+#include "tests/worker/test_worker.h"
+
+namespace mxserve {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(PlacementTest, ContiguousSplitsEvenly) {
+  auto p = Placement::Contiguous(10, 3);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->ExpertsOf(0), (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(p->ExpertsOf(1), (std::vector<int>{4, 5, 6}));
+  EXPECT_EQ(p->ExpertsOf(2), (std::vector<int>{7, 8, 9}));
+  EXPECT_EQ(p->Primary(5), 1);
+  EXPECT_EQ(p->DebugString(), "backend 0: 0-3; backend 1: 4-6; backend 2: 7-9");
+  EXPECT_FALSE(Placement::Contiguous(2, 3).ok());
+  EXPECT_FALSE(Placement::Contiguous(2, 0).ok());
+  EXPECT_FALSE(Placement::FromLists(2, {{0}, {}}).ok());
+  EXPECT_FALSE(Placement::FromLists(2, {{0}, {2}}).ok());
+  EXPECT_TRUE(Placement::FromLists(2, {{0, 1}, {1, 0}}).ok());  // replicas
+}
+
+struct Batch {
+  int T = 0, k = 0;
+  std::vector<float> x, w;
+  std::vector<int32_t> ids;
+};
+
+// Distinct experts per token, as a router's top-k gives.
+Batch RandomBatch(int T, int k, int H, int E, uint32_t seed) {
+  Batch b{T, k, testing::RandomFloats(T * H, seed), {}, {}};
+  std::mt19937 rng(seed);
+  for (int t = 0; t < T; ++t) {
+    std::vector<int> perm(E);
+    std::iota(perm.begin(), perm.end(), 0);
+    std::shuffle(perm.begin(), perm.end(), rng);
+    for (int j = 0; j < k; ++j) {
+      b.ids.push_back(perm[j]);
+      b.w.push_back(std::uniform_real_distribution<float>(0.f, 1.f)(rng));
+    }
+  }
+  return b;
+}
+
+TEST(ExpertRouterTest, TwoGrpcWorkersInProcessAndReferenceAgree) {
+  testing::ExpertCheckpointSpec spec;
+  spec.top_k = 3;
+  const std::string dir = testing::NewTempDir();
+  ASSERT_TRUE(testing::WriteExpertCheckpoint(dir, spec).ok());
+  auto w0 = testing::StartWorker(dir, {0, 1, 2, 3});
+  auto w1 = testing::StartWorker(dir, {4, 5, 6, 7});
+  auto all = testing::StartWorker(dir, {0, 1, 2, 3, 4, 5, 6, 7});
+  ASSERT_TRUE(w0.ok() && w1.ok() && all.ok());
+
+  for (v1::TensorDType wire : {v1::TENSOR_DTYPE_F32, v1::TENSOR_DTYPE_BF16}) {
+    std::vector<std::unique_ptr<ExpertBackend>> remote;
+    for (auto* w : {w0->get(), w1->get()}) {
+      auto c = WorkerClient::Create(w->server->address(), {.wire_dtype = wire});
+      ASSERT_TRUE(c.ok());
+      ASSERT_TRUE((*c)->WaitReady(absl::Now() + absl::Seconds(10)).ok());
+      remote.push_back(std::move(*c));
+    }
+    auto grpc_router = ExpertRouter::Create(std::move(remote), *Placement::Contiguous(8, 2));
+    ASSERT_TRUE(grpc_router.ok()) << grpc_router.status();
+    std::vector<std::unique_ptr<ExpertBackend>> local;
+    local.push_back(std::make_unique<InProcessExpertBackend>((*all)->shard, nullptr));
+    auto local_router = ExpertRouter::Create(std::move(local), *Placement::Contiguous(8, 1));
+    ASSERT_TRUE(local_router.ok());
+
+    const int H = spec.hidden;
+    for (int layer = 0; layer < spec.layers; ++layer) {
+      for (int T : {1, 5, 40}) {
+        Batch b = RandomBatch(T, spec.top_k, H, spec.experts, 1000 * layer + T);
+        std::vector<float> ref(T * H), via_grpc(T * H, 99.f), via_local(T * H, 99.f), again(T * H);
+        const bool bf16 = wire == v1::TENSOR_DTYPE_BF16;
+        // On a BF16 wire the workers see bf16-rounded activations: so does this reference.
+        std::vector<float> xr = b.x;
+        if (bf16) for (float& v : xr) v = Bf16ToFloat(FloatToBf16(v));
+        std::vector<float> ref_local(T * H);
+        kernels::MoeBatch mb{T, b.k, b.x.data(), b.ids.data(), b.w.data()};
+        ASSERT_TRUE(kernels::MoeForwardReference((*all)->shard->layer(layer), mb, ref_local.data()).ok());
+        mb.x = xr.data();
+        ASSERT_TRUE(kernels::MoeForwardReference((*all)->shard->layer(layer), mb, ref.data()).ok());
+        ASSERT_TRUE((*grpc_router)->Run(layer, T, H, b.k, b.x.data(), b.ids.data(), b.w.data(), via_grpc.data()).ok());
+        ASSERT_TRUE((*local_router)->Run(layer, T, H, b.k, b.x.data(), b.ids.data(), b.w.data(), via_local.data()).ok());
+        ASSERT_TRUE((*grpc_router)->Run(layer, T, H, b.k, b.x.data(), b.ids.data(), b.w.data(), again.data()).ok());
+        double max_abs = 0;
+        for (float r : ref) max_abs = std::max<double>(max_abs, std::abs(r));
+        for (int i = 0; i < T * H; ++i) {
+          ASSERT_NEAR(via_local[i], ref_local[i], 1e-5 + 1e-5 * std::abs(ref_local[i])) << i;
+          // BF16: each worker's partial is rounded once to 8 significant bits.
+          const double tol = bf16 ? std::abs(ref[i]) / 128 + 4e-3 * max_abs : 1e-5 + 1e-5 * std::abs(ref[i]);
+          ASSERT_NEAR(via_grpc[i], ref[i], tol) << "layer " << layer << " T " << T << " i " << i;
+          ASSERT_EQ(again[i], via_grpc[i]) << "not deterministic at " << i;
+        }
+      }
+    }
+  }
+  std::filesystem::remove_all(dir);
+}
+
+// A backend that takes a fixed time (or fails), to see the router's fan-out and errors.
+class FakeBackend final : public ExpertBackend {
+ public:
+  FakeBackend(absl::Duration delay, absl::Status status, float value)
+      : delay_(delay), status_(std::move(status)), value_(value) {}
+  absl::Status RunExperts(const ExpertCall& call, float* out, absl::Time deadline) override {
+    absl::SleepFor(delay_);
+    ++calls;
+    tokens += call.num_tokens;
+    for (int i = 0; i < call.num_tokens * call.hidden; ++i) out[i] = value_;
+    return status_;
+  }
+  std::string name() const override { return "fake"; }
+  int calls = 0, tokens = 0;
+
+ private:
+  absl::Duration delay_;
+  absl::Status status_;
+  float value_;
+};
+
+TEST(ExpertRouterTest, CallsGoOutInParallelAndOnlyToBackendsWithTokens) {
+  std::vector<std::unique_ptr<ExpertBackend>> backends;
+  std::vector<FakeBackend*> fakes;
+  for (int b = 0; b < 4; ++b) {
+    auto f = std::make_unique<FakeBackend>(absl::Milliseconds(200), absl::OkStatus(), float(1 << b));
+    fakes.push_back(f.get());
+    backends.push_back(std::move(f));
+  }
+  auto router = ExpertRouter::Create(std::move(backends), *Placement::Contiguous(8, 4));
+  ASSERT_TRUE(router.ok());
+  const int H = 4;
+  // Token 0 -> experts 0, 2 (backends 0, 1); token 1 -> experts 4, 5 (backend 2 twice).
+  std::vector<float> x(2 * H, 1.f), w = {1, 1, 1, 1}, out(2 * H);
+  std::vector<int32_t> ids = {0, 2, 4, 5};
+  const absl::Time t0 = absl::Now();
+  ASSERT_TRUE((*router)->Run(0, 2, H, 2, x.data(), ids.data(), w.data(), out.data()).ok());
+  const absl::Duration took = absl::Now() - t0;
+  EXPECT_LT(took, absl::Milliseconds(450)) << "3 calls of 200 ms each took " << took;
+  EXPECT_EQ(fakes[0]->tokens, 1);
+  EXPECT_EQ(fakes[1]->tokens, 1);
+  EXPECT_EQ(fakes[2]->tokens, 1);
+  EXPECT_EQ(fakes[3]->calls, 0);
+  for (int h = 0; h < H; ++h) {
+    EXPECT_EQ(out[h], 1.f + 2.f);  // partials of backends 0 and 1
+    EXPECT_EQ(out[H + h], 4.f);    // backend 2's one partial for token 1
+  }
+}
+
+TEST(ExpertRouterTest, BackendFailureIsReturned) {
+  std::vector<std::unique_ptr<ExpertBackend>> backends;
+  backends.push_back(std::make_unique<FakeBackend>(absl::ZeroDuration(), absl::OkStatus(), 1.f));
+  backends.push_back(std::make_unique<FakeBackend>(absl::ZeroDuration(),
+                                                   absl::UnavailableError("worker@x:1: gone"), 1.f));
+  auto router = ExpertRouter::Create(std::move(backends), *Placement::Contiguous(4, 2));
+  ASSERT_TRUE(router.ok());
+  std::vector<float> x(4, 1.f), w = {1, 1}, out(4);
+  std::vector<int32_t> ids = {0, 3};
+  absl::Status s = (*router)->Run(2, 1, 4, 2, x.data(), ids.data(), w.data(), out.data());
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("worker@x:1: gone"));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("layer 2"));
+  ids = {0, 4};
+  EXPECT_EQ((*router)->Run(0, 1, 4, 2, x.data(), ids.data(), w.data(), out.data()).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE((*router)->Run(0, 0, 4, 2, x.data(), ids.data(), w.data(), out.data()).ok());
+}
+
+TEST(WorkerClientTest, DeadlineAndUnreachableWorker) {
+  // Nothing listens on port 1 (privileged, unused).
+  auto c = WorkerClient::Create("127.0.0.1:1");
+  ASSERT_TRUE(c.ok());
+  absl::Status s = (*c)->WaitReady(absl::Now() + absl::Milliseconds(300));
+  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+  std::vector<float> x(4), w = {1}, out(4);
+  std::vector<int32_t> ids = {0};
+  ExpertCall call{0, 1, 4, 1, x.data(), ids.data(), w.data()};
+  s = (*c)->RunExperts(call, out.data(), absl::Now() + absl::Milliseconds(300));
+  EXPECT_TRUE(s.code() == absl::StatusCode::kUnavailable ||
+              s.code() == absl::StatusCode::kDeadlineExceeded) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("127.0.0.1:1"));
+  EXPECT_FALSE(WorkerClient::Create("nonsense").ok());
+}
+
+}  // namespace
+}  // namespace mxserve

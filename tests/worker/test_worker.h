@@ -1,0 +1,33 @@
+// Test support: an ExpertService on a real gRPC server (127.0.0.1, port 0) over a shard of a
+// test checkpoint, in this process.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/model_config.h"
+#include "worker/expert_service.h"
+#include "worker/expert_shard.h"
+#include "worker/worker_server.h"
+
+namespace mxserve::testing {
+
+struct RunningWorker {
+  ModelConfig config;
+  std::shared_ptr<const ExpertShard> shard;
+  std::shared_ptr<ExpertService> service;
+  std::unique_ptr<WorkerServer> server;
+  // Loads the shard, hands it to the service and flips health to SERVING.
+  absl::Status MakeReady();
+};
+
+// Listens (NOT_SERVING); the shard is loaded but not yet handed to the service unless `ready`.
+absl::StatusOr<std::unique_ptr<RunningWorker>> StartWorker(const std::string& model_dir,
+                                                           std::vector<int> experts,
+                                                           bool ready = true);
+
+WorkerModelInfo InfoFor(const ModelConfig& config, std::vector<int> experts);
+
+}  // namespace mxserve::testing
