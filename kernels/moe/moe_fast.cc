@@ -70,6 +70,7 @@ using Kernel = void (*)(const uint8_t* blocks, const uint8_t* scales, int64_t ro
 struct KernelSet {
   std::array<Kernel, kMaxTokTile + 1> fn{};  // indexed by token count 1..8
   std::array<int, kMaxTokTile + 1> rows{};   // rows per call (R) for that token count
+  int max_tokens = kMaxTokTile;              // token tile size
 };
 
 // ---------------------------------------------------------------- scalar
@@ -217,18 +218,14 @@ MXS_TARGET_AVX512 void KernelAvx512(const uint8_t* blocks, const uint8_t* scales
   }
 }
 
+// Four rows share each activation load (loads, not FMAs, were the limit with two rows);
+// four tokens share each decoded block. 16 accumulators + decode temporaries fit in 32 zmm.
 KernelSet MakeAvx512Set() {
   KernelSet k;
-  k.fn = {nullptr,
-          &KernelAvx512<4, 1, 2>,
-          &KernelAvx512<2, 2, 2>,
-          &KernelAvx512<2, 3, 2>,
-          &KernelAvx512<2, 4, 2>,
-          &KernelAvx512<2, 5, 1>,
-          &KernelAvx512<2, 6, 1>,
-          &KernelAvx512<2, 7, 1>,
-          &KernelAvx512<2, 8, 1>};
-  k.rows = {0, 4, 2, 2, 2, 2, 2, 2, 2};
+  k.fn = {nullptr, &KernelAvx512<4, 1, 2>, &KernelAvx512<4, 2, 2>, &KernelAvx512<4, 3, 1>,
+          &KernelAvx512<4, 4, 1>};
+  k.rows = {0, 4, 4, 4, 4};
+  k.max_tokens = 4;
   return k;
 }
 #pragma GCC diagnostic pop
@@ -255,8 +252,11 @@ void DotTile(const KernelSet& ks, const Mxfp4Matrix& m, int row0, int nrows,
   std::fill(res, res + static_cast<int64_t>(nrows) * ntok, 0.0f);
   const int nblk = m.cols / 32;
   const int64_t row_bytes = static_cast<int64_t>(nblk) * 16;
-  for (int n0 = 0; n0 < ntok; n0 += kMaxTokTile) {
-    const int n = std::min(kMaxTokTile, ntok - n0);
+  // Even token tiles: 9 tokens run as 5 + 4 rather than 8 + 1.
+  const int ntiles = (ntok + ks.max_tokens - 1) / ks.max_tokens;
+  const int per_tile = (ntok + ntiles - 1) / ntiles;
+  for (int n0 = 0; n0 < ntok; n0 += per_tile) {
+    const int n = std::min(per_tile, ntok - n0);
     const int target = std::max(8, 32768 / (n * 128));
     const int nchunks = (nblk + target - 1) / target;
     const int kc = (nblk + nchunks - 1) / nchunks;
@@ -353,12 +353,20 @@ absl::Status MoeForwardFastIsa(const MoeLayer& layer, const MoeBatch& batch, flo
     }
   }
 
-  std::vector<float> xp(static_cast<int64_t>(T) * H);
+  // Scratch kept per calling thread across calls: fresh multi-MB vectors would be new mmap'd
+  // pages every call, and their page faults cost more than the small-batch kernel itself.
+  // (Plain pointers below: inside the task lambdas, the name of a thread_local would mean the
+  // worker thread's own, empty copy.)
+  thread_local std::vector<float> xp_buf, act_buf, y_buf;
+  xp_buf.resize(static_cast<int64_t>(T) * H);
+  act_buf.resize(static_cast<int64_t>(A) * I);
+  y_buf.resize(static_cast<int64_t>(A) * H);
+  float* const xp = xp_buf.data();
+  float* const act = act_buf.data();
+  float* const y = y_buf.data();
   for (int64_t t = 0; t < T; ++t) {
     for (int c = 0; c < H; ++c) xp[t * H + PermutedIndex(c)] = batch.x[t * H + c];
   }
-  std::vector<float> act(static_cast<int64_t>(A) * I);
-  std::vector<float> y(static_cast<int64_t>(A) * H);
 
   struct Task {
     int expert;
@@ -380,7 +388,7 @@ absl::Status MoeForwardFastIsa(const MoeLayer& layer, const MoeBatch& batch, flo
     thread_local std::vector<float> res;
     xs.resize(n);
     res.resize(static_cast<size_t>(kGateUpTile) * n);
-    for (int j = 0; j < n; ++j) xs[j] = xp.data() + static_cast<int64_t>(token_of[a0 + j]) * H;
+    for (int j = 0; j < n; ++j) xs[j] = xp + static_cast<int64_t>(token_of[a0 + j]) * H;
     DotTile(ks, w.gate_up, task.row0, kGateUpTile, xs.data(), n, res.data());
     for (int p = 0; p < kGateUpTile / 2; ++p) {
       const int rg = task.row0 + 2 * p;
@@ -402,7 +410,7 @@ absl::Status MoeForwardFastIsa(const MoeLayer& layer, const MoeBatch& batch, flo
     thread_local std::vector<float> res;
     xs.resize(n);
     res.resize(static_cast<size_t>(kDownTile) * n);
-    for (int j = 0; j < n; ++j) xs[j] = act.data() + static_cast<int64_t>(a0 + j) * I;
+    for (int j = 0; j < n; ++j) xs[j] = act + static_cast<int64_t>(a0 + j) * I;
     DotTile(ks, w.down, task.row0, kDownTile, xs.data(), n, res.data());
     for (int r = 0; r < kDownTile; ++r) {
       const float bias = w.down_bias ? w.down_bias[task.row0 + r] : 0.0f;
@@ -419,7 +427,7 @@ absl::Status MoeForwardFastIsa(const MoeLayer& layer, const MoeBatch& batch, flo
       const int a = assignment_of[t * k + j];
       if (a < 0) continue;
       const float wt = batch.weights[t * k + j];
-      const float* ya = y.data() + static_cast<int64_t>(a) * H;
+      const float* ya = y + static_cast<int64_t>(a) * H;
       for (int h = 0; h < H; ++h) o[h] += wt * ya[h];
     }
   });
