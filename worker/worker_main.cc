@@ -1,5 +1,6 @@
 // mxserve-worker: serves one slice of a model's experts (every MoE layer) over gRPC.
 //   mxserve-worker --model DIR --experts 0-15 --port 0 --port-file /run/w0.port --threads 8
+// (flag names take '-' or '_')
 // Order: listen (health NOT_SERVING) -> write the port file -> load weights -> SERVING.
 // Exit codes: 0 clean shutdown (SIGTERM/SIGINT), 78 (EX_CONFIG) bad flags/config/checkpoint,
 // 1 other failures (e.g. the port cannot be bound).
@@ -215,7 +216,19 @@ int Main(const WorkerOptions& opt) {
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "mxserve-worker --model DIR [--experts 0-15] [--host 127.0.0.1] [--port 0] "
-      "[--port-file PATH] [--threads N]");
+      "[--port-file PATH] [--threads N]  (flag names take - or _)");
+  // --port-file and --port_file both work: absl spells flag names with '_' only.
+  std::vector<std::string> normalized(argv, argv + argc);
+  std::vector<char*> args;
+  for (int i = 0; i < argc; ++i) {
+    std::string& a = normalized[i];
+    if (i > 0 && a.rfind("--", 0) == 0 && a.size() > 2) {
+      const size_t end = std::min(a.find('='), a.size());
+      std::replace(a.begin() + 2, a.begin() + end, '-', '_');
+    }
+    args.push_back(a.data());
+  }
+  argv = args.data();
   // absl exits with 1 on an unknown flag or a bad value; a config error must exit 78.
   if (std::string err = mxserve::PrecheckFlags(argc, argv); !err.empty()) {
     std::cerr << "mxserve-worker: " << err << " (see --help)\n";

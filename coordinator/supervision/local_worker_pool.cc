@@ -94,7 +94,7 @@ absl::Status LocalWorkerPool::Spawn(int i) {
       absl::StrCat("--experts=", w.first_expert, "-", w.end_expert - 1),
       absl::StrCat("--host=", options_.host),
       "--port=0",
-      absl::StrCat("--port_file=", PortFile(temp_dir_, i)),
+      absl::StrCat("--port-file=", PortFile(temp_dir_, i)),
       absl::StrCat("--threads=", options_.threads_per_worker)};
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
