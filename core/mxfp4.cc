@@ -82,4 +82,9 @@ void EncodeRow(const float* in, int64_t n, uint8_t* packed, uint8_t* scales) {
   }
 }
 
+int64_t FindNanScale(const uint8_t* scales, int64_t n) {
+  const void* p = std::memchr(scales, kNanScale, static_cast<size_t>(n));
+  return p == nullptr ? -1 : static_cast<const uint8_t*>(p) - scales;
+}
+
 }  // namespace mxserve::mxfp4

@@ -38,4 +38,8 @@ uint8_t EncodeE2M1(float v);
 // all-zero block gets scale byte 127 (1.0); NaN inputs encode as +0. packed [n/2], scales [n/32].
 void EncodeRow(const float* in, int64_t n, uint8_t* packed, uint8_t* scales);
 
+// Index of the first 0xFF (NaN) scale byte in scales[0, n), or -1: loaders reject weights
+// holding one.
+int64_t FindNanScale(const uint8_t* scales, int64_t n);
+
 }  // namespace mxserve::mxfp4

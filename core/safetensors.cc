@@ -379,8 +379,17 @@ void SafetensorsWriter::SetMetadata(std::string key, std::string value) {
 absl::Status SafetensorsWriter::Write(const std::string& path) const {
   json h = json::object();
   if (!metadata_.empty()) h["__metadata__"] = metadata_;
+  // Data laid out by element size (largest first), then name, as the reference writer does:
+  // with the 8-byte aligned header every tensor's data is then aligned to its element size.
+  std::vector<const Entry*> order;
+  for (const Entry& e : entries_) order.push_back(&e);
+  std::stable_sort(order.begin(), order.end(), [](const Entry* a, const Entry* b) {
+    const size_t sa = DTypeSize(a->dtype), sb = DTypeSize(b->dtype);
+    return sa != sb ? sa > sb : a->name < b->name;
+  });
   uint64_t offset = 0;
-  for (const Entry& e : entries_) {
+  for (const Entry* ep : order) {
+    const Entry& e = *ep;
     if (h.contains(e.name)) {
       return absl::InvalidArgumentError(absl::StrCat(path, ": tensor '", e.name, "' added twice"));
     }
@@ -411,9 +420,9 @@ absl::Status SafetensorsWriter::Write(const std::string& path) const {
     for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(header.size() >> (8 * i));
     out.write(reinterpret_cast<const char*>(len), 8);
     out.write(header.data(), static_cast<std::streamsize>(header.size()));
-    for (const Entry& e : entries_) {
-      out.write(reinterpret_cast<const char*>(e.bytes.data()),
-                static_cast<std::streamsize>(e.bytes.size()));
+    for (const Entry* e : order) {
+      out.write(reinterpret_cast<const char*>(e->bytes.data()),
+                static_cast<std::streamsize>(e->bytes.size()));
     }
     out.flush();
     if (!out) return absl::DataLossError(absl::StrCat(tmp, ": write failed"));

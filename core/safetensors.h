@@ -22,7 +22,8 @@ std::string_view DTypeName(DType d);
 absl::StatusOr<DType> ParseDType(std::string_view name);
 size_t DTypeSize(DType d);
 
-// A tensor's bytes inside a mapped file (valid while the owning file/Checkpoint lives).
+// A tensor's bytes inside a mapped file (valid while the owning file/Checkpoint lives). `data` is
+// aligned to the element size for files from SafetensorsWriter or HF's writer, not for any file.
 struct TensorView {
   std::string name;
   std::string file;  // path of the shard holding it
@@ -76,7 +77,8 @@ class Checkpoint {
 };
 
 // Writes one .safetensors file (tools and tests). Holds every tensor's bytes until Write, so
-// writers of large checkpoints write one file per shard (e.g. one per layer).
+// writers of large checkpoints write one file per shard (e.g. one per layer). Data is laid out
+// largest element size first, so every tensor's data is aligned to its element size.
 class SafetensorsWriter {
  public:
   void Add(std::string name, DType dtype, std::vector<int64_t> shape, std::vector<uint8_t> bytes);

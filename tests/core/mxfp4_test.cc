@@ -196,5 +196,15 @@ TEST(Mxfp4, EncodeEdgeCases) {
   EXPECT_EQ(packed[0] & 0xF, 7);
 }
 
+TEST(Mxfp4, FindNanScale) {
+  std::vector<uint8_t> s(100, 0x7F);
+  EXPECT_EQ(FindNanScale(s.data(), 100), -1);
+  s[63] = 0xFF;
+  s[80] = 0xFF;
+  EXPECT_EQ(FindNanScale(s.data(), 100), 63);
+  EXPECT_EQ(FindNanScale(s.data(), 63), -1);
+  EXPECT_EQ(FindNanScale(s.data(), 0), -1);
+}
+
 }  // namespace
 }  // namespace mxserve::mxfp4

@@ -80,6 +80,24 @@ TEST(Safetensors, WriterRoundTrip) {
   EXPECT_EQ(got->file, dir.Join("model.safetensors"));
 }
 
+TEST(Safetensors, WriterAlignsEachTensorToItsElementSize) {
+  TempDir dir;
+  SafetensorsWriter w;
+  w.Add("a.u8", DType::kU8, {3}, RandomBytes(3, 1));
+  w.Add("b.bf16", DType::kBF16, {3}, RandomBytes(6, 2));
+  w.Add("c.f32", DType::kF32, {1}, RandomBytes(4, 3));
+  w.Add("d.f64", DType::kF64, {1}, RandomBytes(8, 4));
+  w.Add("e.u8", DType::kU8, {1}, RandomBytes(1, 5));
+  ASSERT_TRUE(w.Write(dir.Join("x.safetensors")).ok());
+  auto f = SafetensorsFile::Open(dir.Join("x.safetensors"));
+  ASSERT_TRUE(f.ok()) << f.status();
+  for (const auto& [name, t] : (*f)->tensors()) {
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(t.data) % DTypeSize(t.dtype), 0u) << name;
+  }
+  const auto want = RandomBytes(6, 2);
+  EXPECT_EQ(std::memcmp((*f)->tensors().at("b.bf16").data, want.data(), 6), 0);
+}
+
 TEST(Safetensors, WriterRejectsWrongByteCount) {
   TempDir dir;
   SafetensorsWriter w;
