@@ -1,0 +1,240 @@
+#include "coordinator/coordinator.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "coordinator/chat/chat_template.h"
+#include "coordinator/engine/engine.h"
+#include "coordinator/frontends/grpc_frontend.h"
+#include "coordinator/frontends/http_frontend.h"
+#include "coordinator/models/cpu_model_runner.h"
+#include "coordinator/models/model.h"
+#include "coordinator/router/expert_router.h"
+#include "coordinator/router/in_process_backend.h"
+#include "coordinator/router/placement.h"
+#include "coordinator/router/worker_client.h"
+#include "coordinator/supervision/local_worker_pool.h"
+#include "coordinator/tokenizer/tokenizer.h"
+#include "core/model_config.h"
+#include "core/safetensors.h"
+#include "core/status.h"
+#include "core/thread_pool.h"
+#include "worker/expert_shard.h"
+
+namespace mxserve {
+namespace fs = std::filesystem;
+
+// Declaration order is teardown order reversed: front doors go first, workers last.
+struct Coordinator::Parts {
+  CoordinatorOptions options;
+  ModelConfig config;
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::unique_ptr<ChatTemplate> chat;
+  std::shared_ptr<ThreadPool> pool;
+  std::unique_ptr<LocalWorkerPool> local_workers;
+  std::unique_ptr<ExpertRouter> router;
+  std::unique_ptr<CpuModelRunner> runner;
+  std::unique_ptr<Engine> engine;
+  std::unique_ptr<frontends::HttpFrontend> http;
+  std::unique_ptr<frontends::GrpcFrontend> grpc;
+  bool shut_down = false;
+};
+
+namespace {
+
+void Log(const std::string& msg) { fprintf(stderr, "mxserve-coordinator: %s\n", msg.c_str()); }
+
+std::string DefaultWorkerBinary() {
+  std::error_code ec;
+  fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  return (self.parent_path() / "mxserve-worker").string();
+}
+
+// Experts on remote (or local-process) workers: connect, wait until SERVING, ask each which
+// experts it holds, and check that every expert has a host.
+absl::StatusOr<std::unique_ptr<ExpertRouter>> ConnectWorkers(
+    const std::vector<std::string>& addresses, const ModelConfig& config,
+    const CoordinatorOptions& options) {
+  std::vector<std::unique_ptr<ExpertBackend>> backends;
+  std::vector<std::vector<int>> hosts(config.num_local_experts);
+  absl::Time deadline = absl::Now() + options.worker_startup_timeout;
+  for (size_t b = 0; b < addresses.size(); ++b) {
+    WorkerClientOptions wo;
+    wo.name = absl::StrCat("worker", b, "@", addresses[b]);
+    ASSIGN_OR_RETURN(auto client, WorkerClient::Create(addresses[b], wo));
+    RETURN_IF_ERROR(client->WaitReady(deadline));
+    ASSIGN_OR_RETURN(auto desc, client->Describe(absl::Now() + absl::Seconds(30)));
+    if (desc.hidden_size() != config.hidden_size ||
+        desc.num_experts() != config.num_local_experts ||
+        desc.num_layers() != config.num_hidden_layers) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          wo.name, " serves a different model (hidden ", desc.hidden_size(), ", experts ",
+          desc.num_experts(), ", layers ", desc.num_layers(), ") than ", options.model_dir));
+    }
+    for (int e : desc.experts()) {
+      if (e < 0 || e >= config.num_local_experts)
+        return absl::FailedPreconditionError(absl::StrCat(wo.name, " reports expert ", e));
+      hosts[e].push_back(static_cast<int>(b));
+    }
+    Log(absl::StrCat(wo.name, " ready with ", desc.experts_size(), " experts"));
+    backends.push_back(std::move(client));
+  }
+  std::vector<int> missing;
+  for (int e = 0; e < config.num_local_experts; ++e)
+    if (hosts[e].empty()) missing.push_back(e);
+  if (!missing.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "no worker holds expert(s) ", absl::StrJoin(missing, ","), " of ", options.model_dir));
+  }
+  ASSIGN_OR_RETURN(Placement placement,
+                   Placement::FromLists(static_cast<int>(addresses.size()), std::move(hosts)));
+  Log("placement: " + placement.DebugString());
+  RouterOptions ro;
+  ro.call_timeout = options.expert_call_timeout;
+  return ExpertRouter::Create(std::move(backends), std::move(placement), ro);
+}
+
+absl::Status WritePortFile(const std::string& path, int http_port, int grpc_port) {
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp);
+    f << "{\"http_port\": " << http_port << ", \"grpc_port\": " << grpc_port << "}\n";
+    if (!f) return absl::InternalError("cannot write port file " + tmp);
+  }
+  if (rename(tmp.c_str(), path.c_str()) != 0)
+    return absl::InternalError("cannot rename port file to " + path);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(CoordinatorOptions options) {
+  std::unique_ptr<Coordinator> self(new Coordinator());
+  self->parts_ = std::make_unique<Parts>();
+  Parts& p = *self->parts_;
+  if (options.served_model_name.empty())
+    options.served_model_name = fs::path(options.model_dir).lexically_normal().filename().string();
+  if (options.served_model_name.empty()) options.served_model_name = "model";
+  p.options = options;
+
+  ASSIGN_OR_RETURN(p.config, ModelConfig::Load(options.model_dir));
+  ASSIGN_OR_RETURN(p.tokenizer, Tokenizer::FromDir(options.model_dir));
+  ASSIGN_OR_RETURN(p.chat, ChatTemplate::ForModel(p.config.model_type, p.tokenizer.get()));
+  p.pool = std::make_shared<ThreadPool>(options.threads);
+  ASSIGN_OR_RETURN(auto checkpoint, Checkpoint::Open(options.model_dir));
+
+  // Experts.
+  if (options.local_workers > 0 && !options.workers.empty())
+    return absl::InvalidArgumentError("--local-workers and --workers are exclusive");
+  if (options.local_workers > 0) {
+    LocalWorkerPoolOptions lo;
+    lo.worker_binary =
+        options.worker_binary.empty() ? DefaultWorkerBinary() : options.worker_binary;
+    lo.model_dir = options.model_dir;
+    lo.num_workers = options.local_workers;
+    lo.num_experts = p.config.num_local_experts;
+    lo.threads_per_worker = options.worker_threads;
+    lo.startup_timeout = options.worker_startup_timeout;
+    Log(absl::StrCat("starting ", lo.num_workers, " local workers (", lo.worker_binary, ")"));
+    ASSIGN_OR_RETURN(p.local_workers, LocalWorkerPool::Start(lo));
+    ASSIGN_OR_RETURN(p.router, ConnectWorkers(p.local_workers->addresses(), p.config, options));
+  } else if (!options.workers.empty()) {
+    ASSIGN_OR_RETURN(p.router, ConnectWorkers(options.workers, p.config, options));
+  } else {
+    std::vector<int> all(p.config.num_local_experts);
+    for (int e = 0; e < p.config.num_local_experts; ++e) all[e] = e;
+    Log("single-process mode: loading all experts in-process");
+    ASSIGN_OR_RETURN(std::unique_ptr<ExpertShard> shard,
+                     ExpertShard::Load(*checkpoint, p.config, all));
+    std::vector<std::unique_ptr<ExpertBackend>> backends;
+    backends.push_back(std::make_unique<InProcessExpertBackend>(
+        std::shared_ptr<const ExpertShard>(std::move(shard)), p.pool));
+    ASSIGN_OR_RETURN(Placement placement, Placement::Contiguous(p.config.num_local_experts, 1));
+    RouterOptions ro;
+    ro.call_timeout = options.expert_call_timeout;
+    ASSIGN_OR_RETURN(p.router,
+                     ExpertRouter::Create(std::move(backends), std::move(placement), ro));
+  }
+
+  // Dense model and KV cache.
+  ASSIGN_OR_RETURN(std::unique_ptr<CausalLM> model,
+                   CreateCausalLM(p.config, *checkpoint, p.router.get(), p.pool.get()));
+  checkpoint.reset();  // the dense weights are copied; unmap the files
+  const int64_t bytes_per_block = int64_t{2} * model->num_layers() * options.block_size *
+                                  model->num_kv_heads() * model->head_dim() * sizeof(float);
+  int num_blocks = static_cast<int>(std::max<int64_t>(1, options.kv_cache_bytes / bytes_per_block));
+  int64_t model_max = model->max_position_embeddings();
+  int max_model_len = options.max_model_len > 0 ? options.max_model_len : static_cast<int>(
+      std::min<int64_t>(model_max, int64_t{num_blocks} * options.block_size));
+  if (max_model_len > model_max)
+    return absl::InvalidArgumentError(absl::StrCat("--max-model-len ", max_model_len,
+                                                   " exceeds the model's ", model_max));
+  if (int64_t{num_blocks} * options.block_size < max_model_len)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--kv-cache-bytes holds ", int64_t{num_blocks} * options.block_size,
+        " tokens, fewer than --max-model-len ", max_model_len));
+  Log(absl::StrCat("KV cache: ", num_blocks, " blocks of ", options.block_size,
+                   " tokens; max_model_len ", max_model_len));
+  ASSIGN_OR_RETURN(p.runner, CpuModelRunner::Create(std::move(model), num_blocks,
+                                                    options.block_size, max_model_len));
+
+  // Engine.
+  EngineOptions eo;
+  eo.scheduler.max_num_seqs = options.max_num_seqs;
+  eo.scheduler.max_num_batched_tokens = options.max_num_batched_tokens;
+  eo.scheduler.max_model_len = max_model_len;
+  eo.scheduler.max_waiting = options.max_waiting;
+  std::vector<int32_t> eos(p.config.eos_token_ids.begin(), p.config.eos_token_ids.end());
+  for (int32_t id : p.chat->StopTokenIds())
+    if (std::find(eos.begin(), eos.end(), id) == eos.end()) eos.push_back(id);
+  ASSIGN_OR_RETURN(p.engine, Engine::Create(eo, p.runner.get(), p.tokenizer.get(), eos));
+
+  // Front doors.
+  ServingContext ctx;
+  ctx.model_id = options.served_model_name;
+  ctx.max_model_len = max_model_len;
+  ctx.tokenizer = p.tokenizer.get();
+  ctx.chat_template = p.chat.get();
+  ctx.engine = p.engine.get();
+  frontends::HttpServerOptions ho;
+  ho.host = options.host;
+  ho.port = options.http_port;
+  ho.io_threads = options.http_threads;
+  ho.max_body_bytes = static_cast<size_t>(options.max_body_bytes);
+  ASSIGN_OR_RETURN(p.http, frontends::HttpFrontend::Start(ctx, ho));
+  frontends::GrpcFrontendOptions go;
+  go.host = options.host;
+  go.port = options.grpc_port;
+  ASSIGN_OR_RETURN(p.grpc, frontends::GrpcFrontend::Start(ctx, go));
+  Log(absl::StrCat("serving '", options.served_model_name, "': HTTP on ", options.host, ":",
+                   p.http->port(), ", gRPC on ", options.host, ":", p.grpc->port()));
+  if (!options.port_file.empty())
+    RETURN_IF_ERROR(WritePortFile(options.port_file, p.http->port(), p.grpc->port()));
+  return self;
+}
+
+Coordinator::~Coordinator() { Shutdown(); }
+
+int Coordinator::http_port() const { return parts_->http->port(); }
+int Coordinator::grpc_port() const { return parts_->grpc->port(); }
+
+void Coordinator::Shutdown() {
+  if (!parts_ || parts_->shut_down) return;
+  parts_->shut_down = true;
+  if (parts_->http) parts_->http->Shutdown();
+  if (parts_->grpc) parts_->grpc->Shutdown();
+  parts_->http.reset();
+  parts_->grpc.reset();
+  parts_->engine.reset();
+  parts_->runner.reset();
+  parts_->router.reset();
+  if (parts_->local_workers) parts_->local_workers->Stop();
+}
+
+}  // namespace mxserve

@@ -1,0 +1,41 @@
+// Every knob of the coordinator process, in one struct (flags are parsed only in main.cc).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+
+namespace mxserve {
+
+struct CoordinatorOptions {
+  // Model.
+  std::string model_dir;
+  std::string served_model_name;      // default: the model folder's name
+  // Front doors.
+  std::string host = "0.0.0.0";
+  int http_port = 8000;               // 0 = pick a free port
+  int grpc_port = 50051;              // 0 = pick a free port
+  std::string port_file;              // if set: {"http_port":P,"grpc_port":Q} written once listening
+  int http_threads = 2;
+  int64_t max_body_bytes = 8 << 20;
+  // Experts: in-process (local_workers == 0 and no workers), local processes, or remote workers.
+  int local_workers = 0;
+  std::vector<std::string> workers;   // host:port of workers started elsewhere
+  std::string worker_binary;          // default: mxserve-worker next to this binary
+  int worker_threads = 1;             // CPU threads per local worker
+  absl::Duration worker_startup_timeout = absl::Seconds(120);
+  absl::Duration expert_call_timeout = absl::Seconds(30);
+  // Compute.
+  int threads = 0;                    // dense-path threads (0 = all cores)
+  // Engine.
+  int max_model_len = 0;              // 0 = min(max_position_embeddings, KV capacity)
+  int max_num_seqs = 64;
+  int max_num_batched_tokens = 2048;  // per-step token budget
+  int max_waiting = 1024;             // queue bound; beyond it requests get 429
+  int block_size = 16;                // tokens per KV block
+  int64_t kv_cache_bytes = int64_t{1} << 30;
+};
+
+}  // namespace mxserve

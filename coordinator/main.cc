@@ -1,0 +1,95 @@
+// mxserve-coordinator: flags → CoordinatorOptions → Coordinator::Start; serves until SIGTERM/SIGINT.
+#include <signal.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_split.h"
+#include "coordinator/coordinator.h"
+
+ABSL_FLAG(std::string, model, "", "Model folder (config.json, *.safetensors, tokenizer.json)");
+ABSL_FLAG(std::string, served_model_name, "", "Model id clients send (default: folder name)");
+ABSL_FLAG(std::string, host, "0.0.0.0", "Address the HTTP and gRPC front doors bind");
+ABSL_FLAG(int, http_port, 8000, "OpenAI-compatible HTTP port (0 = pick)");
+ABSL_FLAG(int, grpc_port, 50051, "mxserve.v1.Inference gRPC port (0 = pick)");
+ABSL_FLAG(std::string, port_file, "", "Write {\"http_port\",\"grpc_port\"} here once listening");
+ABSL_FLAG(int, http_threads, 2, "HTTP I/O threads");
+ABSL_FLAG(int, local_workers, 0,
+          "Start this many mxserve-worker processes (0 = run every expert in-process)");
+ABSL_FLAG(std::string, workers, "", "Comma-separated host:port of workers started elsewhere");
+ABSL_FLAG(std::string, worker_binary, "", "mxserve-worker path (default: next to this binary)");
+ABSL_FLAG(int, worker_threads, 1, "CPU threads per local worker");
+ABSL_FLAG(int, worker_startup_timeout_s, 120, "Bound on waiting for workers to be SERVING");
+ABSL_FLAG(int, expert_call_timeout_ms, 30000, "Deadline of each RunExperts call");
+ABSL_FLAG(int, threads, 0, "Dense-path compute threads (0 = all cores)");
+ABSL_FLAG(int, max_model_len, 0, "Context length (0 = the model's, bounded by the KV cache)");
+ABSL_FLAG(int, max_num_seqs, 64, "Running sequences at once");
+ABSL_FLAG(int, max_num_batched_tokens, 2048, "Token budget per step");
+ABSL_FLAG(int, max_waiting, 1024, "Queued requests before 429");
+ABSL_FLAG(int, block_size, 16, "Tokens per KV block");
+ABSL_FLAG(int64_t, kv_cache_bytes, int64_t{1} << 30, "KV cache size in bytes");
+
+namespace {
+constexpr int kExitConfig = 78;  // EX_CONFIG: systemd's RestartPreventExitStatus
+}
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage("mxserve coordinator: --model DIR [--local-workers N | --workers host:port,...]");
+  absl::ParseCommandLine(argc, argv);
+  mxserve::CoordinatorOptions o;
+  o.model_dir = absl::GetFlag(FLAGS_model);
+  if (o.model_dir.empty()) {
+    fprintf(stderr, "mxserve-coordinator: --model is required\n");
+    return kExitConfig;
+  }
+  o.served_model_name = absl::GetFlag(FLAGS_served_model_name);
+  o.host = absl::GetFlag(FLAGS_host);
+  o.http_port = absl::GetFlag(FLAGS_http_port);
+  o.grpc_port = absl::GetFlag(FLAGS_grpc_port);
+  o.port_file = absl::GetFlag(FLAGS_port_file);
+  o.http_threads = absl::GetFlag(FLAGS_http_threads);
+  o.local_workers = absl::GetFlag(FLAGS_local_workers);
+  for (auto part : absl::StrSplit(absl::GetFlag(FLAGS_workers), ',', absl::SkipEmpty()))
+    o.workers.emplace_back(part);
+  o.worker_binary = absl::GetFlag(FLAGS_worker_binary);
+  o.worker_threads = absl::GetFlag(FLAGS_worker_threads);
+  o.worker_startup_timeout = absl::Seconds(absl::GetFlag(FLAGS_worker_startup_timeout_s));
+  o.expert_call_timeout = absl::Milliseconds(absl::GetFlag(FLAGS_expert_call_timeout_ms));
+  o.threads = absl::GetFlag(FLAGS_threads);
+  o.max_model_len = absl::GetFlag(FLAGS_max_model_len);
+  o.max_num_seqs = absl::GetFlag(FLAGS_max_num_seqs);
+  o.max_num_batched_tokens = absl::GetFlag(FLAGS_max_num_batched_tokens);
+  o.max_waiting = absl::GetFlag(FLAGS_max_waiting);
+  o.block_size = absl::GetFlag(FLAGS_block_size);
+  o.kv_cache_bytes = absl::GetFlag(FLAGS_kv_cache_bytes);
+  if (o.local_workers < 0 || o.http_port < 0 || o.grpc_port < 0 || o.block_size <= 0 ||
+      o.max_num_seqs <= 0 || o.max_num_batched_tokens <= 0 || o.kv_cache_bytes <= 0) {
+    fprintf(stderr, "mxserve-coordinator: negative or zero value in a flag that needs > 0\n");
+    return kExitConfig;
+  }
+
+  // Block the stop signals before any thread starts, then wait for one on this thread.
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGTERM);
+  sigaddset(&stop, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+
+  auto coordinator = mxserve::Coordinator::Start(o);
+  if (!coordinator.ok()) {
+    fprintf(stderr, "mxserve-coordinator: %s\n", coordinator.status().ToString().c_str());
+    bool config_error = coordinator.status().code() == absl::StatusCode::kInvalidArgument ||
+                        coordinator.status().code() == absl::StatusCode::kNotFound ||
+                        coordinator.status().code() == absl::StatusCode::kFailedPrecondition;
+    return config_error ? kExitConfig : 1;
+  }
+  int sig = 0;
+  sigwait(&stop, &sig);
+  fprintf(stderr, "mxserve-coordinator: signal %d, shutting down\n", sig);
+  (*coordinator)->Shutdown();
+  return 0;
+}
