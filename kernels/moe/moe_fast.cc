@@ -39,6 +39,7 @@ namespace {
 constexpr int kMaxTokTile = 8;    // tokens sharing one decoded block
 constexpr int kGateUpTile = 64;   // gate_up rows per task (32 SwiGLU outputs)
 constexpr int kDownTile = 32;     // down rows per task
+constexpr int kTokenChunk = 512;  // tokens per pass (bounds the scratch memory)
 
 // Where element w (0..31) of a 32-block goes in the activation layout a kernel family reads:
 // the kernels decode a block's nibbles in their own lane order and read activations in the
@@ -356,19 +357,15 @@ const char* MoeIsaName(MoeIsa isa) {
   return "?";
 }
 
-absl::Status MoeForwardFastIsa(const MoeLayer& layer, const MoeBatch& batch, float* out,
-                               ThreadPool* pool, MoeIsa isa) {
-  if (!MoeIsaAvailable(isa)) {
-    return absl::InvalidArgumentError(
-        std::string("MoE kernel path not available on this CPU/build: ") + MoeIsaName(isa));
-  }
-  absl::Status status = ValidateMoeBatch(layer, batch);
-  if (!status.ok()) return status;
+namespace {
+
+// One validated chunk of tokens; out rows [0, T) are overwritten.
+void ForwardChunk(const MoeLayer& layer, const MoeBatch& batch, float* out, ThreadPool* pool,
+                  const KernelSet& ks) {
   const int T = batch.num_tokens, H = layer.hidden, I = layer.intermediate, k = batch.top_k;
   const int E = static_cast<int>(layer.experts.size());
   std::fill(out, out + static_cast<int64_t>(T) * H, 0.0f);
-  if (T == 0) return absl::OkStatus();
-  const KernelSet& ks = Kernels(isa);
+  if (T == 0) return;
 
   // Counting sort of (token, slot) assignments by expert, tokens ascending within an expert.
   std::vector<int> start(E + 1, 0);
@@ -468,6 +465,30 @@ absl::Status MoeForwardFastIsa(const MoeLayer& layer, const MoeBatch& batch, flo
       for (int h = 0; h < H; ++h) o[h] += wt * ya[h];
     }
   });
+}
+
+}  // namespace
+
+absl::Status MoeForwardFastIsa(const MoeLayer& layer, const MoeBatch& batch, float* out,
+                               ThreadPool* pool, MoeIsa isa) {
+  if (!MoeIsaAvailable(isa)) {
+    return absl::InvalidArgumentError(
+        std::string("MoE kernel path not available on this CPU/build: ") + MoeIsaName(isa));
+  }
+  absl::Status status = ValidateMoeBatch(layer, batch);
+  if (!status.ok()) return status;
+  const KernelSet& ks = Kernels(isa);
+  // Long prefills run in chunks so the scratch (per-slot activations and outputs) stays
+  // bounded; 512 tokens already give every expert enough tokens to be compute-bound.
+  const int H = layer.hidden, k = batch.top_k;
+  for (int t0 = 0; t0 < batch.num_tokens; t0 += kTokenChunk) {
+    MoeBatch sub = batch;
+    sub.num_tokens = std::min(kTokenChunk, batch.num_tokens - t0);
+    sub.x = batch.x + static_cast<int64_t>(t0) * H;
+    sub.expert_ids = batch.expert_ids + static_cast<int64_t>(t0) * k;
+    sub.weights = batch.weights + static_cast<int64_t>(t0) * k;
+    ForwardChunk(layer, sub, out + static_cast<int64_t>(t0) * H, pool, ks);
+  }
   return absl::OkStatus();
 }
 

@@ -206,6 +206,7 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Shape{64, 64, 8, 1, 4}, Shape{64, 64, 8, 3, 4}, Shape{64, 64, 8, 17, 1},
                       Shape{64, 64, 8, 129, 4}, Shape{96, 64, 6, 17, 4},
                       Shape{64, 128, 5, 3, 1}, Shape{256, 256, 8, 17, 4},
+                      Shape{64, 64, 8, 1031, 4},  // more than two 512-token chunks
                       Shape{2880, 2880, 4, 1, 2},
                       // K long enough that the fast path splits it into chunks (several
                       // tokens per expert): 2560 = 80 blocks.
