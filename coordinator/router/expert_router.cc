@@ -120,6 +120,17 @@ absl::Status ExpertRouter::Run(int layer, int num_tokens, int hidden, int top_k,
   if (T == 0) return absl::OkStatus();
 
   absl::MutexLock lock(&mu_);
+  // Every slot on one backend (single-process mode, or a batch that happens to land on one
+  // worker): hand it the caller's buffers, with no gather and no sum.
+  const int first = placement_.Primary(expert_ids[0]);
+  bool one_backend = true;
+  for (size_t i = 1; i < T * k && one_backend; ++i) one_backend = placement_.Primary(expert_ids[i]) == first;
+  if (one_backend) {
+    ExpertCall call{layer, num_tokens, hidden, top_k, x, expert_ids, weights};
+    absl::Status st = backends_[first]->RunExperts(call, out, absl::Now() + options_.call_timeout);
+    if (!st.ok()) return absl::Status(st.code(), absl::StrCat("layer ", layer, ": ", st.message()));
+    return absl::OkStatus();
+  }
   for (Slice& s : slices_) {
     s.tokens.clear();
     s.x.clear();

@@ -9,6 +9,8 @@
 #include "absl/time/clock.h"
 #include "coordinator/router/in_process_backend.h"
 #include "coordinator/router/placement.h"
+#include "coordinator/router/router_factory.h"
+#include "core/model_config.h"
 #include "coordinator/router/worker_client.h"
 #include "core/bf16.h"
 #include "core/safetensors.h"
@@ -199,6 +201,64 @@ TEST(WorkerClientTest, DeadlineAndUnreachableWorker) {
               s.code() == absl::StatusCode::kDeadlineExceeded) << s;
   EXPECT_THAT(std::string(s.message()), HasSubstr("127.0.0.1:1"));
   EXPECT_FALSE(WorkerClient::Create("nonsense").ok());
+}
+
+}  // namespace
+}  // namespace mxserve
+
+namespace mxserve {
+namespace {
+
+TEST(RouterFactoryTest, ConnectToWorkersAndInProcessAgree) {
+  testing::ExpertCheckpointSpec spec;
+  const std::string dir = testing::NewTempDir();
+  ASSERT_TRUE(testing::WriteExpertCheckpoint(dir, spec).ok());
+  // Experts 2 and 3 on both workers (replicas; the first listed is the primary).
+  auto w0 = testing::StartWorker(dir, {0, 1, 2, 3});
+  auto w1 = testing::StartWorker(dir, {2, 3, 4, 5, 6, 7});
+  auto partial = testing::StartWorker(dir, {0, 1, 2});
+  ASSERT_TRUE(w0.ok() && w1.ok() && partial.ok());
+  auto config = ModelConfig::Load(dir);
+  auto ckpt = Checkpoint::Open(dir);
+  ASSERT_TRUE(config.ok() && ckpt.ok());
+
+  RemoteWorkersOptions opt;
+  opt.ready_timeout = absl::Seconds(10);
+  auto remote = ConnectToWorkers({(*w0)->server->address(), (*w1)->server->address()}, *config, opt);
+  ASSERT_TRUE(remote.ok()) << remote.status();
+  EXPECT_EQ((*remote)->placement().BackendsOf(2), (std::vector<int>{0, 1}));
+  EXPECT_EQ((*remote)->placement().Primary(5), 1);
+  auto local = MakeInProcessRouter(**ckpt, *config, nullptr);
+  ASSERT_TRUE(local.ok()) << local.status();
+
+  const int T = 12, H = spec.hidden, k = spec.top_k;
+  Batch b = RandomBatch(T, k, H, spec.experts, 77);
+  std::vector<float> a(T * H), c(T * H);
+  ASSERT_TRUE((*remote)->Run(1, T, H, k, b.x.data(), b.ids.data(), b.w.data(), a.data()).ok());
+  ASSERT_TRUE((*local)->Run(1, T, H, k, b.x.data(), b.ids.data(), b.w.data(), c.data()).ok());
+  for (int i = 0; i < T * H; ++i) ASSERT_NEAR(a[i], c[i], 1e-5 + 1e-5 * std::abs(c[i])) << i;
+
+  auto missing = ConnectToWorkers({(*partial)->server->address()}, *config, opt);
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(missing.status().message()), HasSubstr("expert 3 is held by none"));
+
+  ModelConfig other = *config;
+  other.hidden_size *= 2;
+  auto wrong = ConnectToWorkers({(*w0)->server->address(), (*w1)->server->address()}, other, opt);
+  EXPECT_EQ(wrong.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(wrong.status().message()), HasSubstr("hidden_size"));
+  std::filesystem::remove_all(dir);
+}
+
+TEST(RouterFactoryTest, ParseWorkerAddresses) {
+  auto a = ParseWorkerAddresses("127.0.0.1:5001, w1.local:5002,[::1]:5003");
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(*a, (std::vector<std::string>{"127.0.0.1:5001", "w1.local:5002", "[::1]:5003"}));
+  EXPECT_FALSE(ParseWorkerAddresses("").ok());
+  EXPECT_FALSE(ParseWorkerAddresses("a:1,,b:2").ok());
+  EXPECT_FALSE(ParseWorkerAddresses("host").ok());
+  EXPECT_FALSE(ParseWorkerAddresses("host:0").ok());
+  EXPECT_FALSE(ParseWorkerAddresses("host:http").ok());
 }
 
 }  // namespace
