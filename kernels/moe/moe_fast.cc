@@ -8,7 +8,9 @@
 // vector loads; no interleave shuffles are needed in the inner loop.
 #include <algorithm>
 #include <array>
+#include <cstdlib>
 #include <cstring>
+#include <string_view>
 #include <vector>
 
 #if defined(__x86_64__)
@@ -338,6 +340,13 @@ bool MoeIsaAvailable(MoeIsa isa) {
 
 MoeIsa BestMoeIsa() {
   static const MoeIsa best = [] {
+    // MXSERVE_MOE_ISA=scalar|avx2|avx512 pins the path (to reproduce a result from a machine
+    // without AVX-512); an unavailable choice falls back to the best available.
+    if (const char* want = std::getenv("MXSERVE_MOE_ISA")) {
+      for (MoeIsa isa : {MoeIsa::kScalar, MoeIsa::kAvx2, MoeIsa::kAvx512}) {
+        if (std::string_view(want) == MoeIsaName(isa) && MoeIsaAvailable(isa)) return isa;
+      }
+    }
     if (MoeIsaAvailable(MoeIsa::kAvx512)) return MoeIsa::kAvx512;
     if (MoeIsaAvailable(MoeIsa::kAvx2)) return MoeIsa::kAvx2;
     return MoeIsa::kScalar;

@@ -12,7 +12,7 @@ enum class MoeIsa {
   kAvx512,  // AVX-512F: vpermps over a 16-entry float LUT pre-multiplied by the block scale
 };
 
-// The best path this binary can run on this CPU.
+// The best path this binary can run on this CPU (or the one MXSERVE_MOE_ISA names, if available).
 MoeIsa BestMoeIsa();
 bool MoeIsaAvailable(MoeIsa isa);
 const char* MoeIsaName(MoeIsa isa);
