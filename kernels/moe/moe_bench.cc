@@ -6,8 +6,8 @@
 //   mxserve-bench-moe-cpu [--threads 2] [--reps 7] [--isa avx512|avx2|scalar]
 //                         [--shapes tiny,20b] [--tokens 1,16,128] [--plain-max-tokens 16]
 //
-// The plain kernel is strictly token by token, so for T > --plain-max-tokens it is timed on
-// that many tokens and scaled linearly (marked "~").
+// The plain kernel is strictly token by token, so when a batch would take it more than ~2 s
+// it is timed on --plain-max-tokens tokens and scaled linearly (marked "~").
 #include <algorithm>
 #include <chrono>
 #include <ctime>
@@ -223,7 +223,9 @@ int Main(int argc, char** argv) {
         }
       }
       // plain: on at most plain_max_tokens tokens, scaled linearly
-      const int Tp = std::min(T, plain_max_tokens);
+      // The plain kernel runs at ~1 GFLOP/s: whole batches up to ~2 GFLOP, else a slice.
+      const double plain_flop = 2.0 * s.k * T * 3.0 * s.H * s.I;
+      const int Tp = plain_flop <= 2e9 ? T : std::min(T, plain_max_tokens);
       const int plain_reps = Tp * static_cast<int64_t>(s.H) * s.I > 50'000'000 ? 1 : reps;
       std::vector<double> plain_ms;
       std::vector<float> pout(static_cast<size_t>(Tp) * s.H);
