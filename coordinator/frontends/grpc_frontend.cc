@@ -1,0 +1,434 @@
+#include "coordinator/frontends/grpc_frontend.h"
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "coordinator/frontends/api_error.h"
+#include "coordinator/frontends/openai_api.h"
+#include "core/status.h"
+#include "core/status_map.h"
+#include "mxserve/v1/inference.grpc.pb.h"
+
+namespace mxserve::frontends {
+namespace {
+
+namespace pb = ::mxserve::v1;
+constexpr char kServiceName[] = "mxserve.v1.Inference";
+
+// gRPC has no "param": put the field name into the message when it is not there already.
+grpc::Status ToGrpc(const absl::Status& s) {
+  std::optional<std::string> param = ParamOf(s);
+  if (param && !param->empty() && !absl::StrContains(s.message(), *param)) {
+    return ToGrpcStatus(absl::Status(s.code(), absl::StrCat(*param, ": ", s.message())));
+  }
+  return ToGrpcStatus(s);
+}
+
+pb::FinishReason ToProto(FinishReason r) {
+  switch (r) {
+    case FinishReason::kStop: return pb::FINISH_REASON_STOP;
+    case FinishReason::kLength: return pb::FINISH_REASON_LENGTH;
+    case FinishReason::kAbort: return pb::FINISH_REASON_ABORT;
+    default: return pb::FINISH_REASON_UNSPECIFIED;
+  }
+}
+
+// Door-neutral validation of a proto GenerateRequest into the engine's request.
+struct ParsedGenerate {
+  GenerateRequest generate;
+  bool chat = false;  // text deltas come from the chat parser (content only)
+};
+
+absl::StatusOr<ParsedGenerate> ParseGenerate(const pb::GenerateRequest& req,
+                                             const ServingContext& ctx) {
+  RETURN_IF_ERROR(CheckModel(req.model(), ctx));
+  ParsedGenerate out;
+  std::vector<int32_t> ids;
+  std::string prompt_param;
+  switch (req.input_case()) {
+    case pb::GenerateRequest::kPrompt:
+      prompt_param = "prompt";
+      if (req.prompt().empty()) return InvalidParam("prompt", "'prompt' must not be empty");
+      if (!IsValidUtf8(req.prompt())) return InvalidParam("prompt", "'prompt' is not valid UTF-8");
+      ids = ctx.tokenizer->Encode(req.prompt(), /*allow_special=*/true);
+      break;
+    case pb::GenerateRequest::kPromptTokenIds:
+      prompt_param = "prompt_token_ids";
+      ids.assign(req.prompt_token_ids().ids().begin(), req.prompt_token_ids().ids().end());
+      break;
+    case pb::GenerateRequest::kMessages: {
+      prompt_param = "messages";
+      std::vector<ChatMessage> messages;
+      for (const auto& m : req.messages().messages()) {
+        messages.push_back(ChatMessage{m.role(), m.content(), ""});
+      }
+      RETURN_IF_ERROR(CheckChatMessages(messages, "messages"));
+      ASSIGN_OR_RETURN(ids, RenderChatPrompt(messages, ChatRenderOptions{}, ctx));
+      out.chat = true;
+      break;
+    }
+    default:
+      return InvalidParam("input", "one of 'prompt', 'prompt_token_ids' or 'messages' is required");
+  }
+  RETURN_IF_ERROR(CheckPromptTokens(ids, ctx, prompt_param));
+
+  const pb::SamplingParams& sp = req.sampling();
+  SamplingFields f;
+  f.param_prefix = "sampling.";
+  if (sp.has_temperature()) f.temperature = sp.temperature();
+  if (sp.has_top_p()) f.top_p = sp.top_p();
+  if (sp.has_top_k()) f.top_k = sp.top_k();
+  if (sp.has_seed()) f.seed = sp.seed();
+  if (sp.has_max_tokens()) f.max_tokens = sp.max_tokens();
+  for (const std::string& s : sp.stop()) {
+    if (!s.empty()) f.stop.push_back(s);
+  }
+  for (int32_t id : sp.stop_token_ids()) f.stop_token_ids.push_back(id);
+  if (sp.has_logprobs()) f.logprobs = sp.logprobs();
+  f.ignore_eos = sp.ignore_eos();
+  ASSIGN_OR_RETURN(SamplingParams params,
+                   ResolveSampling(f, static_cast<int>(ids.size()), ctx, prompt_param));
+  if (out.chat) {
+    for (int32_t id : ctx.chat_template->StopTokenIds()) params.stop_token_ids.push_back(id);
+  }
+  out.generate.request_id = req.request_id().empty() ? NewRequestId("gen") : req.request_id();
+  out.generate.prompt_tokens = std::move(ids);
+  out.generate.params = std::move(params);
+  return out;
+}
+
+// One Generate call. Deleted when both gRPC is done with it (OnDone) and the engine has sent
+// its final event (or never started), so an engine callback never sees a dead reactor.
+class GenerateReactor : public grpc::ServerWriteReactor<pb::GenerateResponse> {
+ public:
+  GenerateReactor(const ServingContext& ctx, grpc::CallbackServerContext* call,
+                  const pb::GenerateRequest* req)
+      : ctx_(ctx) {
+    absl::StatusOr<ParsedGenerate> parsed =
+        ctx_.IsReady() ? ParseGenerate(*req, ctx_)
+                       : absl::StatusOr<ParsedGenerate>(
+                             absl::UnavailableError("the model is not ready yet"));
+    if (!parsed.ok()) {
+      engine_done_ = true;
+      FinishNow(ToGrpc(parsed.status()));
+      return;
+    }
+    id_ = parsed->generate.request_id;
+    logprobs_ = parsed->generate.params.logprobs >= 0;
+    prompt_tokens_ = static_cast<int>(parsed->generate.prompt_tokens.size());
+    if (parsed->chat) parser_ = ctx_.chat_template->NewParser();
+    absl::Status s = ctx_.engine->Submit(std::move(parsed->generate),
+                                         [this](GenerationEvent ev) { OnEvent(std::move(ev)); });
+    if (!s.ok()) {
+      engine_done_ = true;
+      FinishNow(ToGrpc(s));
+    }
+  }
+
+  void OnWriteDone(bool ok) override {
+    pb::GenerateResponse* next = nullptr;
+    bool finish = false;
+    grpc::Status status;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      queue_.pop_front();
+      if (!ok) {  // the stream broke (client gone): stop writing and stop the engine
+        queue_.clear();
+        if (!finished_) {
+          finished_ = true;
+          finish = true;
+          status = grpc::Status(grpc::StatusCode::CANCELLED, "client went away");
+        }
+      } else if (!queue_.empty()) {
+        next = &queue_.front();
+      } else {
+        writing_ = false;
+        if (finish_pending_ && !finished_) {
+          finished_ = true;
+          finish = true;
+          status = final_status_;
+        }
+      }
+    }
+    if (!ok) CancelEngine();
+    if (next) StartWrite(next);
+    if (finish) Finish(status);
+  }
+
+  void OnCancel() override {
+    CancelEngine();
+    bool finish = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!finished_ && !writing_) finished_ = finish = true;
+    }
+    if (finish) Finish(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled by the client"));
+  }
+
+  void OnDone() override {
+    bool del;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      grpc_done_ = true;
+      del = engine_done_;
+    }
+    if (del) delete this;
+  }
+
+ private:
+  void FinishNow(grpc::Status s) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      finished_ = true;
+    }
+    Finish(std::move(s));
+  }
+
+  void CancelEngine() {
+    if (!id_.empty() && !engine_finished_.load()) ctx_.engine->Cancel(id_);
+  }
+
+  pb::GenerateResponse Delta(const GenerationEvent& ev) {
+    pb::GenerateResponse r;
+    r.set_request_id(id_);
+    for (int32_t id : ev.token_ids) r.add_token_ids(id);
+    completion_count_ += ev.token_ids.size();
+    if (parser_) {
+      std::string text;
+      for (int32_t id : ev.token_ids) text += parser_->Push(id).content;
+      if (ev.finished) text += parser_->Finish().content;
+      r.set_text(std::move(text));
+    } else {
+      r.set_text(ev.text);
+    }
+    if (logprobs_) {
+      for (const TokenLogprob& lp : ev.logprobs) {
+        pb::TokenLogprob* t = r.add_logprobs();
+        t->set_token_id(lp.token_id);
+        t->set_token(ctx_.tokenizer->TokenString(lp.token_id));
+        t->set_logprob(lp.logprob);
+        for (const TopLogprob& top : lp.top) {
+          pb::TopLogprob* tt = t->add_top();
+          tt->set_token_id(top.token_id);
+          tt->set_token(ctx_.tokenizer->TokenString(top.token_id));
+          tt->set_logprob(top.logprob);
+        }
+      }
+    }
+    return r;
+  }
+
+  void OnEvent(GenerationEvent ev) {
+    std::vector<pb::GenerateResponse> out;
+    grpc::Status final_status;
+    if (ev.finish_reason == FinishReason::kError) {
+      final_status = ToGrpc(ev.error.ok() ? absl::InternalError("generation failed") : ev.error);
+    } else {
+      pb::GenerateResponse d = Delta(ev);
+      if (d.token_ids_size() > 0 || !d.text().empty()) out.push_back(std::move(d));
+      if (ev.finished) {
+        pb::GenerateResponse f;
+        f.set_request_id(id_);
+        f.set_finished(true);
+        f.set_finish_reason(ToProto(ev.finish_reason));
+        int prompt = ev.prompt_tokens > 0 ? ev.prompt_tokens : prompt_tokens_;
+        int completion = ev.completion_tokens > 0 ? ev.completion_tokens
+                                                  : static_cast<int>(completion_count_);
+        f.mutable_usage()->set_prompt_tokens(prompt);
+        f.mutable_usage()->set_completion_tokens(completion);
+        f.mutable_usage()->set_total_tokens(prompt + completion);
+        out.push_back(std::move(f));
+      }
+    }
+    pb::GenerateResponse* start = nullptr;
+    bool finish = false, del = false;
+    grpc::Status finish_status;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!finished_) {
+        for (auto& r : out) queue_.push_back(std::move(r));
+        if (ev.finished) {
+          finish_pending_ = true;
+          final_status_ = final_status;
+        }
+        if (!writing_ && !queue_.empty()) {
+          writing_ = true;
+          start = &queue_.front();
+        } else if (!writing_ && finish_pending_) {
+          finished_ = finish = true;
+          finish_status = final_status_;
+        }
+      }
+      if (ev.finished) {
+        engine_finished_.store(true);
+        engine_done_ = true;
+        del = grpc_done_;
+      }
+    }
+    if (start) StartWrite(start);
+    if (finish) Finish(finish_status);
+    if (del) delete this;
+  }
+
+  const ServingContext& ctx_;
+  std::string id_;
+  bool logprobs_ = false;
+  int prompt_tokens_ = 0;
+  size_t completion_count_ = 0;  // only touched by engine callbacks (ordered)
+  std::unique_ptr<ChatOutputParser> parser_;
+  std::atomic<bool> engine_finished_{false};
+
+  std::mutex mu_;
+  std::deque<pb::GenerateResponse> queue_;  // guarded by mu_; front() is being written
+  bool writing_ = false;                    // guarded by mu_
+  bool finish_pending_ = false;             // guarded by mu_
+  bool finished_ = false;                   // guarded by mu_: Finish called (or about to be)
+  grpc::Status final_status_;               // guarded by mu_
+  bool grpc_done_ = false;                  // guarded by mu_
+  bool engine_done_ = false;                // guarded by mu_
+};
+
+class InferenceService final : public pb::Inference::CallbackService {
+ public:
+  explicit InferenceService(ServingContext ctx) : ctx_(std::move(ctx)) {}
+
+  grpc::ServerWriteReactor<pb::GenerateResponse>* Generate(
+      grpc::CallbackServerContext* call, const pb::GenerateRequest* req) override {
+    return new GenerateReactor(ctx_, call, req);
+  }
+
+  grpc::ServerUnaryReactor* ListModels(grpc::CallbackServerContext* call,
+                                       const pb::ListModelsRequest*,
+                                       pb::ListModelsResponse* resp) override {
+    pb::ModelInfo* m = resp->add_models();
+    m->set_id(ctx_.model_id);
+    m->set_max_model_len(ctx_.max_model_len);
+    m->set_owned_by("mxserve");
+    auto* r = call->DefaultReactor();
+    r->Finish(grpc::Status::OK);
+    return r;
+  }
+
+  grpc::ServerUnaryReactor* Tokenize(grpc::CallbackServerContext* call,
+                                     const pb::TokenizeRequest* req,
+                                     pb::TokenizeResponse* resp) override {
+    auto* r = call->DefaultReactor();
+    absl::Status s = CheckModel(req->model(), ctx_);
+    if (s.ok() && !IsValidUtf8(req->text())) s = InvalidParam("text", "'text' is not valid UTF-8");
+    if (!s.ok()) {
+      r->Finish(ToGrpc(s));
+      return r;
+    }
+    std::vector<int32_t> ids = ctx_.tokenizer->Encode(req->text(), req->add_special_tokens());
+    for (int32_t id : ids) resp->add_token_ids(id);
+    resp->set_count(static_cast<int32_t>(ids.size()));
+    resp->set_max_model_len(ctx_.max_model_len);
+    r->Finish(grpc::Status::OK);
+    return r;
+  }
+
+ private:
+  ServingContext ctx_;
+};
+
+}  // namespace
+
+struct GrpcFrontend::Impl {
+  ServingContext ctx;
+  GrpcServerOptions options;
+  std::unique_ptr<InferenceService> service;
+  std::unique_ptr<grpc::Server> server;
+  int port = 0;
+
+  std::mutex mu;
+  std::condition_variable cv;
+  bool stop = false;  // guarded by mu
+  int last_ready = -1;  // guarded by mu
+  std::thread health_thread;
+
+  void Refresh() {
+    const bool ready = ctx.IsReady();
+    std::lock_guard<std::mutex> lock(mu);
+    if (stop || last_ready == static_cast<int>(ready)) return;
+    last_ready = ready;
+    grpc::HealthCheckServiceInterface* hs = server->GetHealthCheckService();
+    if (!hs) return;
+    hs->SetServingStatus("", ready);
+    hs->SetServingStatus(kServiceName, ready);
+  }
+};
+
+GrpcFrontend::GrpcFrontend(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+GrpcFrontend::~GrpcFrontend() { Shutdown(); }
+
+absl::StatusOr<std::unique_ptr<GrpcFrontend>> GrpcFrontend::Start(ServingContext ctx,
+                                                                  GrpcServerOptions options) {
+  if (!ctx.tokenizer) return absl::InvalidArgumentError("GrpcFrontend needs a tokenizer");
+  if (!ctx.engine) return absl::InvalidArgumentError("GrpcFrontend needs an engine");
+  if (options.port < 0 || options.port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat("bad gRPC port ", options.port));
+  }
+  auto impl = std::make_unique<Impl>();
+  impl->ctx = ctx;
+  impl->options = options;
+  impl->service = std::make_unique<InferenceService>(std::move(ctx));
+
+  // Process-wide switches; both must be set before the builder is created.
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  const std::string addr = absl::StrCat(
+      options.host.find(':') != std::string::npos ? "[" + options.host + "]" : options.host, ":",
+      options.port);
+  builder.AddListeningPort(addr, grpc::InsecureServerCredentials(), &impl->port);
+  builder.SetMaxReceiveMessageSize(options.max_receive_message_bytes);
+  builder.SetMaxSendMessageSize(options.max_send_message_bytes);
+  builder.RegisterService(impl->service.get());
+  impl->server = builder.BuildAndStart();
+  if (!impl->server || impl->port == 0) {
+    return absl::UnavailableError(absl::StrCat("cannot start the gRPC server on ", addr));
+  }
+  // The default health service says SERVING for "" from construction; be honest instead.
+  impl->Refresh();
+  Impl* raw = impl.get();
+  impl->health_thread = std::thread([raw] {
+    std::unique_lock<std::mutex> lock(raw->mu);
+    while (!raw->stop) {
+      raw->cv.wait_for(lock, raw->options.health_poll);
+      if (raw->stop) break;
+      lock.unlock();
+      raw->Refresh();
+      lock.lock();
+    }
+  });
+  return std::unique_ptr<GrpcFrontend>(new GrpcFrontend(std::move(impl)));
+}
+
+int GrpcFrontend::port() const { return impl_->port; }
+
+void GrpcFrontend::RefreshHealth() { impl_->Refresh(); }
+
+void GrpcFrontend::Shutdown() {
+  if (!impl_ || !impl_->server) return;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    if (impl_->stop) return;
+    impl_->stop = true;
+  }
+  impl_->cv.notify_all();
+  if (impl_->health_thread.joinable()) impl_->health_thread.join();
+  if (auto* hs = impl_->server->GetHealthCheckService()) hs->Shutdown();
+  impl_->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  impl_->server->Wait();
+}
+
+}  // namespace mxserve::frontends

@@ -1,0 +1,266 @@
+#include "coordinator/frontends/http_frontend.h"
+
+#include <atomic>
+#include <ctime>
+#include <functional>
+#include <map>
+#include <mutex>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "coordinator/frontends/api_error.h"
+#include "coordinator/frontends/openai_api.h"
+#include "coordinator/frontends/openai_response.h"
+#include "core/status_map.h"
+#include "nlohmann/json.hpp"
+
+namespace mxserve::frontends {
+namespace {
+
+using json = nlohmann::json;
+using Responder = std::shared_ptr<HttpResponder>;
+using Handler = std::function<void(const HttpRequest&, const Responder&)>;
+
+constexpr char kJson[] = "application/json";
+
+std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+void SendError(const Responder& r, const absl::Status& status) {
+  std::vector<std::pair<std::string, std::string>> headers;
+  const int code = HttpStatusFor(status);
+  if (code == 429 || code == 503) headers.emplace_back("Retry-After", "1");
+  r->Send(code, kJson, ErrorBody(status), std::move(headers));
+}
+
+std::string Sse(absl::string_view payload) { return absl::StrCat("data: ", payload, "\n\n"); }
+
+// State one generation shares between the I/O thread that submitted it and the engine thread
+// that calls back. Stream events that arrive before Submit has returned (a synchronous engine)
+// are held until the stream's headers are out.
+template <typename Builder>
+struct Generation {
+  Generation(Responder r, std::unique_ptr<Builder> b, bool s)
+      : http(std::move(r)), builder(std::move(b)), stream(s) {}
+  Responder http;
+  std::unique_ptr<Builder> builder;  // touched only by the engine callback (events are ordered)
+  const bool stream;
+  std::atomic<bool> finished{false};
+
+  std::mutex mu;
+  bool started = false;            // guarded by mu: stream headers sent
+  std::vector<std::string> early;  // guarded by mu
+
+  void Emit(std::string s) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!started) {
+      early.push_back(std::move(s));
+      return;
+    }
+    http->Write(std::move(s));
+  }
+  void EndStream() {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!started) {
+      early.push_back("");  // marks the end
+      return;
+    }
+    http->End();
+  }
+  void StartStream() {
+    std::lock_guard<std::mutex> lock(mu);
+    http->StartStream(200, "text/event-stream; charset=utf-8");
+    started = true;
+    for (auto& s : early) {
+      if (s.empty()) {
+        http->End();
+      } else {
+        http->Write(std::move(s));
+      }
+    }
+    early.clear();
+  }
+
+  void OnEvent(GenerationEvent ev) {
+    if (finished.load()) return;
+    if (ev.finished) finished.store(true);
+    if (stream) {
+      if (ev.finish_reason == FinishReason::kError) {
+        absl::Status err = ev.error.ok() ? absl::InternalError("generation failed") : ev.error;
+        Emit(Sse(ErrorBody(err)));
+        Emit(Sse("[DONE]"));
+        EndStream();
+        return;
+      }
+      for (std::string& c : builder->Chunks(ev)) Emit(Sse(c));
+      if (ev.finished) {
+        Emit(Sse("[DONE]"));
+        EndStream();
+      }
+      return;
+    }
+    if (ev.finish_reason == FinishReason::kError) {
+      SendError(http, ev.error.ok() ? absl::InternalError("generation failed") : ev.error);
+      return;
+    }
+    builder->Add(ev);
+    if (ev.finished) http->Send(200, kJson, builder->Body());
+  }
+};
+
+}  // namespace
+
+struct HttpFrontend::Routes {
+  ServingContext ctx;
+  // path -> method -> handler
+  std::map<std::string, std::map<std::string, Handler>> table;
+
+  explicit Routes(ServingContext c) : ctx(std::move(c)) {
+    table["/v1/chat/completions"]["POST"] = [this](auto& q, auto& r) { Chat(q, r); };
+    table["/v1/completions"]["POST"] = [this](auto& q, auto& r) { Completions(q, r); };
+    table["/v1/models"]["GET"] = [this](auto& q, auto& r) { Models(q, r); };
+    table["/health"]["GET"] = [this](auto& q, auto& r) { Health(q, r, /*ready=*/false); };
+    table["/health/live"]["GET"] = [this](auto& q, auto& r) { Health(q, r, false); };
+    table["/health/ready"]["GET"] = [this](auto& q, auto& r) { Health(q, r, /*ready=*/true); };
+    table["/tokenize"]["POST"] = [this](auto& q, auto& r) { Tokenize(q, r); };
+    table["/detokenize"]["POST"] = [this](auto& q, auto& r) { Detokenize(q, r); };
+    // Every GET route also answers HEAD-less probes only by GET; keep the table honest.
+  }
+
+  void Dispatch(const HttpRequest& req, const Responder& r) {
+    auto it = table.find(req.path);
+    if (it == table.end()) {
+      r->Send(404, kJson,
+              ErrorBody(absl::StrCat("Not found: ", req.method, " ", req.path), "not_found_error",
+                        "", "not_found"));
+      return;
+    }
+    auto m = it->second.find(req.method);
+    if (m == it->second.end()) {
+      std::vector<std::string> allowed;
+      for (const auto& [k, v] : it->second) allowed.push_back(k);
+      std::string allow = absl::StrJoin(allowed, ", ");
+      r->Send(405, kJson,
+              ErrorBody(absl::StrCat("Method ", req.method, " is not allowed for ", req.path,
+                                     " (allowed: ", allow, ")"),
+                        "invalid_request_error", "", "method_not_allowed"),
+              {{"Allow", allow}});
+      return;
+    }
+    m->second(req, r);
+  }
+
+  absl::Status CheckReady() const {
+    if (!ctx.IsReady()) return absl::UnavailableError("the model is not ready yet");
+    if (!ctx.engine) return absl::UnavailableError("no engine attached");
+    return absl::OkStatus();
+  }
+
+  template <typename Builder>
+  void Run(const Responder& r, GenerateRequest gen, bool stream, std::unique_ptr<Builder> b) {
+    auto g = std::make_shared<Generation<Builder>>(r, std::move(b), stream);
+    GenerationService* engine = ctx.engine;
+    const std::string id = gen.request_id;
+    r->OnDisconnect([engine, id, g] {
+      if (!g->finished.load()) engine->Cancel(id);
+    });
+    absl::Status s = engine->Submit(std::move(gen), [g](GenerationEvent ev) {
+      g->OnEvent(std::move(ev));
+    });
+    if (!s.ok()) {
+      g->finished.store(true);
+      SendError(r, s);
+      return;
+    }
+    if (stream) g->StartStream();
+    if (r->disconnected() && !g->finished.load()) engine->Cancel(id);  // gone before Submit
+  }
+
+  void Chat(const HttpRequest& req, const Responder& r) {
+    absl::StatusOr<ChatCompletionRequest> parsed = ParseChatCompletionRequest(req.body, ctx);
+    if (!parsed.ok()) return SendError(r, parsed.status());
+    if (absl::Status s = CheckReady(); !s.ok()) return SendError(r, s);
+    auto b = std::make_unique<ChatCompletionResponder>(ctx, *parsed, std::time(nullptr));
+    Run(r, std::move(parsed->generate), parsed->stream, std::move(b));
+  }
+
+  void Completions(const HttpRequest& req, const Responder& r) {
+    absl::StatusOr<CompletionRequest> parsed = ParseCompletionRequest(req.body, ctx);
+    if (!parsed.ok()) return SendError(r, parsed.status());
+    if (absl::Status s = CheckReady(); !s.ok()) return SendError(r, s);
+    auto b = std::make_unique<CompletionResponder>(ctx, *parsed, std::time(nullptr));
+    Run(r, std::move(parsed->generate), parsed->stream, std::move(b));
+  }
+
+  void Models(const HttpRequest&, const Responder& r) {
+    json model{{"id", ctx.model_id},
+               {"object", "model"},
+               {"created", static_cast<int64_t>(std::time(nullptr))},
+               {"owned_by", "mxserve"},
+               {"root", ctx.model_id},
+               {"parent", nullptr},
+               {"max_model_len", ctx.max_model_len}};
+    r->Send(200, kJson, Dump(json{{"object", "list"}, {"data", json::array({model})}}));
+  }
+
+  // /health and /health/live: the process answers (vLLM's /health is liveness too).
+  // /health/ready: 503 until the engine takes requests.
+  void Health(const HttpRequest&, const Responder& r, bool ready) {
+    if (ready && !ctx.IsReady()) {
+      SendError(r, absl::UnavailableError("not ready"));
+      return;
+    }
+    r->Send(200, "", "");
+  }
+
+  void Tokenize(const HttpRequest& req, const Responder& r) {
+    absl::StatusOr<std::vector<int32_t>> ids = ParseTokenizeRequest(req.body, ctx);
+    if (!ids.ok()) return SendError(r, ids.status());
+    r->Send(200, kJson,
+            Dump(json{{"tokens", *ids},
+                      {"count", ids->size()},
+                      {"max_model_len", ctx.max_model_len},
+                      {"token_strs", nullptr}}));
+  }
+
+  void Detokenize(const HttpRequest& req, const Responder& r) {
+    absl::StatusOr<std::vector<int32_t>> ids = ParseDetokenizeRequest(req.body, ctx);
+    if (!ids.ok()) return SendError(r, ids.status());
+    absl::StatusOr<std::string> text = ctx.tokenizer->Decode(*ids, /*skip_special=*/false);
+    if (!text.ok()) return SendError(r, WithParam(text.status(), "tokens"));
+    r->Send(200, kJson, Dump(json{{"prompt", *text}}));
+  }
+};
+
+absl::StatusOr<std::unique_ptr<HttpFrontend>> HttpFrontend::Start(ServingContext ctx,
+                                                                  HttpServerOptions options) {
+  if (!ctx.tokenizer) return absl::InvalidArgumentError("HttpFrontend needs a tokenizer");
+  if (!ctx.engine) return absl::InvalidArgumentError("HttpFrontend needs an engine");
+  if (ctx.max_model_len < 2) return absl::InvalidArgumentError("max_model_len must be >= 2");
+  if (options.too_large_body.empty()) {
+    options.too_large_body = ErrorBody(
+        absl::StrCat("Request body is larger than the limit of ", options.max_body_bytes,
+                     " bytes"),
+        "invalid_request_error", "", "request_too_large");
+  }
+  if (options.bad_request_body.empty()) {
+    options.bad_request_body =
+        ErrorBody("Malformed HTTP request", "invalid_request_error", "", "bad_request");
+  }
+  std::unique_ptr<HttpFrontend> fe(new HttpFrontend());
+  fe->routes_ = std::make_shared<Routes>(std::move(ctx));
+  auto server = HttpServer::Start(std::move(options),
+                                  [routes = fe->routes_](HttpRequest req, Responder r) {
+                                    routes->Dispatch(req, r);
+                                  });
+  if (!server.ok()) return server.status();
+  fe->server_ = *std::move(server);
+  return fe;
+}
+
+HttpFrontend::~HttpFrontend() { Shutdown(); }
+
+void HttpFrontend::Shutdown() {
+  if (server_) server_->Shutdown();
+}
+
+}  // namespace mxserve::frontends

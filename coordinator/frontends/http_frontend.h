@@ -1,0 +1,32 @@
+// The OpenAI-compatible HTTP front door: routes /v1/chat/completions, /v1/completions (SSE or
+// whole), /v1/models, /health, /tokenize and /detokenize onto the engine, on an HttpServer.
+#pragma once
+
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "coordinator/frontends/http_server.h"
+#include "coordinator/frontends/serving_context.h"
+
+namespace mxserve::frontends {
+
+class HttpFrontend {
+ public:
+  // Binds options.host:options.port (0 = pick; see port()) and starts serving. The pointers in
+  // `ctx` must outlive the returned object.
+  static absl::StatusOr<std::unique_ptr<HttpFrontend>> Start(ServingContext ctx,
+                                                             HttpServerOptions options);
+  ~HttpFrontend();
+  int port() const { return server_->port(); }
+  // Stops accepting and closes every connection (in-flight requests are cancelled).
+  void Shutdown();
+  int open_connections() const { return server_->open_connections(); }
+
+ private:
+  struct Routes;
+  HttpFrontend() = default;
+  std::shared_ptr<Routes> routes_;
+  std::unique_ptr<HttpServer> server_;
+};
+
+}  // namespace mxserve::frontends

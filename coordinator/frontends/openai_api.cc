@@ -1,0 +1,635 @@
+#include "coordinator/frontends/openai_api.h"
+
+#include <cmath>
+#include <limits>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "coordinator/frontends/api_error.h"
+#include "core/status.h"
+#include "nlohmann/json.hpp"
+
+namespace mxserve::frontends {
+namespace {
+
+using json = nlohmann::json;
+
+constexpr int kMaxTopLogprobs = 20;
+// vLLM takes any number of stop strings; we only bound it so one request cannot make the stop
+// matcher quadratic.
+constexpr size_t kMaxStopStrings = 64;
+
+absl::string_view TypeName(const json& v) {
+  switch (v.type()) {
+    case json::value_t::null: return "null";
+    case json::value_t::boolean: return "boolean";
+    case json::value_t::string: return "string";
+    case json::value_t::array: return "array";
+    case json::value_t::object: return "object";
+    case json::value_t::number_integer:
+    case json::value_t::number_unsigned: return "integer";
+    case json::value_t::number_float: return "number";
+    default: return "value";
+  }
+}
+
+absl::Status WrongType(absl::string_view param, absl::string_view want, const json& got) {
+  return InvalidParam(param, absl::StrCat("'", param, "' must be ", want, ", got ", TypeName(got)),
+                      "invalid_type");
+}
+
+// Every accessor treats an absent key and an explicit null alike: "not given" (OpenAI's rule).
+const json* Field(const json& obj, const char* key) {
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+absl::StatusOr<std::optional<double>> GetNumber(const json& obj, const char* key) {
+  const json* v = Field(obj, key);
+  if (!v) return std::optional<double>();
+  if (!v->is_number()) return WrongType(key, "a number", *v);
+  double d = v->get<double>();
+  if (!std::isfinite(d)) return InvalidParam(key, absl::StrCat("'", key, "' must be finite"));
+  return std::optional<double>(d);
+}
+
+absl::StatusOr<std::optional<int64_t>> GetInt(const json& obj, const char* key) {
+  const json* v = Field(obj, key);
+  if (!v) return std::optional<int64_t>();
+  if (v->is_number_integer()) {
+    if (v->is_number_unsigned() &&
+        v->get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+      return InvalidParam(key, absl::StrCat("'", key, "' is out of range"));
+    }
+    return std::optional<int64_t>(v->get<int64_t>());
+  }
+  if (v->is_number_float()) {  // 5.0 is accepted as 5, as pydantic does in vLLM
+    double d = v->get<double>();
+    if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9e15) {
+      return std::optional<int64_t>(static_cast<int64_t>(d));
+    }
+  }
+  return WrongType(key, "an integer", *v);
+}
+
+absl::StatusOr<std::optional<bool>> GetBool(const json& obj, const char* key) {
+  const json* v = Field(obj, key);
+  if (!v) return std::optional<bool>();
+  if (!v->is_boolean()) return WrongType(key, "a boolean", *v);
+  return std::optional<bool>(v->get<bool>());
+}
+
+absl::StatusOr<std::optional<std::string>> GetString(const json& obj, const char* key) {
+  const json* v = Field(obj, key);
+  if (!v) return std::optional<std::string>();
+  if (!v->is_string()) return WrongType(key, "a string", *v);
+  return std::optional<std::string>(v->get<std::string>());
+}
+
+absl::StatusOr<json> ParseBody(absl::string_view body) {
+  size_t bad = 0;
+  if (!IsValidUtf8(body, &bad)) {
+    return InvalidParam("", absl::StrCat("Request body is not valid UTF-8 (bad byte at offset ",
+                                         bad, ")"),
+                        "invalid_utf8");
+  }
+  json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) {
+    // Re-parse with exceptions only to get the position for the message; caught right here.
+    std::string detail = "malformed JSON";
+    try {
+      json again = json::parse(body);
+      (void)again;
+    } catch (const json::exception& e) {
+      detail = e.what();
+    }
+    return InvalidParam("", absl::StrCat("Request body is not valid JSON: ", detail),
+                        "invalid_json");
+  }
+  if (!j.is_object()) {
+    return InvalidParam("", absl::StrCat("Request body must be a JSON object, got ", TypeName(j)),
+                        "invalid_json");
+  }
+  return j;
+}
+
+absl::Status GetModel(const json& j, const ServingContext& ctx) {
+  ASSIGN_OR_RETURN(auto model, GetString(j, "model"));
+  return CheckModel(model.value_or(""), ctx);
+}
+
+absl::Status RejectN(const json& j, const char* key) {
+  ASSIGN_OR_RETURN(auto n, GetInt(j, key));
+  if (n && *n != 1) {
+    return InvalidParam(key, absl::StrCat("'", key, "' must be 1 (only one choice per request is "
+                                          "supported), got ", *n));
+  }
+  return absl::OkStatus();
+}
+
+// Penalties we do not implement: accepted only at their neutral value, rather than ignored.
+absl::Status RejectNonZero(const json& j, const char* key) {
+  ASSIGN_OR_RETURN(auto v, GetNumber(j, key));
+  if (v && *v != 0.0) {
+    return InvalidParam(key, absl::StrCat("'", key, "' is not supported (only 0)"),
+                        "unsupported_parameter");
+  }
+  return absl::OkStatus();
+}
+
+// The sampling fields both OpenAI routes share.
+absl::Status ReadCommonSampling(const json& j, SamplingFields* f) {
+  ASSIGN_OR_RETURN(f->temperature, GetNumber(j, "temperature"));
+  ASSIGN_OR_RETURN(f->top_p, GetNumber(j, "top_p"));
+  ASSIGN_OR_RETURN(f->top_k, GetInt(j, "top_k"));
+  ASSIGN_OR_RETURN(auto seed, GetInt(j, "seed"));
+  if (seed) f->seed = static_cast<uint64_t>(*seed);
+  if (const json* stop = Field(j, "stop")) {
+    if (stop->is_string()) {
+      if (!stop->get_ref<const std::string&>().empty()) f->stop.push_back(stop->get<std::string>());
+    } else if (stop->is_array()) {
+      if (stop->size() > kMaxStopStrings) {
+        return InvalidParam("stop", absl::StrCat("'stop' may hold at most ", kMaxStopStrings,
+                                                 " strings, got ", stop->size()));
+      }
+      for (size_t i = 0; i < stop->size(); ++i) {
+        const json& s = (*stop)[i];
+        if (!s.is_string()) {
+          return WrongType(absl::StrCat("stop[", i, "]"), "a string", s);
+        }
+        if (!s.get_ref<const std::string&>().empty()) f->stop.push_back(s.get<std::string>());
+      }
+    } else {
+      return WrongType("stop", "a string or an array of strings", *stop);
+    }
+  }
+  if (const json* ids = Field(j, "stop_token_ids")) {  // vLLM extension
+    if (!ids->is_array()) return WrongType("stop_token_ids", "an array of integers", *ids);
+    for (size_t i = 0; i < ids->size(); ++i) {
+      if (!(*ids)[i].is_number_integer()) {
+        return WrongType(absl::StrCat("stop_token_ids[", i, "]"), "an integer", (*ids)[i]);
+      }
+      f->stop_token_ids.push_back((*ids)[i].get<int64_t>());
+    }
+  }
+  ASSIGN_OR_RETURN(auto ignore_eos, GetBool(j, "ignore_eos"));  // vLLM extension
+  f->ignore_eos = ignore_eos.value_or(false);
+  RETURN_IF_ERROR(RejectNonZero(j, "presence_penalty"));
+  RETURN_IF_ERROR(RejectNonZero(j, "frequency_penalty"));
+  return absl::OkStatus();
+}
+
+absl::Status ReadStreamOptions(const json& j, bool stream, bool* include_usage) {
+  *include_usage = false;
+  const json* so = Field(j, "stream_options");
+  if (!so) return absl::OkStatus();
+  if (!so->is_object()) return WrongType("stream_options", "an object", *so);
+  if (const json* iu = Field(*so, "include_usage")) {
+    if (!iu->is_boolean()) return WrongType("stream_options.include_usage", "a boolean", *iu);
+    *include_usage = iu->get<bool>();
+  }
+  if (!stream && *include_usage) {
+    return InvalidParam("stream_options", "'stream_options' is only allowed when 'stream' is true");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> MessageContent(const json& msg, size_t i, const std::string& role) {
+  std::string param = absl::StrCat("messages[", i, "].content");
+  const json* c = Field(msg, "content");
+  if (!c) {
+    if (role == "assistant") return std::string();  // e.g. a turn that only called tools
+    return InvalidParam(param, absl::StrCat("'", param, "' is required"));
+  }
+  if (c->is_string()) return c->get<std::string>();
+  if (!c->is_array()) return WrongType(param, "a string or an array of text parts", *c);
+  std::string text;
+  for (size_t k = 0; k < c->size(); ++k) {
+    const json& part = (*c)[k];
+    std::string pp = absl::StrCat(param, "[", k, "]");
+    if (!part.is_object()) return WrongType(pp, "an object", part);
+    const json* type = Field(part, "type");
+    if (!type || !type->is_string()) {
+      return InvalidParam(absl::StrCat(pp, ".type"), absl::StrCat("'", pp, ".type' is required"));
+    }
+    if (type->get<std::string>() != "text") {
+      return InvalidParam(absl::StrCat(pp, ".type"),
+                          absl::StrCat("content part type '", type->get<std::string>(),
+                                       "' is not supported (only 'text')"),
+                          "unsupported_content");
+    }
+    const json* t = Field(part, "text");
+    if (!t || !t->is_string()) {
+      return InvalidParam(absl::StrCat(pp, ".text"), absl::StrCat("'", pp, ".text' must be a string"),
+                          "invalid_type");
+    }
+    if (!text.empty()) text += "\n";  // vLLM joins text parts with newlines
+    text += t->get<std::string>();
+  }
+  return text;
+}
+
+absl::StatusOr<std::vector<ChatMessage>> ReadMessages(const json& j) {
+  const json* m = Field(j, "messages");
+  if (!m) return InvalidParam("messages", "'messages' is required");
+  if (!m->is_array()) return WrongType("messages", "an array", *m);
+  if (m->empty()) return InvalidParam("messages", "'messages' must not be empty");
+  std::vector<ChatMessage> out;
+  for (size_t i = 0; i < m->size(); ++i) {
+    const json& msg = (*m)[i];
+    std::string p = absl::StrCat("messages[", i, "]");
+    if (!msg.is_object()) return WrongType(p, "an object", msg);
+    const json* role = Field(msg, "role");
+    if (!role) return InvalidParam(p + ".role", absl::StrCat("'", p, ".role' is required"));
+    if (!role->is_string()) return WrongType(p + ".role", "a string", *role);
+    const std::string r = role->get<std::string>();
+    if (r != "system" && r != "developer" && r != "user" && r != "assistant" && r != "tool") {
+      return InvalidParam(p + ".role",
+                          absl::StrCat("'", p, ".role' must be one of system, developer, user, "
+                                       "assistant, tool; got '", r, "'"));
+    }
+    ChatMessage cm;
+    cm.role = r;
+    ASSIGN_OR_RETURN(cm.content, MessageContent(msg, i, r));
+    if (const json* name = Field(msg, "name")) {
+      if (!name->is_string()) return WrongType(p + ".name", "a string", *name);
+      cm.name = name->get<std::string>();
+    }
+    out.push_back(std::move(cm));
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<int32_t>> ReadTokenArray(const json& arr, absl::string_view param) {
+  std::vector<int32_t> ids;
+  ids.reserve(arr.size());
+  for (size_t i = 0; i < arr.size(); ++i) {
+    const json& v = arr[i];
+    if (!v.is_number_integer()) return WrongType(absl::StrCat(param, "[", i, "]"), "an integer", v);
+    int64_t id = v.get<int64_t>();
+    if (v.is_number_unsigned() || id < 0 || id > std::numeric_limits<int32_t>::max()) {
+      if (v.is_number_unsigned() && v.get<uint64_t>() <= std::numeric_limits<int32_t>::max()) {
+        ids.push_back(static_cast<int32_t>(v.get<uint64_t>()));
+        continue;
+      }
+      return InvalidParam(absl::StrCat(param, "[", i, "]"),
+                          absl::StrCat("token id ", v.dump(), " is out of range"));
+    }
+    ids.push_back(static_cast<int32_t>(id));
+  }
+  return ids;
+}
+
+}  // namespace
+
+bool IsValidUtf8(absl::string_view s, size_t* bad_offset) {
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  size_t n = s.size(), i = 0;
+  while (i < n) {
+    unsigned c = p[i];
+    size_t len;
+    uint32_t cp;
+    if (c < 0x80) { ++i; continue; }
+    if ((c & 0xE0) == 0xC0) { len = 2; cp = c & 0x1F; }
+    else if ((c & 0xF0) == 0xE0) { len = 3; cp = c & 0x0F; }
+    else if ((c & 0xF8) == 0xF0) { len = 4; cp = c & 0x07; }
+    else { if (bad_offset) *bad_offset = i; return false; }
+    if (i + len > n) { if (bad_offset) *bad_offset = i; return false; }
+    for (size_t k = 1; k < len; ++k) {
+      if ((p[i + k] & 0xC0) != 0x80) { if (bad_offset) *bad_offset = i; return false; }
+      cp = (cp << 6) | (p[i + k] & 0x3F);
+    }
+    static constexpr uint32_t kMin[5] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < kMin[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
+      if (bad_offset) *bad_offset = i;
+      return false;
+    }
+    i += len;
+  }
+  return true;
+}
+
+std::string NewRequestId(absl::string_view prefix) {
+  thread_local std::mt19937_64 rng(std::random_device{}());
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string id(prefix);
+  id += '-';
+  for (int w = 0; w < 2; ++w) {
+    uint64_t r = rng();
+    for (int k = 0; k < 16; ++k) id += kHex[(r >> (4 * k)) & 15];
+  }
+  return id;
+}
+
+absl::Status CheckModel(absl::string_view model, const ServingContext& ctx) {
+  if (model.empty() || model == ctx.model_id) return absl::OkStatus();
+  return WithParam(absl::NotFoundError(absl::StrCat("The model `", model, "` does not exist.")),
+                   "model", "model_not_found");
+}
+
+absl::Status CheckPromptTokens(const std::vector<int32_t>& ids, const ServingContext& ctx,
+                               absl::string_view param) {
+  if (ids.empty()) {
+    return InvalidParam(param, absl::StrCat("'", param, "' must not be empty"));
+  }
+  const int vocab = ctx.tokenizer ? ctx.tokenizer->vocab_size() : 0;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0 || (vocab > 0 && ids[i] >= vocab)) {
+      return InvalidParam(param, absl::StrCat("token id ", ids[i], " at ", param, "[", i,
+                                              "] is outside the vocabulary [0, ", vocab, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<SamplingParams> ResolveSampling(const SamplingFields& f, int prompt_tokens,
+                                               const ServingContext& ctx,
+                                               absl::string_view prompt_param) {
+  auto name = [&](absl::string_view n) { return absl::StrCat(f.param_prefix, n); };
+  SamplingParams p;
+  if (f.temperature) {
+    if (*f.temperature < 0 || *f.temperature > 2) {
+      const std::string n = name("temperature");
+      return InvalidParam(n, absl::StrCat("'", n, "' must be in [0, 2], got ", *f.temperature));
+    }
+    p.temperature = static_cast<float>(*f.temperature);
+  }
+  if (f.top_p) {
+    if (!(*f.top_p > 0) || *f.top_p > 1) {
+      const std::string n = name("top_p");
+      return InvalidParam(n, absl::StrCat("'", n, "' must be in (0, 1], got ", *f.top_p));
+    }
+    p.top_p = static_cast<float>(*f.top_p);
+  }
+  if (f.top_k) {
+    if (*f.top_k < -1 || *f.top_k > std::numeric_limits<int32_t>::max()) {
+      const std::string n = name("top_k");
+      return InvalidParam(n, absl::StrCat("'", n, "' must be -1 or 0 (off) or a positive "
+                                          "integer, got ", *f.top_k));
+    }
+    p.top_k = *f.top_k <= 0 ? 0 : static_cast<int>(*f.top_k);
+  }
+  p.seed = f.seed;
+  if (f.logprobs) {
+    if (*f.logprobs < 0 || *f.logprobs > kMaxTopLogprobs) {
+      const std::string n = name(f.logprobs_param);
+      return InvalidParam(n, absl::StrCat("'", n, "' must be in [0, ", kMaxTopLogprobs,
+                                          "], got ", *f.logprobs));
+    }
+    p.logprobs = static_cast<int>(*f.logprobs);
+  }
+  const int vocab = ctx.tokenizer ? ctx.tokenizer->vocab_size() : 0;
+  for (size_t i = 0; i < f.stop_token_ids.size(); ++i) {
+    int64_t id = f.stop_token_ids[i];
+    if (id < 0 || (vocab > 0 && id >= vocab)) {
+      const std::string n = name("stop_token_ids");
+      return InvalidParam(n, absl::StrCat(n, "[", i, "] = ", id,
+                                          " is outside the vocabulary [0, ", vocab, ")"));
+    }
+    p.stop_token_ids.push_back(static_cast<int32_t>(id));
+  }
+  p.stop = f.stop;
+  p.ignore_eos = f.ignore_eos;
+
+  if (prompt_tokens >= ctx.max_model_len) {
+    return InvalidParam(prompt_param,
+                        absl::StrCat("This model's maximum context length is ", ctx.max_model_len,
+                                     " tokens. However, your request has ", prompt_tokens,
+                                     " input tokens, which leaves no room for a completion. "
+                                     "Please reduce the length of the input."),
+                        "context_length_exceeded");
+  }
+  const int room = ctx.max_model_len - prompt_tokens;
+  if (f.max_tokens) {
+    const int64_t m = *f.max_tokens;
+    const std::string n = name(f.max_tokens_param);
+    if (m < 1) {
+      return InvalidParam(n, absl::StrCat("'", n, "' must be at least 1, got ", m));
+    }
+    if (m > room) {
+      return InvalidParam(
+          n,
+          absl::StrCat("This model's maximum context length is ", ctx.max_model_len,
+                       " tokens. However, you requested ", prompt_tokens + m, " tokens (",
+                       prompt_tokens, " in the input, ", m, " in the completion). Please reduce '",
+                       n, "' to at most ", room, " or shorten the input."),
+          "context_length_exceeded");
+    }
+    p.max_tokens = static_cast<int>(m);
+  } else {
+    p.max_tokens = room;
+  }
+  return p;
+}
+
+absl::Status CheckChatMessages(const std::vector<ChatMessage>& messages, absl::string_view param) {
+  if (messages.empty()) return InvalidParam(param, absl::StrCat("'", param, "' must not be empty"));
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const std::string& r = messages[i].role;
+    if (r != "system" && r != "developer" && r != "user" && r != "assistant" && r != "tool") {
+      const std::string p = absl::StrCat(param, "[", i, "].role");
+      return InvalidParam(p, absl::StrCat("'", p, "' must be one of system, developer, user, "
+                                          "assistant, tool; got '", r, "'"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<int32_t>> RenderChatPrompt(const std::vector<ChatMessage>& messages,
+                                                      const ChatRenderOptions& options,
+                                                      const ServingContext& ctx) {
+  if (!ctx.chat_template || !ctx.tokenizer) {
+    return InvalidParam("messages", "this model has no chat template; use /v1/completions");
+  }
+  absl::StatusOr<std::string> text = ctx.chat_template->Render(messages, options);
+  if (!text.ok()) {
+    absl::Status s = text.status();
+    if (!ParamOf(s)) s = WithParam(std::move(s), "messages");
+    return s;
+  }
+  return ctx.tokenizer->Encode(*text, /*allow_special=*/true);
+}
+
+absl::StatusOr<ChatCompletionRequest> ParseChatCompletionRequest(absl::string_view body,
+                                                                 const ServingContext& ctx) {
+  ASSIGN_OR_RETURN(json j, ParseBody(body));
+  RETURN_IF_ERROR(GetModel(j, ctx));
+  ASSIGN_OR_RETURN(std::vector<ChatMessage> messages, ReadMessages(j));
+  RETURN_IF_ERROR(RejectN(j, "n"));
+  if (const json* tools = Field(j, "tools")) {
+    if (!tools->is_array()) return WrongType("tools", "an array", *tools);
+    if (!tools->empty()) {
+      return InvalidParam("tools", "tool calling is not supported yet", "unsupported_parameter");
+    }
+  }
+  if (const json* rf = Field(j, "response_format")) {
+    if (!rf->is_object()) return WrongType("response_format", "an object", *rf);
+    const json* t = Field(*rf, "type");
+    if (!t || !t->is_string() || t->get<std::string>() != "text") {
+      return InvalidParam("response_format", "only response_format {\"type\": \"text\"} is "
+                          "supported", "unsupported_parameter");
+    }
+  }
+
+  ChatCompletionRequest out;
+  ASSIGN_OR_RETURN(auto stream, GetBool(j, "stream"));
+  out.stream = stream.value_or(false);
+  RETURN_IF_ERROR(ReadStreamOptions(j, out.stream, &out.include_usage));
+
+  ChatRenderOptions render;
+  ASSIGN_OR_RETURN(auto effort, GetString(j, "reasoning_effort"));
+  if (effort) {
+    if (*effort != "low" && *effort != "medium" && *effort != "high") {
+      return InvalidParam("reasoning_effort", absl::StrCat("'reasoning_effort' must be low, "
+                                                           "medium or high, got '", *effort, "'"));
+    }
+    render.reasoning_effort = *effort;
+  }
+
+  SamplingFields f;
+  RETURN_IF_ERROR(ReadCommonSampling(j, &f));
+  ASSIGN_OR_RETURN(auto max_tokens, GetInt(j, "max_tokens"));
+  ASSIGN_OR_RETURN(auto max_completion_tokens, GetInt(j, "max_completion_tokens"));
+  if (max_completion_tokens) {  // the newer name wins, as in vLLM
+    f.max_tokens = max_completion_tokens;
+    f.max_tokens_param = "max_completion_tokens";
+  } else {
+    f.max_tokens = max_tokens;
+  }
+  ASSIGN_OR_RETURN(auto logprobs, GetBool(j, "logprobs"));
+  ASSIGN_OR_RETURN(auto top_logprobs, GetInt(j, "top_logprobs"));
+  out.logprobs = logprobs.value_or(false);
+  if (top_logprobs) {
+    if (!out.logprobs) {
+      return InvalidParam("top_logprobs", "'top_logprobs' requires 'logprobs' to be true");
+    }
+    if (*top_logprobs < 0 || *top_logprobs > kMaxTopLogprobs) {
+      return InvalidParam("top_logprobs", absl::StrCat("'top_logprobs' must be in [0, ",
+                                                       kMaxTopLogprobs, "], got ", *top_logprobs));
+    }
+    out.top_logprobs = static_cast<int>(*top_logprobs);
+  }
+  if (out.logprobs) {
+    f.logprobs = out.top_logprobs;
+    f.logprobs_param = "top_logprobs";
+  }
+
+  ASSIGN_OR_RETURN(std::vector<int32_t> prompt, RenderChatPrompt(messages, render, ctx));
+  RETURN_IF_ERROR(CheckPromptTokens(prompt, ctx, "messages"));
+  ASSIGN_OR_RETURN(SamplingParams params,
+                   ResolveSampling(f, static_cast<int>(prompt.size()), ctx, "messages"));
+  for (int32_t id : ctx.chat_template->StopTokenIds()) params.stop_token_ids.push_back(id);
+
+  out.generate.request_id = NewRequestId("chatcmpl");
+  out.generate.prompt_tokens = std::move(prompt);
+  out.generate.params = std::move(params);
+  return out;
+}
+
+absl::StatusOr<CompletionRequest> ParseCompletionRequest(absl::string_view body,
+                                                         const ServingContext& ctx) {
+  ASSIGN_OR_RETURN(json j, ParseBody(body));
+  RETURN_IF_ERROR(GetModel(j, ctx));
+  if (!ctx.tokenizer) return absl::FailedPreconditionError("no tokenizer loaded");
+  CompletionRequest out;
+
+  const json* prompt = Field(j, "prompt");
+  if (!prompt) return InvalidParam("prompt", "'prompt' is required");
+  std::vector<int32_t> ids;
+  const json* single = prompt;
+  if (prompt->is_array() && !prompt->empty() && !(*prompt)[0].is_number()) {
+    // A batch: [string] or [[ids]] of one element is that element; more is not supported.
+    if (prompt->size() != 1) {
+      return InvalidParam("prompt", absl::StrCat("only one prompt per request is supported, got ",
+                                                 prompt->size()));
+    }
+    single = &(*prompt)[0];
+  }
+  if (single->is_string()) {
+    out.prompt_text = single->get<std::string>();
+    if (out.prompt_text.empty()) return InvalidParam("prompt", "'prompt' must not be empty");
+    ids = ctx.tokenizer->Encode(out.prompt_text, /*allow_special=*/true);
+  } else if (single->is_array()) {
+    ASSIGN_OR_RETURN(ids, ReadTokenArray(*single, "prompt"));
+    RETURN_IF_ERROR(CheckPromptTokens(ids, ctx, "prompt"));
+    absl::StatusOr<std::string> text = ctx.tokenizer->Decode(ids, /*skip_special=*/false);
+    if (!text.ok()) return WithParam(text.status(), "prompt");
+    out.prompt_text = *std::move(text);
+  } else {
+    return WrongType("prompt", "a string, an array of token ids, or an array of one string",
+                     *single);
+  }
+  RETURN_IF_ERROR(CheckPromptTokens(ids, ctx, "prompt"));
+
+  RETURN_IF_ERROR(RejectN(j, "n"));
+  RETURN_IF_ERROR(RejectN(j, "best_of"));
+  if (const json* suffix = Field(j, "suffix")) {
+    if (!suffix->is_string()) return WrongType("suffix", "a string", *suffix);
+    if (!suffix->get_ref<const std::string&>().empty()) {
+      return InvalidParam("suffix", "'suffix' is not supported", "unsupported_parameter");
+    }
+  }
+  ASSIGN_OR_RETURN(auto stream, GetBool(j, "stream"));
+  out.stream = stream.value_or(false);
+  RETURN_IF_ERROR(ReadStreamOptions(j, out.stream, &out.include_usage));
+  ASSIGN_OR_RETURN(auto echo, GetBool(j, "echo"));
+  out.echo = echo.value_or(false);
+
+  SamplingFields f;
+  RETURN_IF_ERROR(ReadCommonSampling(j, &f));
+  ASSIGN_OR_RETURN(f.max_tokens, GetInt(j, "max_tokens"));
+  ASSIGN_OR_RETURN(f.logprobs, GetInt(j, "logprobs"));
+  ASSIGN_OR_RETURN(SamplingParams params,
+                   ResolveSampling(f, static_cast<int>(ids.size()), ctx, "prompt"));
+  out.logprobs = params.logprobs;
+  if (out.echo && params.logprobs >= 0) params.prompt_logprobs = params.logprobs;
+
+  out.generate.request_id = NewRequestId("cmpl");
+  out.generate.prompt_tokens = std::move(ids);
+  out.generate.params = std::move(params);
+  return out;
+}
+
+absl::StatusOr<std::vector<int32_t>> ParseTokenizeRequest(absl::string_view body,
+                                                          const ServingContext& ctx) {
+  ASSIGN_OR_RETURN(json j, ParseBody(body));
+  RETURN_IF_ERROR(GetModel(j, ctx));
+  if (!ctx.tokenizer) return absl::FailedPreconditionError("no tokenizer loaded");
+  ASSIGN_OR_RETURN(auto add_special, GetBool(j, "add_special_tokens"));
+  const bool has_prompt = Field(j, "prompt") != nullptr;
+  const bool has_messages = Field(j, "messages") != nullptr;
+  if (has_prompt == has_messages) {
+    return InvalidParam(has_prompt ? "messages" : "prompt",
+                        "exactly one of 'prompt' or 'messages' is required");
+  }
+  if (has_prompt) {
+    ASSIGN_OR_RETURN(auto prompt, GetString(j, "prompt"));
+    return ctx.tokenizer->Encode(*prompt, add_special.value_or(true));
+  }
+  ASSIGN_OR_RETURN(std::vector<ChatMessage> messages, ReadMessages(j));
+  ChatRenderOptions render;
+  ASSIGN_OR_RETURN(auto agp, GetBool(j, "add_generation_prompt"));
+  render.add_generation_prompt = agp.value_or(true);
+  return RenderChatPrompt(messages, render, ctx);
+}
+
+absl::StatusOr<std::vector<int32_t>> ParseDetokenizeRequest(absl::string_view body,
+                                                            const ServingContext& ctx) {
+  ASSIGN_OR_RETURN(json j, ParseBody(body));
+  RETURN_IF_ERROR(GetModel(j, ctx));
+  const json* tokens = Field(j, "tokens");
+  if (!tokens) return InvalidParam("tokens", "'tokens' is required");
+  if (!tokens->is_array()) return WrongType("tokens", "an array of integers", *tokens);
+  ASSIGN_OR_RETURN(std::vector<int32_t> ids, ReadTokenArray(*tokens, "tokens"));
+  const int vocab = ctx.tokenizer ? ctx.tokenizer->vocab_size() : 0;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (vocab > 0 && ids[i] >= vocab) {
+      return InvalidParam("tokens", absl::StrCat("token id ", ids[i], " at tokens[", i,
+                                                 "] is outside the vocabulary [0, ", vocab, ")"));
+    }
+  }
+  return ids;
+}
+
+}  // namespace mxserve::frontends

@@ -1,0 +1,94 @@
+// OpenAI-compatible request parsing and validation (chat completions, completions, tokenize),
+// and the door-neutral sampling checks the gRPC door reuses. Every rejected field comes back as
+// an InvalidArgument (NotFound for an unknown model) naming it through api_error.h's payloads.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "coordinator/chat/chat_template.h"
+#include "coordinator/engine/request.h"
+#include "coordinator/frontends/serving_context.h"
+
+namespace mxserve::frontends {
+
+// Sampling fields as a client sent them, whichever door it came through (unset = default).
+// The *_param names are what an error about that field calls it.
+struct SamplingFields {
+  std::optional<double> temperature;
+  std::optional<double> top_p;
+  std::optional<int64_t> top_k;
+  std::optional<uint64_t> seed;
+  std::optional<int64_t> max_tokens;
+  std::string max_tokens_param = "max_tokens";
+  std::vector<std::string> stop;
+  std::vector<int64_t> stop_token_ids;
+  std::optional<int64_t> logprobs;  // top-N per sampled token, 0..20
+  std::string logprobs_param = "logprobs";
+  bool ignore_eos = false;
+  std::string param_prefix;  // prepended to every field name in errors (gRPC: "sampling.")
+};
+
+// Range checks, and max_tokens against the context: prompt + max_tokens <= max_model_len;
+// unset max_tokens = the rest of the context. `prompt_param` names the prompt in errors.
+absl::StatusOr<SamplingParams> ResolveSampling(const SamplingFields& fields, int prompt_tokens,
+                                               const ServingContext& ctx,
+                                               absl::string_view prompt_param);
+
+// Empty = the served model (vLLM lets it be omitted); anything else must equal ctx.model_id,
+// else NotFound with code model_not_found.
+absl::Status CheckModel(absl::string_view model, const ServingContext& ctx);
+
+// Non-empty, every id inside the vocabulary.
+absl::Status CheckPromptTokens(const std::vector<int32_t>& ids, const ServingContext& ctx,
+                               absl::string_view param);
+
+// Roles and presence of content, as the OpenAI schema requires (`param` names the list).
+absl::Status CheckChatMessages(const std::vector<ChatMessage>& messages, absl::string_view param);
+
+// Renders messages with the chat template and tokenizes the result.
+absl::StatusOr<std::vector<int32_t>> RenderChatPrompt(const std::vector<ChatMessage>& messages,
+                                                      const ChatRenderOptions& options,
+                                                      const ServingContext& ctx);
+
+// Valid UTF-8 (no overlongs, no surrogates, nothing above U+10FFFF)? On failure *bad_offset is
+// the first offending byte.
+bool IsValidUtf8(absl::string_view s, size_t* bad_offset = nullptr);
+
+// "<prefix>-<32 hex digits>", random.
+std::string NewRequestId(absl::string_view prefix);
+
+struct ChatCompletionRequest {
+  GenerateRequest generate;      // request_id "chatcmpl-…", prompt tokens, sampling
+  bool stream = false;
+  bool include_usage = false;    // stream_options.include_usage
+  bool logprobs = false;
+  int top_logprobs = 0;
+};
+
+struct CompletionRequest {
+  GenerateRequest generate;      // request_id "cmpl-…"
+  bool stream = false;
+  bool include_usage = false;
+  bool echo = false;
+  int logprobs = -1;             // -1 = none; else top-N per token
+  std::string prompt_text;       // the prompt as text (decoded when given as token ids), for echo
+};
+
+absl::StatusOr<ChatCompletionRequest> ParseChatCompletionRequest(absl::string_view body,
+                                                                 const ServingContext& ctx);
+absl::StatusOr<CompletionRequest> ParseCompletionRequest(absl::string_view body,
+                                                         const ServingContext& ctx);
+
+// vLLM's POST /tokenize ({model?, prompt | messages, add_special_tokens?}) -> token ids.
+absl::StatusOr<std::vector<int32_t>> ParseTokenizeRequest(absl::string_view body,
+                                                          const ServingContext& ctx);
+// vLLM's POST /detokenize ({model?, tokens}) -> token ids to decode.
+absl::StatusOr<std::vector<int32_t>> ParseDetokenizeRequest(absl::string_view body,
+                                                            const ServingContext& ctx);
+
+}  // namespace mxserve::frontends

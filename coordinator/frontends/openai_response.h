@@ -1,0 +1,100 @@
+// Builds OpenAI-shaped response bodies from engine events: chat.completion and
+// chat.completion.chunk, text_completion (whole and streamed), usage, logprobs in the chat and
+// legacy shapes, and the {"error": {...}} body. Not thread-safe: one per request, fed in order.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "coordinator/chat/chat_template.h"
+#include "coordinator/engine/request.h"
+#include "coordinator/frontends/openai_api.h"
+#include "coordinator/frontends/serving_context.h"
+#include "nlohmann/json.hpp"
+
+namespace mxserve::frontends {
+
+// {"error": {"message", "type", "param", "code"}} for a non-OK status (type via status_map).
+std::string ErrorBody(const absl::Status& status);
+// Same shape for transport-level errors that have no absl code (413, 405).
+std::string ErrorBody(absl::string_view message, absl::string_view type, absl::string_view param,
+                      absl::string_view code);
+absl::string_view FinishReasonString(FinishReason r);
+
+// One chat completion. Stream mode: Chunks() per event gives the SSE payloads to send (JSON
+// strings without the "data: " framing); the caller adds "[DONE]". Whole mode: Add() every
+// event, then Body().
+class ChatCompletionResponder {
+ public:
+  ChatCompletionResponder(const ServingContext& ctx, const ChatCompletionRequest& request,
+                          int64_t created);
+  std::vector<std::string> Chunks(const GenerationEvent& event);
+  void Add(const GenerationEvent& event);
+  std::string Body() const;
+
+ private:
+  struct Piece {
+    std::string content, reasoning;
+  };
+  Piece Parse(const GenerationEvent& event);
+  std::string LogprobsJson(const std::vector<int32_t>& ids,
+                           const std::vector<TokenLogprob>& lps) const;  // "" = none
+  std::string UsageJson() const;
+
+  const ServingContext& ctx_;
+  std::string id_;
+  int64_t created_;
+  bool logprobs_;
+  bool include_usage_;
+  int prompt_tokens_;
+  std::unique_ptr<ChatOutputParser> parser_;
+  bool sent_role_ = false;
+  // Whole-mode accumulation.
+  std::string content_, reasoning_;
+  std::vector<int32_t> ids_;
+  std::vector<TokenLogprob> lps_;
+  FinishReason finish_ = FinishReason::kNone;
+  std::string stop_reason_;
+  int usage_prompt_ = 0, usage_completion_ = 0;
+  int completion_count_ = 0;
+};
+
+// One text completion (/v1/completions), same two modes.
+class CompletionResponder {
+ public:
+  CompletionResponder(const ServingContext& ctx, const CompletionRequest& request,
+                      int64_t created);
+  std::vector<std::string> Chunks(const GenerationEvent& event);
+  void Add(const GenerationEvent& event);
+  std::string Body() const;
+
+ private:
+  // This event's text and legacy logprobs {tokens, token_logprobs, top_logprobs, text_offset}
+  // (prompt ones first, on the first event, when echoing).
+  void Collect(const GenerationEvent& event, std::string* text, nlohmann::json* logprobs);
+  std::string UsageJson() const;
+
+  const ServingContext& ctx_;
+  std::string id_;
+  int64_t created_;
+  bool echo_;
+  int logprobs_;
+  bool include_usage_;
+  std::vector<int32_t> prompt_ids_;
+  std::string prompt_text_;
+  bool first_ = true;
+  int64_t text_offset_ = 0;  // running offset (characters) for logprobs.text_offset
+  int prompt_tokens_;
+  // Whole-mode accumulation.
+  std::string text_;
+  nlohmann::json logprobs_json_;
+  FinishReason finish_ = FinishReason::kNone;
+  std::string stop_reason_;
+  int usage_prompt_ = 0, usage_completion_ = 0;
+  int completion_count_ = 0;
+};
+
+}  // namespace mxserve::frontends

@@ -1,0 +1,27 @@
+// What the front doors (HTTP and gRPC) need from the rest of the coordinator: the served model's
+// identity and limits, its tokenizer and chat template, the engine, and a readiness probe.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "coordinator/chat/chat_template.h"
+#include "coordinator/engine/request.h"
+#include "coordinator/tokenizer/tokenizer.h"
+
+namespace mxserve {
+
+struct ServingContext {
+  std::string model_id;                      // the served name clients must send as "model"
+  int max_model_len = 0;                     // prompt + completion tokens, at most
+  const Tokenizer* tokenizer = nullptr;      // not owned; outlives the front doors
+  const ChatTemplate* chat_template = nullptr;  // not owned; null = chat routes answer 400
+  GenerationService* engine = nullptr;       // not owned
+  // True once the engine can take requests (weights resident, workers up). Called from I/O
+  // threads, so it must be cheap and thread-safe. Empty = always ready.
+  std::function<bool()> ready;
+
+  bool IsReady() const { return !ready || ready(); }
+};
+
+}  // namespace mxserve
