@@ -62,8 +62,9 @@ class Engine : public GenerationService {
   // false (never both).
   bool Step();
 
-  // Stops the loop, then aborts everything pending (final kAbort events). Submit afterwards
-  // returns Unavailable. Idempotent; the destructor calls it.
+  // Stops the loop, then aborts everything pending (final kAbort events, delivered on the
+  // caller's thread). Submit afterwards returns Unavailable. Idempotent; the destructor calls
+  // it. Not from inside an EventCallback (it joins the thread that runs them).
   void Shutdown();
 
   EngineStats stats() const;

@@ -118,8 +118,8 @@ void StepUntilIdle(Engine& e, int max_steps = 10000) {
 
 TEST(EngineTest, GreedyOutputIsExact) {
   FakeRunner runner(kVocab, 4, 64, 256);
+  Collector c;  // outlives the engine, whose shutdown may still call back
   auto engine = MakeEngine(Opts(64, 8), &runner);
-  Collector c;
   std::vector<int32_t> prompt = {3, 14, 15, 9, 26};
   ASSERT_TRUE(engine->Submit(Req("a", prompt, 12), c.For("a")).ok());
   ASSERT_TRUE(c.WaitFinished(1));
@@ -137,8 +137,8 @@ TEST(EngineTest, GreedyOutputIsExact) {
 // and every block is back in the pool at the end.
 TEST(EngineTest, RandomWorkloadKeepsInvariantsAndMatchesReference) {
   FakeRunner runner(kVocab, 4, 40, 160);
+  Collector c;  // outlives the engine, whose shutdown may still call back
   auto engine = MakeEngine(Opts(16, 5), &runner);
-  Collector c;
   std::mt19937 rng(2024);
   std::map<std::string, std::vector<int32_t>> want;
   for (int i = 0; i < 30; ++i) {
@@ -167,8 +167,8 @@ TEST(EngineTest, RandomWorkloadKeepsInvariantsAndMatchesReference) {
 
 TEST(EngineTest, RequestsJoinMidRunAndStepsMixPrefillAndDecode) {
   FakeRunner runner(kVocab, 4, 64, 256);
+  Collector c;  // outlives the engine, whose shutdown may still call back
   auto engine = MakeEngine(Opts(64, 8, /*loop=*/false), &runner);
-  Collector c;
   std::vector<int32_t> pa = {1, 2, 3}, pb = {4, 5, 6, 7, 8, 9};
   ASSERT_TRUE(engine->Submit(Req("a", pa, 10), c.For("a")).ok());
   ASSERT_TRUE(engine->Step());  // a's prefill
@@ -194,8 +194,8 @@ TEST(EngineTest, ChunkedPrefillMatchesUnchunked) {
   const int budgets[2] = {7, 4096};
   for (int k = 0; k < 2; ++k) {
     FakeRunner runner(kVocab, 4, 64, 256);
+    Collector c;  // outlives the engine, whose shutdown may still call back
     auto engine = MakeEngine(Opts(budgets[k], 4, /*loop=*/false), &runner);
-    Collector c;
     ASSERT_TRUE(engine->Submit(Req("a", prompt, 9), c.For("a")).ok());
     StepUntilIdle(*engine);
     ASSERT_TRUE(c.Finished("a"));
@@ -212,8 +212,8 @@ TEST(EngineTest, ChunkedPrefillMatchesUnchunked) {
 TEST(EngineTest, PreemptionUnderTinyPoolFinishesEveryRequestWithSameOutput) {
   // 12 blocks x 4 = 48 KV slots; six requests of up to 30 tokens each cannot all fit.
   FakeRunner runner(kVocab, 4, 12, 48);
+  Collector c;  // outlives the engine, whose shutdown may still call back
   auto engine = MakeEngine(Opts(32, 6), &runner);
-  Collector c;
   std::mt19937 rng(5);
   std::map<std::string, std::vector<int32_t>> want, prompts;
   for (int i = 0; i < 6; ++i) {
@@ -261,8 +261,8 @@ TEST(EngineTest, StopStringAcrossTokenBoundariesThroughEngine) {
   // Starts in the middle of output token 3 and ends in the middle of token 5.
   const std::string stop = ref_text.substr(7, 3);
   const std::string want_text = ref_text.substr(0, ref_text.find(stop));
+  Collector c;  // outlives the engine, whose shutdown may still call back
   auto engine = MakeEngine(Opts(64, 4), &runner, &tok);
-  Collector c;
   GenerateRequest r = Req("s", prompt, 20);
   r.params.stop = {stop};
   ASSERT_TRUE(engine->Submit(r, c.For("s")).ok());
@@ -291,8 +291,8 @@ TEST(EngineTest, MaxTokensEosAndIgnoreEos) {
   while (std::find(ref.begin(), ref.begin() + eos_at, ref[eos_at]) != ref.begin() + eos_at) ++eos_at;
   ASSERT_LT(eos_at, ref.size());
   const int32_t eos = ref[eos_at];
+  Collector c;  // outlives the engine, whose shutdown may still call back
   auto engine = MakeEngine(Opts(64, 4), &runner, nullptr, {eos});
-  Collector c;
   ASSERT_TRUE(engine->Submit(Req("eos", prompt, 20), c.For("eos")).ok());
   GenerateRequest ig = Req("ignore", prompt, 20);
   ig.params.ignore_eos = true;
@@ -312,8 +312,8 @@ TEST(EngineTest, SeedIsReproducibleWhateverTheBatch) {
   std::vector<int32_t> prompt = {1, 2, 3, 4};
   auto run = [&](int extra, uint64_t seed, int budget) {
     FakeRunner runner(kVocab, 4, 128, 256);
+    Collector c;  // outlives the engine, whose shutdown may still call back
     auto engine = MakeEngine(Opts(budget, std::min(budget, 8)), &runner);
-    Collector c;
     std::mt19937 rng(extra);
     for (int i = 0; i < extra; ++i) {
       GenerateRequest r = Req("x" + std::to_string(i), RandomPrompt(rng, 1 + rng() % 30), 15, 1.0f);
@@ -336,8 +336,8 @@ TEST(EngineTest, SeedIsReproducibleWhateverTheBatch) {
 
 TEST(EngineTest, TopK1AndTinyTopPEqualGreedy) {
   FakeRunner runner(kVocab, 4, 64, 256);
+  Collector c;  // outlives the engine, whose shutdown may still call back
   auto engine = MakeEngine(Opts(64, 4), &runner);
-  Collector c;
   std::vector<int32_t> prompt = {9, 8, 7};
   GenerateRequest k1 = Req("k1", prompt, 12, 1.3f);
   k1.params.top_k = 1;
@@ -361,8 +361,8 @@ double DirectLogSoftmax(const std::vector<float>& l, int32_t t) {
 
 TEST(EngineTest, LogprobsAndPromptLogprobsMatchDirectLogSoftmax) {
   FakeRunner runner(kVocab, 4, 64, 256);
+  Collector c;  // outlives the engine, whose shutdown may still call back
   auto engine = MakeEngine(Opts(5, 4), &runner);  // budget 5: prompt logprobs across chunks
-  Collector c;
   std::vector<int32_t> prompt = {5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
   GenerateRequest r = Req("lp", prompt, 6, 0.8f);
   r.params.seed = 1;
@@ -400,8 +400,8 @@ TEST(EngineTest, LogprobsAndPromptLogprobsMatchDirectLogSoftmax) {
 
 TEST(EngineTest, CancelAbortsRunningAndWaitingRequests) {
   FakeRunner runner(kVocab, 4, 64, 256);
+  Collector c;  // outlives the engine, whose shutdown may still call back
   auto engine = MakeEngine(Opts(64, 1, /*loop=*/false), &runner);  // one seat: b waits
-  Collector c;
   ASSERT_TRUE(engine->Submit(Req("a", {1, 2, 3}, 50), c.For("a")).ok());
   ASSERT_TRUE(engine->Submit(Req("b", {1, 2, 3}, 50), c.For("b")).ok());
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(engine->Step());
@@ -423,6 +423,7 @@ TEST(EngineTest, CancelAbortsRunningAndWaitingRequests) {
 
 TEST(EngineTest, SubmitValidationErrorsNameTheField) {
   FakeRunner runner(kVocab, 4, 64, 100);
+  Collector c;  // outlives the engine, whose shutdown may still call back
   auto engine = MakeEngine(Opts(64, 4, /*loop=*/false), &runner);
   auto check = [&](GenerateRequest r, const std::string& field) {
     const absl::Status s = engine->Submit(std::move(r), [](GenerationEvent) {});
@@ -461,7 +462,6 @@ TEST(EngineTest, SubmitValidationErrorsNameTheField) {
   check(r, "stop_token_ids[1]");
   EXPECT_EQ(engine->Submit(Req("cb", {1}, 4), nullptr).code(), absl::StatusCode::kInvalidArgument);
   // Exactly at the limit is fine; a live duplicate id is not.
-  Collector c;
   EXPECT_TRUE(engine->Submit(Req("ok", std::vector<int32_t>(60, 1), 40), c.For("ok")).ok());
   check(Req("ok", {1}, 4), "request_id");
   EXPECT_EQ(engine->stats().num_waiting, 1);
@@ -488,8 +488,8 @@ TEST(EngineTest, CreateRejectsBadOptions) {
 
 TEST(EngineTest, QueueFullIsResourceExhausted) {
   FakeRunner runner(kVocab, 4, 64, 256);
+  Collector c;  // outlives the engine, whose shutdown may still call back
   auto engine = MakeEngine(Opts(64, 1, /*loop=*/false, /*max_waiting=*/2), &runner);
-  Collector c;
   ASSERT_TRUE(engine->Submit(Req("a", {1}, 3), c.For("a")).ok());
   ASSERT_TRUE(engine->Submit(Req("b", {1}, 3), c.For("b")).ok());
   EXPECT_EQ(engine->Submit(Req("c", {1}, 3), c.For("c")).code(),
@@ -504,8 +504,8 @@ TEST(EngineTest, QueueFullIsResourceExhausted) {
 
 TEST(EngineTest, RunnerFailureFailsThatStepsRequestsAndEngineKeepsGoing) {
   FakeRunner runner(kVocab, 4, 64, 256);
+  Collector c;  // outlives the engine, whose shutdown may still call back
   auto engine = MakeEngine(Opts(64, 4), &runner);
-  Collector c;
   runner.FailNextRuns(1);
   ASSERT_TRUE(engine->Submit(Req("f1", {1, 2}, 5), c.For("f1")).ok());
   ASSERT_TRUE(c.WaitFinished(1));
@@ -522,8 +522,8 @@ TEST(EngineTest, RunnerFailureFailsThatStepsRequestsAndEngineKeepsGoing) {
 
 TEST(EngineTest, RunnerFailureMidDecodeFailsAllInThatStep) {
   FakeRunner runner(kVocab, 4, 64, 256);
+  Collector c;  // outlives the engine, whose shutdown may still call back
   auto engine = MakeEngine(Opts(64, 4, /*loop=*/false), &runner);
-  Collector c;
   ASSERT_TRUE(engine->Submit(Req("a", {1, 2}, 10), c.For("a")).ok());
   ASSERT_TRUE(engine->Submit(Req("b", {3}, 10), c.For("b")).ok());
   ASSERT_TRUE(engine->Step());
@@ -541,8 +541,8 @@ TEST(EngineTest, RunnerFailureMidDecodeFailsAllInThatStep) {
 
 TEST(EngineTest, ShutdownAbortsPendingAndRejectsNewWork) {
   FakeRunner runner(kVocab, 4, 64, 256);
+  Collector c;  // outlives the engine, whose shutdown may still call back
   auto engine = MakeEngine(Opts(64, 1, /*loop=*/false), &runner);
-  Collector c;
   ASSERT_TRUE(engine->Submit(Req("a", {1}, 30), c.For("a")).ok());
   ASSERT_TRUE(engine->Submit(Req("b", {1}, 30), c.For("b")).ok());
   ASSERT_TRUE(engine->Step());
@@ -559,8 +559,8 @@ TEST(EngineTest, ShutdownAbortsPendingAndRejectsNewWork) {
 
 TEST(EngineTest, ConcurrentSubmittersAllFinishAndLoopGoesIdle) {
   FakeRunner runner(kVocab, 8, 256, 256);
+  Collector c;  // outlives the engine, whose shutdown may still call back
   auto engine = MakeEngine(Opts(48, 16), &runner);
-  Collector c;
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t) {
     threads.emplace_back([&, t] {
