@@ -4,7 +4,7 @@
 // of a gpt-oss-20b layer does not fit in a 32 MB L3 anyway).
 //
 //   mxserve-bench-moe-cpu [--threads 2] [--reps 7] [--isa avx512|avx2|scalar]
-//                         [--shapes tiny,20b] [--tokens 1,16,128] [--plain-max-tokens 16]
+//                         [--shapes tiny,20b,120b,hot] [--tokens 1,16,128] [--plain-max-tokens 16]
 //
 // The plain kernel is strictly token by token, so when a batch would take it more than ~2 s
 // it is timed on --plain-max-tokens tokens and scaled linearly (marked "~").
@@ -195,6 +195,7 @@ int Main(int argc, char** argv) {
     Shape s;
     if (sn == "tiny") s = {"tiny (H=I=64, E=8, k=4)", 64, 64, 8, 4};
     else if (sn == "20b") s = {"gpt-oss-20b layer (H=I=2880, E=32, k=4)", 2880, 2880, 32, 4};
+    else if (sn == "hot") s = {"one 2880x2880 expert, L3-resident (E=1, k=1)", 2880, 2880, 1, 1};
     else if (sn == "120b") s = {"gpt-oss-120b layer (H=I=2880, E=128, k=4)", 2880, 2880, 128, 4};
     else {
       std::fprintf(stderr, "unknown shape %s\n", sn.c_str());
