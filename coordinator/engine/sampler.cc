@@ -31,40 +31,49 @@ int32_t Sampler::Argmax(std::span<const float> logits) {
 std::vector<std::pair<int32_t, double>> Sampler::FilteredDistribution(
     std::span<const float> logits, const SamplingParams& params) {
   const int vocab = static_cast<int>(logits.size());
+  const ByLogitDesc order{logits};
   std::vector<int32_t> ids(vocab);
   std::iota(ids.begin(), ids.end(), 0);
-  // top_k (ordering by logit equals ordering by probability; temperature does not change it).
-  int keep = vocab;
-  if (params.top_k > 0 && params.top_k < vocab) {
-    keep = params.top_k;
-    std::partial_sort(ids.begin(), ids.begin() + keep, ids.end(), ByLogitDesc{logits});
-    ids.resize(keep);
-  } else {
-    std::sort(ids.begin(), ids.end(), ByLogitDesc{logits});
-  }
+  double max_logit = logits[0];
+  for (float l : logits) max_logit = std::max<double>(max_logit, l);
   const double t = params.temperature;
-  const double max_logit = logits[ids[0]];
-  std::vector<std::pair<int32_t, double>> dist;
-  dist.reserve(ids.size());
-  double total = 0;
-  for (int32_t id : ids) {
-    const double p = std::exp((static_cast<double>(logits[id]) - max_logit) / t);
-    dist.emplace_back(id, p);
-    total += p;
+  auto weight = [&](int32_t id) { return std::exp((logits[id] - max_logit) / t); };
+
+  // top_k: the candidates are the k largest logits (temperature does not change the order),
+  // and the distribution is renormalized over them.
+  const int limit = (params.top_k > 0 && params.top_k < vocab) ? params.top_k : vocab;
+  int sorted = 0;
+  double z = 0;
+  if (limit < vocab) {
+    std::partial_sort(ids.begin(), ids.begin() + limit, ids.end(), order);
+    sorted = limit;
+    for (int i = 0; i < limit; ++i) z += weight(ids[i]);
+  } else {
+    for (int32_t id = 0; id < vocab; ++id) z += weight(id);
   }
-  for (auto& [id, p] : dist) p /= total;
-  // top_p: the smallest prefix of the sorted distribution whose mass reaches top_p.
+
+  // top_p: the smallest prefix of the sorted candidates whose mass reaches top_p. The nucleus
+  // is usually tiny, so sort a growing prefix instead of the whole vocabulary.
+  int n = limit;
+  double mass = 1.0;
   if (params.top_p < 1.0f) {
     double cum = 0;
-    size_t n = 0;
-    while (n < dist.size()) {
-      cum += dist[n].second;
-      ++n;
-      if (cum >= params.top_p) break;
+    n = 0;
+    for (int k = std::min(limit, 64);; k = std::min(limit, k * 16)) {
+      if (sorted < k) {
+        std::partial_sort(ids.begin(), ids.begin() + k, ids.begin() + limit, order);
+        sorted = k;
+      }
+      while (n < k && cum < params.top_p) cum += weight(ids[n++]) / z;
+      if (cum >= params.top_p || k == limit) break;
     }
-    dist.resize(n);
-    for (auto& [id, p] : dist) p /= cum;
+    mass = cum;
+  } else if (sorted < limit) {
+    std::sort(ids.begin(), ids.begin() + limit, order);
   }
+  std::vector<std::pair<int32_t, double>> dist;
+  dist.reserve(n);
+  for (int i = 0; i < n; ++i) dist.emplace_back(ids[i], weight(ids[i]) / z / mass);
   return dist;
 }
 
