@@ -1,11 +1,14 @@
 // MoeForwardFast: tokens grouped by expert (counting sort); each (expert, row tile) is one
 // task that decodes every 32-element block of its rows once, in registers, and applies it to
-// a tile of up to 8 of the expert's tokens. Tasks write disjoint outputs and the per-token
-// combine runs in slot order, so the result does not depend on the number of threads.
+// a tile of the expert's tokens (up to 4 with AVX-512, 8 with AVX2). Tasks write disjoint
+// outputs and the per-token combine runs in slot order, so the result does not depend on the
+// number of threads.
 //
-// Activations are reordered inside each 32-block to [even 16 | odd 16] so that a decoded
-// block's low nibbles (even elements) and high nibbles (odd elements) line up with plain
-// vector loads; no interleave shuffles are needed in the inner loop.
+// Activations are reordered inside each 32-block into the lane order in which a kernel family
+// decodes nibbles (KernelSet::perm), so decoded weights line up with plain vector loads and
+// no shuffle is spent restoring element order in the inner loop. The vector path is chosen
+// at run time (AVX-512F through a target attribute, so a default x86-64-v3 build still uses
+// it on CPUs that have it); each path is deterministic, but paths differ in summation order.
 #include <algorithm>
 #include <array>
 #include <cstdlib>
@@ -283,9 +286,10 @@ inline void PrefetchRows(const Mxfp4Matrix& m, int64_t row, int nrows, int64_t r
 #endif
 }
 
-// res[r * ntok + n] = row (row0 + r) of m . xs[n], for r < nrows, n < ntok. The tiling (token
-// tiles of 8, K chunks sized so a token tile's activations stay in L1) depends only on the
-// shapes, so every output is summed in the same order whatever thread computes it.
+// res[r * ntok + n] = row (row0 + r) of m . xs[n], for r < nrows, n < ntok. The tiling (even
+// token tiles of at most ks.max_tokens, K chunks sized so a token tile's activations stay in
+// L1) depends only on the shapes, so every output is summed in the same order whatever thread
+// computes it.
 void DotTile(const KernelSet& ks, const Mxfp4Matrix& m, int row0, int nrows,
              const float* const* xs, int ntok, float* res) {
   std::fill(res, res + static_cast<int64_t>(nrows) * ntok, 0.0f);
