@@ -125,19 +125,6 @@ void Linear(const float* a, const float* w, const float* bias, int64_t m, int n,
   }
 }
 
-float Dot(const float* a, const float* b, int n) {
-  float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-  int i = 0;
-  for (; i + 4 <= n; i += 4) {
-    s0 += a[i] * b[i];
-    s1 += a[i + 1] * b[i + 1];
-    s2 += a[i + 2] * b[i + 2];
-    s3 += a[i + 3] * b[i + 3];
-  }
-  for (; i < n; ++i) s0 += a[i] * b[i];
-  return (s0 + s1) + (s2 + s3);
-}
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<GptOssModel>> GptOssModel::Create(const ModelConfig& config,
@@ -199,14 +186,92 @@ void GptOssModel::ParallelFor(int64_t n, const std::function<void(int64_t)>& fn)
   }
 }
 
+void GptOssModel::Attend(int l, const ForwardBatch& batch, const std::vector<int64_t>& chunk_begin,
+                         const std::vector<int64_t>& tok_pos, const float* qkv,
+                         const KvCache& cache, float* attn) const {
+  const ModelConfig& c = config_;
+  const int nq = c.num_attention_heads, nkv = c.num_key_value_heads, d = c.head_dim;
+  const int group = nq / nkv, qd = nq * d, qkvd = qd + 2 * nkv * d;
+  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
+  const Layer& L = layers_[l];
+  const int64_t window = L.sliding ? c.sliding_window : 0;
+  // Work items: (chunk, kv head, tile of up to kTile query tokens). Each gathers the keys its
+  // tile can see once, transposed, so that scores are axpys over keys (vectorisable without
+  // reassociating a dot product) and are shared by the `group` query heads of the kv head.
+  constexpr int64_t kTile = 32;
+  std::vector<int64_t> item_chunk, item_t0;
+  for (size_t i = 0; i < batch.chunks.size(); ++i) {
+    for (int64_t t0 = chunk_begin[i]; t0 < chunk_begin[i + 1]; t0 += kTile) {
+      item_chunk.push_back(static_cast<int64_t>(i));
+      item_t0.push_back(t0);
+    }
+  }
+  const int64_t tiles = static_cast<int64_t>(item_chunk.size());
+  ParallelFor(tiles * nkv, [&](int64_t item) {
+    const int64_t tile = item / nkv;
+    const int kvh = static_cast<int>(item % nkv);
+    const int64_t i = item_chunk[tile];
+    const SequenceChunk& ch = batch.chunks[i];
+    const int64_t t0 = item_t0[tile], t1 = std::min(t0 + kTile, chunk_begin[i + 1]);
+    const int64_t lo = window > 0 ? std::max<int64_t>(0, tok_pos[t0] - window + 1) : 0;
+    const int64_t hi = tok_pos[t1 - 1];  // inclusive
+    const int64_t n = hi - lo + 1;
+    std::vector<float> kt(static_cast<size_t>(d) * n), vc(static_cast<size_t>(n) * d), s(n);
+    const int bs = cache.block_size();
+    for (int64_t j = lo; j <= hi; ++j) {
+      const int block = ch.block_table[j / bs], slot = static_cast<int>(j % bs);
+      const float* k = cache.K(l, block, slot) + kvh * d;
+      for (int e = 0; e < d; ++e) kt[e * n + (j - lo)] = k[e];
+      std::memcpy(&vc[(j - lo) * d], cache.V(l, block, slot) + kvh * d, d * sizeof(float));
+    }
+    std::vector<float> acc(d);
+    for (int hq = kvh * group; hq < (kvh + 1) * group; ++hq) {
+      const float sink = L.sinks[hq];
+      for (int64_t t = t0; t < t1; ++t) {
+        const int64_t pos = tok_pos[t];
+        const int64_t a = (window > 0 ? std::max<int64_t>(0, pos - window + 1) : 0) - lo;
+        const int64_t b = pos - lo + 1;  // keys [a, b) of the gathered range
+        const float* q = qkv + t * qkvd + hq * d;
+        float* sp = s.data();
+        std::fill(sp + a, sp + b, 0.0f);
+        for (int e = 0; e < d; ++e) {
+          const float qe = q[e];
+          const float* kr = &kt[e * n];
+          for (int64_t j = a; j < b; ++j) sp[j] += qe * kr[j];
+        }
+        float mx = sink;
+        for (int64_t j = a; j < b; ++j) {
+          sp[j] *= scale;
+          mx = std::max(mx, sp[j]);
+        }
+        // softmax over [scores, sink] (HF subtracts the max including the sink); the sink
+        // column only adds exp(sink) to the denominator.
+        float denom = std::exp(sink - mx);
+        for (int64_t j = a; j < b; ++j) {
+          sp[j] = std::exp(sp[j] - mx);
+          denom += sp[j];
+        }
+        std::fill(acc.begin(), acc.end(), 0.0f);
+        for (int64_t j = a; j < b; ++j) {
+          const float w = sp[j];
+          const float* v = &vc[j * d];
+          for (int e = 0; e < d; ++e) acc[e] += w * v[e];
+        }
+        float* out = attn + t * qd + hq * d;
+        const float inv = 1.0f / denom;
+        for (int e = 0; e < d; ++e) out[e] = acc[e] * inv;
+      }
+    }
+  });
+}
+
 absl::StatusOr<ForwardOutput> GptOssModel::Forward(const ForwardBatch& batch, KvCache& cache) {
   const ModelConfig& c = config_;
   const int H = c.hidden_size, nq = c.num_attention_heads, nkv = c.num_key_value_heads;
   const int d = c.head_dim, E = c.num_local_experts, K = c.num_experts_per_tok;
-  const int group = nq / nkv, half = d / 2;
+  const int half = d / 2;
   const int qd = nq * d, kvd = nkv * d, qkvd = qd + 2 * kvd;
   const float eps = static_cast<float>(c.rms_norm_eps);
-  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
   if (cache.num_layers() != c.num_hidden_layers || cache.num_kv_heads() != nkv ||
       cache.head_dim() != d) {
     return absl::InvalidArgumentError("KV cache shape does not match the model");
@@ -250,42 +315,7 @@ absl::StatusOr<ForwardOutput> GptOssModel::Forward(const ForwardBatch& batch, Kv
         std::memcpy(cache.VAt(l, ch.block_table, tok_pos[t]), row + qd + kvd, kvd * sizeof(float));
       }
     }
-    const int window = L.sliding ? c.sliding_window : 0;
-    ParallelFor(static_cast<int64_t>(num_chunks) * nq, [&](int64_t item) {
-      const int i = static_cast<int>(item / nq), head = static_cast<int>(item % nq);
-      const int kvh = head / group;
-      const SequenceChunk& ch = batch.chunks[i];
-      const float sink = L.sinks[head];
-      std::vector<float> p;
-      std::vector<float> acc(d);
-      for (int64_t t = chunk_begin[i]; t < chunk_begin[i + 1]; ++t) {
-        const int64_t pos = tok_pos[t];
-        const int64_t lo = window > 0 ? std::max<int64_t>(0, pos - window + 1) : 0;
-        const float* q = &qkv[t * qkvd + head * d];
-        p.resize(pos - lo + 1);
-        float mx = sink;
-        for (int64_t j = lo; j <= pos; ++j) {
-          const float s = Dot(q, cache.KAt(l, ch.block_table, j) + kvh * d, d) * scale;
-          p[j - lo] = s;
-          mx = std::max(mx, s);
-        }
-        // softmax over [scores, sink]; the sink column only adds to the denominator.
-        float denom = std::exp(sink - mx);
-        for (float& v : p) {
-          v = std::exp(v - mx);
-          denom += v;
-        }
-        std::fill(acc.begin(), acc.end(), 0.0f);
-        for (int64_t j = lo; j <= pos; ++j) {
-          const float w = p[j - lo];
-          const float* v = cache.VAt(l, ch.block_table, j) + kvh * d;
-          for (int e = 0; e < d; ++e) acc[e] += w * v[e];
-        }
-        float* out = &attn[t * qd + head * d];
-        const float inv = 1.0f / denom;
-        for (int e = 0; e < d; ++e) out[e] = acc[e] * inv;
-      }
-    });
+    Attend(l, batch, chunk_begin, tok_pos, qkv.data(), cache, attn.data());
     Linear(attn.data(), L.o_w.data(), L.o_b.data(), T, H, qd, tmp.data());
     for (int64_t i = 0; i < T * H; ++i) h[i] += tmp[i];
 

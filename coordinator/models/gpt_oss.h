@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -48,6 +49,11 @@ class GptOssModel : public CausalLM {
   GptOssModel() = default;
   absl::Status Load(const Checkpoint& checkpoint);
   void ParallelFor(int64_t n, const std::function<void(int64_t)>& fn) const;
+  // Attention of layer l for every token (q, k, v in qkv rows; K/V of the step already in the
+  // cache) into attn [T, nq * d].
+  void Attend(int l, const ForwardBatch& batch, const std::vector<int64_t>& chunk_begin,
+              const std::vector<int64_t>& tok_pos, const float* qkv, const KvCache& cache,
+              float* attn) const;
 
   ModelConfig config_;
   MoeExecutor* moe_ = nullptr;
