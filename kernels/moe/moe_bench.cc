@@ -244,9 +244,14 @@ int Main(int argc, char** argv) {
       const double plain = Median(plain_ms) * T / Tp;
       const double fast = Median(fast_ms);
       const double flop = 2.0 * s.k * T * 3.0 * s.H * s.I;
-      std::printf("| %s | %d | %s%.3f | %.3f | %.1f | %.1fx | %.1f | %.1f | %.3f |\n",
-                  s.name.c_str(), T, Tp < T ? "~" : "", plain, fast, flop / fast / 1e6,
-                  plain / fast, mb, mb / fast, Median(fast_cpu_ms));
+      char plain_s[32] = "-", speedup_s[32] = "-";
+      if (plain_on) {
+        std::snprintf(plain_s, sizeof plain_s, "%s%.3f", Tp < T ? "~" : "", plain);
+        std::snprintf(speedup_s, sizeof speedup_s, "%.1fx", plain / fast);
+      }
+      std::printf("| %s | %d | %s | %.3f | %.1f | %s | %.1f | %.1f | %.3f |\n", s.name.c_str(),
+                  T, plain_s, fast, flop / fast / 1e6, speedup_s, mb, mb / fast,
+                  Median(fast_cpu_ms));
       std::fflush(stdout);
     }
   }
