@@ -1,5 +1,6 @@
 #include "coordinator/models/cpu_model_runner.h"
 
+#include <unordered_map>
 #include <unordered_set>
 
 #include "absl/strings/str_cat.h"
@@ -30,6 +31,8 @@ absl::StatusOr<std::unique_ptr<CpuModelRunner>> CpuModelRunner::Create(
 
 absl::Status CpuModelRunner::Validate(const ForwardBatch& batch) const {
   std::unordered_set<int64_t> seen;
+  // KV slot (block * block_size + slot) -> the chunk writing it this step.
+  std::unordered_map<int64_t, size_t> writer;
   for (size_t i = 0; i < batch.chunks.size(); ++i) {
     const SequenceChunk& ch = batch.chunks[i];
     const std::string who = absl::StrCat("chunk ", i, " (seq_id ", ch.seq_id, "): ");
@@ -62,6 +65,17 @@ absl::Status CpuModelRunner::Validate(const ForwardBatch& batch) const {
         return absl::InvalidArgumentError(absl::StrCat(who, "block_table[", b, "] = ",
                                                        ch.block_table[b], " outside [0, ",
                                                        num_blocks_, ")"));
+      }
+    }
+    // Two chunks writing the same KV slot would corrupt each other's cache silently.
+    for (int64_t p = ch.start_pos; p < end; ++p) {
+      const int64_t key = static_cast<int64_t>(ch.block_table[p / block_size_]) * block_size_ +
+                          p % block_size_;
+      auto [it, inserted] = writer.emplace(key, i);
+      if (!inserted) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            who, "position ", p, " writes KV block ", ch.block_table[p / block_size_], " slot ",
+            p % block_size_, ", which chunk ", it->second, " also writes in this step"));
       }
     }
   }

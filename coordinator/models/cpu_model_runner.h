@@ -22,7 +22,7 @@ class CpuModelRunner : public ModelRunner {
 
   // InvalidArgument naming the chunk for: no tokens, token id outside [0, vocab), start_pos < 0,
   // positions reaching max_model_len, a block table too short or with ids outside
-  // [0, num_blocks), the same seq_id twice in one batch.
+  // [0, num_blocks), the same seq_id twice in one batch, two chunks writing the same KV slot.
   absl::StatusOr<ForwardOutput> Run(const ForwardBatch& batch) override;
 
   int vocab_size() const override { return vocab_size_; }

@@ -433,6 +433,18 @@ TEST(CpuModelRunner, RejectsBadBatches) {
     expect_bad(ForwardBatch{{good, c}}, "no tokens");
   }
   expect_bad(ForwardBatch{{good, good}}, "same seq twice");
+  {
+    SequenceChunk c = Chunk(2, tokens, 0, 10, blocks.Take(10), false);
+    c.block_table[2] = table[1];  // positions 8..9 would land on seq 1's positions 4..5
+    expect_bad(ForwardBatch{{good, c}}, "shared KV slot");
+  }
+  {
+    ForwardBatch empty;
+    auto out = runner->Run(empty);
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_TRUE(out->logits.empty());
+    EXPECT_TRUE(out->row_offset.empty());
+  }
   auto out = runner->Run(ForwardBatch{{good}});
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_EQ(out->vocab_size, V);
