@@ -50,4 +50,17 @@ const float* DecodeTensor(const std::string& bytes, size_t n, v1::TensorDType dt
   return scratch->data();
 }
 
+void DecodeTensorInto(const std::string& bytes, size_t n, v1::TensorDType dtype, float* out) {
+  const char* p = bytes.data();
+  if (dtype == v1::TENSOR_DTYPE_F32) {
+    if (n > 0) std::memcpy(out, p, n * 4);
+    return;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    uint16_t h;
+    std::memcpy(&h, p + 2 * i, 2);
+    out[i] = Bf16ToFloat(h);
+  }
+}
+
 }  // namespace mxserve

@@ -21,4 +21,7 @@ void EncodeTensor(const float* x, size_t n, v1::TensorDType dtype, std::string* 
 const float* DecodeTensor(const std::string& bytes, size_t n, v1::TensorDType dtype,
                           std::vector<float>* scratch);
 
+// Decodes exactly n elements of `dtype` from `bytes` (size checked by the caller) into out.
+void DecodeTensorInto(const std::string& bytes, size_t n, v1::TensorDType dtype, float* out);
+
 }  // namespace mxserve

@@ -58,7 +58,12 @@ absl::Status WorkerClient::Annotate(const absl::Status& s) const {
 absl::Status WorkerClient::RunExperts(const ExpertCall& call, float* out, absl::Time deadline) {
   const size_t T = std::max(call.num_tokens, 0), H = std::max(call.hidden, 0),
                k = std::max(call.top_k, 0);
-  v1::RunExpertsRequest req;
+  // Reused per thread (the router calls each backend from its own long-lived thread): the
+  // multi-MB bytes fields keep their capacity instead of being faulted in afresh every layer.
+  thread_local v1::RunExpertsRequest req;
+  thread_local v1::RunExpertsResponse resp;
+  req.Clear();
+  resp.Clear();
   req.set_layer(call.layer);
   req.set_num_tokens(call.num_tokens);
   req.set_hidden_size(call.hidden);
@@ -71,7 +76,6 @@ absl::Status WorkerClient::RunExperts(const ExpertCall& call, float* out, absl::
   }
   grpc::ClientContext ctx;
   ctx.set_deadline(absl::ToChronoTime(deadline));
-  v1::RunExpertsResponse resp;
   grpc::Status gs = stub_->RunExperts(&ctx, req, &resp);
   if (!gs.ok()) return Annotate(FromGrpcStatus(gs));
   const size_t esize = WireDTypeSize(options_.wire_dtype);
@@ -83,13 +87,7 @@ absl::Status WorkerClient::RunExperts(const ExpertCall& call, float* out, absl::
         H, " x ", esize, " bytes")));
   }
   if (T * H == 0) return absl::OkStatus();
-  if (options_.wire_dtype == v1::TENSOR_DTYPE_F32) {
-    std::memcpy(out, resp.output().data(), T * H * 4);
-  } else {
-    std::vector<float> scratch;
-    const float* y = DecodeTensor(resp.output(), T * H, options_.wire_dtype, &scratch);
-    std::copy(y, y + T * H, out);
-  }
+  DecodeTensorInto(resp.output(), T * H, options_.wire_dtype, out);
   return absl::OkStatus();
 }
 
