@@ -14,7 +14,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -272,7 +271,7 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(const std::string& 
     if (wm == idx.end() || !wm->is_object()) {
       return Corrupt(ip, "field 'weight_map' missing or not an object");
     }
-    std::set<std::string> seen;
+    std::map<std::string, std::string> first_tensor;  // shard -> a tensor it should hold
     for (const auto& [name, f] : wm->items()) {
       if (!f.is_string()) {
         return Corrupt(ip, absl::StrCat("weight_map entry for tensor '", name, "' is not a string"));
@@ -283,15 +282,13 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(const std::string& 
                                         "' names an invalid shard '", file, "'"));
       }
       weight_map[name] = file;
-      if (seen.insert(file).second) shard_names.push_back(file);
+      if (first_tensor.emplace(file, name).second) shard_names.push_back(file);
     }
+    if (shard_names.empty()) return Corrupt(ip, "'weight_map' is empty");
     for (const std::string& s : shard_names) {
       if (!fs::exists(root / s, ec)) {
         return absl::NotFoundError(absl::StrCat(ip, ": shard '", s, "' (holding tensor '",
-                                                std::find_if(weight_map.begin(), weight_map.end(),
-                                                             [&](const auto& kv) { return kv.second == s; })
-                                                    ->first,
-                                                "') does not exist in ", dir));
+                                                first_tensor[s], "') does not exist in ", dir));
       }
     }
   } else if (fs::exists(root / "model.safetensors", ec)) {

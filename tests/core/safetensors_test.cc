@@ -246,6 +246,12 @@ TEST(Safetensors, BadIndexJson) {
   EXPECT_FALSE(Checkpoint::Open(dir.path()).ok());
   dir.WriteFile("model.safetensors.index.json", R"({"weight_map":{"a":"../s1.safetensors"}})");
   EXPECT_FALSE(Checkpoint::Open(dir.path()).ok());
+  dir.WriteFile("model.safetensors.index.json", R"({"weight_map":{}})");
+  EXPECT_FALSE(Checkpoint::Open(dir.path()).ok());
+  dir.WriteFile("model.safetensors.index.json", R"({"weight_map":{"a":7}})");
+  auto bad = Checkpoint::Open(dir.path());
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(Message(bad.status()), HasSubstr("'a'"));
 }
 
 TEST(Safetensors, AnySafetensorsFilesWithoutIndex) {
