@@ -59,12 +59,14 @@ BlockPerm EvenOddPerm() {
 }
 
 struct ScaleTables {
+  alignas(64) float lut[256][16];  // E2M1 values times 2^(s-127): a scaled LUT is one load
   float full[256];  // 2^(s-127), NaN for 0xFF
   float half[256];  // 2^(s-128): for the doubled int8 E2M1 table
   ScaleTables() {
     for (int s = 0; s < 256; ++s) {
       full[s] = E8M0ToFloat(static_cast<uint8_t>(s));
       half[s] = full[s] * 0.5f;
+      for (int i = 0; i < 16; ++i) lut[s][i] = mxfp4::kE2M1[i] * full[s];
     }
   }
 };
@@ -199,9 +201,7 @@ template <int R, int N, int A>
 MXS_TARGET_AVX512 void KernelAvx512(const uint8_t* blocks, const uint8_t* scales,
                                     int64_t row_bytes, int64_t row_blocks, int b0, int b1,
                                     const float* const* xs, float* res, int ldres) {
-  const float* full = Scales().full;
-  const __m512 lut = _mm512_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f, -0.0f, -0.5f,
-                                    -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f);
+  const ScaleTables& tables = Scales();
   const __m512i shift_lo = _mm512_setr_epi32(0, 0, 0, 0, 8, 8, 8, 8, 16, 16, 16, 16, 24, 24, 24, 24);
   const __m512i shift_hi = _mm512_add_epi32(shift_lo, _mm512_set1_epi32(4));
   __m512 acc[R][N][A];
@@ -210,12 +210,13 @@ MXS_TARGET_AVX512 void KernelAvx512(const uint8_t* blocks, const uint8_t* scales
       for (int a = 0; a < A; ++a) acc[r][n][a] = _mm512_setzero_ps();
   for (int b = b0; b < b1; ++b) {
     for (int r = 0; r < R; ++r) {
-      // The LUT times the block scale, then vpermps picks by the nibble (low 4 bits of the
-      // index): two permutes decode 32 elements, already scaled (0xFF -> NaN throughout).
+      // The LUT times the block scale (precomputed per scale byte: a load, not a multiply),
+      // then vpermps picks by the nibble (low 4 bits of the index): two permutes decode 32
+      // elements, already scaled (0xFF -> NaN throughout).
       // The 16 bytes are broadcast to the four 128-bit lanes (a load, no shuffle) and a
       // per-lane variable shift brings byte 4*(d%4) + d/4 to lane d, so the only shuffles
       // are the two permutes; Avx512Perm() lays activations out in that lane order.
-      const __m512 l = _mm512_mul_ps(lut, _mm512_set1_ps(full[scales[r * row_blocks + b]]));
+      const __m512 l = _mm512_load_ps(tables.lut[scales[r * row_blocks + b]]);
       const __m512i v = _mm512_broadcast_i32x4(
           _mm_loadu_si128(reinterpret_cast<const __m128i*>(blocks + r * row_bytes + b * 16)));
       const __m512 we = _mm512_permutexvar_ps(_mm512_srlv_epi32(v, shift_lo), l);
