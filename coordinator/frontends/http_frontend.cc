@@ -121,17 +121,24 @@ struct HttpFrontend::Routes {
     table["/health"]["GET"] = [this](auto& q, auto& r) { Health(q, r, /*ready=*/false); };
     table["/health/live"]["GET"] = [this](auto& q, auto& r) { Health(q, r, false); };
     table["/health/ready"]["GET"] = [this](auto& q, auto& r) { Health(q, r, /*ready=*/true); };
+    // SageMaker's probe, as vLLM has it.
+    table["/ping"]["GET"] = [this](auto& q, auto& r) { Health(q, r, false); };
+    table["/ping"]["POST"] = [this](auto& q, auto& r) { Health(q, r, false); };
+    if (ctx.metrics) {
+      table["/metrics"]["GET"] = [this](auto&, auto& r) {
+        r->Send(200, "text/plain; version=0.0.4; charset=utf-8", ctx.metrics());
+      };
+    }
     table["/tokenize"]["POST"] = [this](auto& q, auto& r) { Tokenize(q, r); };
     table["/detokenize"]["POST"] = [this](auto& q, auto& r) { Detokenize(q, r); };
-    // Every GET route also answers HEAD-less probes only by GET; keep the table honest.
   }
 
   void Dispatch(const HttpRequest& req, const Responder& r) {
     auto it = table.find(req.path);
     if (it == table.end()) {
-      r->Send(404, kJson,
-              ErrorBody(absl::StrCat("Not found: ", req.method, " ", req.path), "not_found_error",
-                        "", "not_found"));
+      SendError(r, WithParam(absl::NotFoundError(
+                                 absl::StrCat("Not found: ", req.method, " ", req.path)),
+                             "", "not_found"));
       return;
     }
     auto m = it->second.find(req.method);

@@ -20,6 +20,8 @@ struct ServingContext {
   // True once the engine can take requests (weights resident, workers up). Called from I/O
   // threads, so it must be cheap and thread-safe. Empty = always ready.
   std::function<bool()> ready;
+  // Prometheus text exposition for GET /metrics on the HTTP port. Empty = no /metrics route.
+  std::function<std::string()> metrics;
 
   bool IsReady() const { return !ready || ready(); }
 };

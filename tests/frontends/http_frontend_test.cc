@@ -46,6 +46,7 @@ class HttpFrontendTest : public ::testing::Test {
     ctx.chat_template = &tmpl_;
     ctx.engine = &engine_;
     ctx.ready = [this] { return ready_.load(); };
+    ctx.metrics = [] { return std::string("mxserve_up 1\n"); };
     HttpServerOptions opts;
     opts.host = "127.0.0.1";
     opts.port = 0;
@@ -305,6 +306,11 @@ TEST_F(HttpFrontendTest, ModelsHealthTokenize) {
 
   EXPECT_EQ(HttpCall(port_, "GET", "/health").status, 200);
   EXPECT_EQ(HttpCall(port_, "GET", "/health/ready").status, 200);
+  EXPECT_EQ(HttpCall(port_, "POST", "/ping").status, 200);
+  r = HttpCall(port_, "GET", "/metrics");
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.body, "mxserve_up 1\n");
+  EXPECT_EQ(r.header("content-type"), "text/plain; version=0.0.4; charset=utf-8");
   ready_ = false;
   EXPECT_EQ(HttpCall(port_, "GET", "/health").status, 200);  // liveness
   EXPECT_EQ(HttpCall(port_, "GET", "/health/ready").status, 503);
