@@ -208,7 +208,7 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(CoordinatorOptio
   ho.io_threads = options.http_threads;
   ho.max_body_bytes = static_cast<size_t>(options.max_body_bytes);
   ASSIGN_OR_RETURN(p.http, frontends::HttpFrontend::Start(ctx, ho));
-  frontends::GrpcFrontendOptions go;
+  frontends::GrpcServerOptions go;
   go.host = options.host;
   go.port = options.grpc_port;
   ASSIGN_OR_RETURN(p.grpc, frontends::GrpcFrontend::Start(ctx, go));

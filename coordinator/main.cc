@@ -10,6 +10,7 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_split.h"
 #include "coordinator/coordinator.h"
+#include "core/flags_util.h"
 
 ABSL_FLAG(std::string, model, "", "Model folder (config.json, *.safetensors, tokenizer.json)");
 ABSL_FLAG(std::string, served_model_name, "", "Model id clients send (default: folder name)");
@@ -39,7 +40,13 @@ constexpr int kExitConfig = 78;  // EX_CONFIG: systemd's RestartPreventExitStatu
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage("mxserve coordinator: --model DIR [--local-workers N | --workers host:port,...]");
-  absl::ParseCommandLine(argc, argv);
+  std::vector<std::string> normalized = mxserve::NormalizeFlagNames(argc, argv);
+  std::vector<char*> args = mxserve::FlagArgv(normalized);
+  std::vector<char*> rest = absl::ParseCommandLine(argc, args.data());
+  if (rest.size() > 1) {
+    fprintf(stderr, "mxserve-coordinator: unexpected argument '%s'\n", rest[1]);
+    return kExitConfig;
+  }
   mxserve::CoordinatorOptions o;
   o.model_dir = absl::GetFlag(FLAGS_model);
   if (o.model_dir.empty()) {

@@ -64,4 +64,23 @@ absl::StatusOr<std::vector<int>> ParseIdList(std::string_view spec, int limit) {
   return ids;
 }
 
+std::vector<std::string> NormalizeFlagNames(int argc, char** argv) {
+  std::vector<std::string> out(argv, argv + argc);
+  for (int i = 1; i < argc; ++i) {
+    std::string& a = out[i];
+    if (a == "--") break;  // everything after is positional
+    if (a.rfind("--", 0) != 0 || a.size() <= 2) continue;
+    const size_t end = std::min(a.find('='), a.size());
+    std::replace(a.begin() + 2, a.begin() + end, '-', '_');
+  }
+  return out;
+}
+
+std::vector<char*> FlagArgv(std::vector<std::string>& normalized) {
+  std::vector<char*> out;
+  for (auto& s : normalized) out.push_back(s.data());
+  out.push_back(nullptr);
+  return out;
+}
+
 }  // namespace mxserve
