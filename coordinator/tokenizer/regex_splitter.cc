@@ -3,6 +3,8 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
+#include <vector>
+
 #include "absl/strings/str_cat.h"
 
 namespace mxserve {
@@ -25,6 +27,23 @@ const char kO200kPattern[] =
 const char kGpt2Pattern[] =
     R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 
+const char kKimiPattern[] =
+    R"([\p{Han}]+)"
+    "|"
+    R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]*[\p{Ll}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?)"
+    "|"
+    R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]+[\p{Ll}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?)"
+    "|"
+    R"(\p{N}{1,3})"
+    "|"
+    R"( ?[^\s\p{L}\p{N}]+[\r\n]*)"
+    "|"
+    R"(\s*[\r\n]+)"
+    "|"
+    R"(\s+(?!\S))"
+    "|"
+    R"(\s+)";
+
 struct RegexSplitter::Impl {
   pcre2_code* code = nullptr;
   bool jit = false;
@@ -35,8 +54,80 @@ struct RegexSplitter::Impl {
 
 RegexSplitter::~RegexSplitter() { delete impl_; }
 
+namespace {
+
+// Rust regex's class intersection (Kimi's pattern: `[\p{L}...&&[^\p{Han}]]`) has no PCRE2
+// syntax: `[A&&[^B]]` becomes `(?:(?![B])[A])` and `[A&&[B]]` becomes `(?:(?=[B])[A])`.
+std::string RewriteClassIntersections(const std::string& p) {
+  std::string out;
+  for (size_t i = 0; i < p.size(); ++i) {
+    if (p[i] == '\\' && i + 1 < p.size()) {
+      out.append(p, i, 2);
+      ++i;
+      continue;
+    }
+    if (p[i] != '[') {
+      out.push_back(p[i]);
+      continue;
+    }
+    // Find the end of this class, tracking nested classes and escapes.
+    size_t j = i + 1;
+    int depth = 1;
+    bool has_and = false;
+    while (j < p.size() && depth > 0) {
+      if (p[j] == '\\') {
+        j += 2;
+        continue;
+      }
+      if (p[j] == '[') ++depth;
+      if (p[j] == ']') --depth;
+      if (depth == 1 && p.compare(j, 2, "&&") == 0) has_and = true;
+      if (depth > 0) ++j;
+    }
+    if (!has_and || j >= p.size() || p[i + 1] == '^') {
+      out.push_back(p[i]);  // an ordinary class: copy on, character by character
+      continue;
+    }
+    // Split the inside at top-level "&&".
+    std::vector<std::string> parts(1);
+    int d = 0;
+    for (size_t k = i + 1; k < j; ++k) {
+      if (p[k] == '\\' && k + 1 < j) {
+        parts.back().append(p, k, 2);
+        ++k;
+        continue;
+      }
+      if (p[k] == '[') ++d;
+      if (p[k] == ']') --d;
+      if (d == 0 && p.compare(k, 2, "&&") == 0) {
+        parts.emplace_back();
+        ++k;
+        continue;
+      }
+      parts.back().push_back(p[k]);
+    }
+    out += "(?:";
+    for (size_t k = 1; k < parts.size(); ++k) {
+      const std::string& q = parts[k];
+      if (q.rfind("[^", 0) == 0 && q.back() == ']') {
+        out += "(?![" + q.substr(2, q.size() - 3) + "])";
+      } else if (q.rfind("[", 0) == 0 && q.back() == ']') {
+        out += "(?=" + q + ")";
+      } else {
+        out += "(?=[" + q + "])";
+      }
+    }
+    out += "[" + parts[0] + "])";
+    i = j;  // past the closing ']'
+  }
+  return out;
+}
+
+}  // namespace
+
 // Rust regex and Oniguruma count U+0085 (NEL) as \s; PCRE2's \s (UCP) does not.
-std::string RegexSplitter::TranslatePattern(const std::string& p) {
+std::string RegexSplitter::TranslatePattern(const std::string& pattern) {
+  const std::string p = RewriteClassIntersections(pattern);
   std::string out;
   out.reserve(p.size() + 32);
   bool in_class = false;

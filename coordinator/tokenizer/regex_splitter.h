@@ -16,11 +16,13 @@ namespace mxserve {
 extern const char kO200kPattern[];
 // GPT-2's pattern (HF ByteLevel pre-tokenizer with use_regex true).
 extern const char kGpt2Pattern[];
+// Kimi K2's pattern (tokenization_kimi.py; specs/models.md §2.1), in Rust-regex syntax.
+extern const char kKimiPattern[];
 
 class RegexSplitter {
  public:
   // `pattern` in the Rust-regex / Oniguruma dialect tokenizers use; rewritten where PCRE2 differs
-  // (\s also matches U+0085 there).
+  // (\s also matches U+0085 there; Rust's class intersection `[A&&[^B]]` becomes a lookahead).
   static absl::StatusOr<std::unique_ptr<RegexSplitter>> Create(const std::string& pattern);
   ~RegexSplitter();
   RegexSplitter(const RegexSplitter&) = delete;

@@ -248,6 +248,23 @@ TEST(RegexSplitter, TranslatesWhitespaceClasses) {
   EXPECT_EQ(RegexSplitter::TranslatePattern(R"(\s+(?!\S)|[^\s\p{L}])"),
             R"([\s\x{85}]+(?![^\s\x{85}])|[^\s\x{85}\p{L}])");
   EXPECT_FALSE(RegexSplitter::Create("(unclosed").ok());
+  EXPECT_EQ(RegexSplitter::TranslatePattern(R"([\p{L}\p{M}&&[^\p{Han}]]+x[a&&[b]])"),
+            R"((?:(?![\p{Han}])[\p{L}\p{M}])+x(?:(?=[b])[a]))");
+}
+
+TEST(RegexSplitter, KimiPatternSeparatesHanFromOtherLetters) {
+  auto sp = RegexSplitter::Create(kKimiPattern);
+  ASSERT_TRUE(sp.ok()) << sp.status();
+  auto split = [&](const std::string& s) {
+    std::vector<std::string_view> v;
+    (*sp)->Split(s, &v);
+    return std::vector<std::string>(v.begin(), v.end());
+  };
+  using V = std::vector<std::string>;
+  EXPECT_EQ(split("你好世界hello World's 123456"),
+            (V{"你好世界", "hello", " World's", " ", "123", "456"}));
+  EXPECT_EQ(split("Straße中文a中b"), (V{"Straße", "中文", "a", "中", "b"}));
+  EXPECT_EQ(split("こんにちは世界"), (V{"こんにちは", "世界"}));
 }
 
 // ---- BPE -----------------------------------------------------------------------------------
