@@ -19,6 +19,8 @@
 #include "kernels/moe/moe.h"
 #include "tests/worker/test_checkpoint.h"
 #include "tests/worker/test_worker.h"
+#include "worker/expert_service.h"
+#include "worker/worker_server.h"
 
 namespace mxserve {
 namespace {
@@ -259,6 +261,44 @@ TEST(RouterFactoryTest, ParseWorkerAddresses) {
   EXPECT_FALSE(ParseWorkerAddresses("host").ok());
   EXPECT_FALSE(ParseWorkerAddresses("host:0").ok());
   EXPECT_FALSE(ParseWorkerAddresses("host:http").ok());
+}
+
+}  // namespace
+}  // namespace mxserve
+
+namespace mxserve {
+namespace {
+
+// A worker that takes too long: the router's per-call deadline ends the wait.
+class SlowExecutor final : public ExpertExecutor {
+ public:
+  absl::Status Run(int layer, const kernels::MoeBatch& batch, float* out) override {
+    absl::SleepFor(absl::Seconds(2));
+    return absl::OkStatus();
+  }
+};
+
+TEST(ExpertRouterTest, SlowWorkerHitsTheCallDeadline) {
+  WorkerModelInfo info{"gpt_oss", 1, 4, 32, 32, {0, 1, 2, 3}, "cpu"};
+  auto service = std::make_shared<ExpertService>(info);
+  service->SetReady(std::make_shared<SlowExecutor>());
+  auto server = WorkerServer::Start(WorkerServerOptions{}, service);
+  ASSERT_TRUE(server.ok()) << server.status();
+  (*server)->SetServing(true);
+  auto client = WorkerClient::Create((*server)->address());
+  ASSERT_TRUE(client.ok());
+  std::vector<std::unique_ptr<ExpertBackend>> backends;
+  backends.push_back(std::move(*client));
+  auto router = ExpertRouter::Create(std::move(backends), *Placement::Contiguous(4, 1),
+                                     {.call_timeout = absl::Milliseconds(300)});
+  ASSERT_TRUE(router.ok());
+  std::vector<float> x(32, 1.f), w = {1.f}, out(32);
+  std::vector<int32_t> ids = {2};
+  const absl::Time t0 = absl::Now();
+  absl::Status s = (*router)->Run(0, 1, 32, 1, x.data(), ids.data(), w.data(), out.data());
+  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+  EXPECT_LT(absl::Now() - t0, absl::Milliseconds(1500));
+  (*server)->Shutdown(absl::Seconds(3));  // lets the slow call finish
 }
 
 }  // namespace
