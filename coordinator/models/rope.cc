@@ -52,9 +52,9 @@ absl::StatusOr<RopeParams> ComputeRopeParams(const ModelConfig& config) {
     return absl::InvalidArgumentError(
         absl::StrCat("rope_scaling.rope_type '", rs.rope_type, "' is not supported (yarn, default)"));
   }
-  // The explicit factor (specs §1.4). Some HF 4.x versions replace it by
-  // max_position_embeddings / original_max_position_embeddings when the latter is present;
-  // for gpt-oss both are 32, and golden configs should keep them equal.
+  // The explicit factor (specs §1.4), as HF transformers 5.17 uses it (it only warns when
+  // max_position_embeddings / original_max_position_embeddings disagrees; checked on the GPU
+  // machine). Some HF 4.x versions took that ratio instead; for gpt-oss both are 32.
   const double factor = rs.factor;
   const double orig = static_cast<double>(rs.original_max_position_embeddings);
   if (!(factor > 0.0) || !(orig > 0.0) || !(rs.beta_fast > 0.0) || !(rs.beta_slow > 0.0)) {
