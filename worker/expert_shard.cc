@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <new>
 
 #include "absl/strings/str_cat.h"
 #include "core/bf16.h"
@@ -16,9 +15,9 @@ AlignedBytes::AlignedBytes(size_t n) : size_(n) {
   // aligned_alloc wants a size that is a multiple of the alignment.
   size_t rounded = (n + 63) / 64 * 64;
   if (rounded == 0) rounded = 64;
-  auto* p = static_cast<uint8_t*>(std::aligned_alloc(64, rounded));
-  if (p == nullptr) throw std::bad_alloc();
-  ptr_.reset(p);
+  // On failure data() is nullptr and the loader reports RESOURCE_EXHAUSTED (no exceptions).
+  ptr_.reset(static_cast<uint8_t*>(std::aligned_alloc(64, rounded)));
+  if (ptr_ == nullptr) size_ = 0;
 }
 
 void AlignedBytes::Free::operator()(uint8_t* p) const { std::free(p); }
@@ -136,6 +135,12 @@ absl::Status ExpertShard::LoadLayer(const Checkpoint& ckpt, int l, Layer& layer)
   layer.gate_up_scales = AlignedBytes(n * gus_per);
   layer.down_blocks = AlignedBytes(n * dnb_per);
   layer.down_scales = AlignedBytes(n * dns_per);
+  if (layer.gate_up_blocks.data() == nullptr || layer.gate_up_scales.data() == nullptr ||
+      layer.down_blocks.data() == nullptr || layer.down_scales.data() == nullptr) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "expert shard: out of memory for layer ", l, " (", n, " experts, ",
+        n * (gub_per + gus_per + dnb_per + dns_per) >> 20, " MiB)"));
+  }
   CopyExperts(gub, experts_, gub_per, layer.gate_up_blocks.data());
   CopyExperts(gus, experts_, gus_per, layer.gate_up_scales.data());
   CopyExperts(dnb, experts_, dnb_per, layer.down_blocks.data());

@@ -23,7 +23,7 @@ class ThreadPool;
 class AlignedBytes {
  public:
   AlignedBytes() = default;
-  explicit AlignedBytes(size_t n);
+  explicit AlignedBytes(size_t n);  // data() == nullptr if the allocation failed
   uint8_t* data() { return ptr_.get(); }
   const uint8_t* data() const { return ptr_.get(); }
   size_t size() const { return size_; }
