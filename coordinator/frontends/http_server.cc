@@ -101,22 +101,28 @@ class Session : public std::enable_shared_from_this<Session> {
     if (!Current(seq) || started_) return;
     started_ = true;
     streaming_ = true;
+    // HTTP/1.0 has no chunked encoding: send the raw stream and mark its end by closing.
+    if (http10_) keep_alive_ = false;
     std::string head = StatusAndHeaders(status, content_type, headers);
     head += "Cache-Control: no-cache\r\nX-Accel-Buffering: no\r\n";
-    head += "Transfer-Encoding: chunked\r\n\r\n";
+    head += http10_ ? "\r\n" : "Transfer-Encoding: chunked\r\n\r\n";
     pending_ += head;
     Flush();
   }
 
   void Write(uint64_t seq, std::string chunk) {
     if (!Current(seq) || !streaming_ || chunk.empty() || after_flush_ != After::kNone) return;
-    absl::StrAppend(&pending_, absl::Hex(chunk.size()), "\r\n", chunk, "\r\n");
+    if (http10_) {
+      pending_ += chunk;
+    } else {
+      absl::StrAppend(&pending_, absl::Hex(chunk.size()), "\r\n", chunk, "\r\n");
+    }
     Flush();
   }
 
   void End(uint64_t seq) {
     if (!Current(seq) || !streaming_ || after_flush_ != After::kNone) return;
-    pending_ += "0\r\n\r\n";
+    if (!http10_) pending_ += "0\r\n\r\n";
     after_flush_ = keep_alive_ ? After::kNextRequest : After::kClose;
     Flush();
   }
@@ -337,6 +343,7 @@ class Session : public std::enable_shared_from_this<Session> {
   bool started_ = false;     // Send or StartStream was called for it
   bool streaming_ = false;
   bool keep_alive_ = true;
+  bool http10_ = false;
   bool closed_ = false;
   bool monitor_pending_ = false;
   bool writing_ = false;
@@ -404,6 +411,7 @@ void Session::OnBody(beast::error_code ec) {
   for (const auto& f : msg) req.headers.emplace_back(std::string(f.name_string()), std::string(f.value()));
   req.body = std::move(msg.body());
   req.keep_alive = msg.keep_alive();
+  http10_ = msg.version() < 11;
   keep_alive_ = req.keep_alive && !core_->stopping.load();
 
   ++seq_;

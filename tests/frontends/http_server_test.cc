@@ -108,6 +108,17 @@ TEST_F(HttpServerTest, ConnectionCloseIsHonoured) {
   EXPECT_EQ(c.ReadSome(), "");
 }
 
+TEST_F(HttpServerTest, Http10StreamIsSentRawAndClosed) {
+  Start({});
+  HttpClient c(server_->port());
+  c.WriteRaw("GET /later HTTP/1.0\r\n\r\n");
+  std::string all;
+  for (std::string s = c.ReadSome(); !s.empty(); s = c.ReadSome()) all += s;
+  EXPECT_EQ(all.find("Transfer-Encoding"), std::string::npos) << all;
+  EXPECT_NE(all.find("Connection: close"), std::string::npos) << all;
+  EXPECT_EQ(all.substr(all.size() - 7), "\r\n\r\n012") << all;
+}
+
 TEST(HttpServerStart, RejectsBadOptions) {
   HttpServerOptions o;
   o.host = "not-an-address";
