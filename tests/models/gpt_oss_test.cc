@@ -323,6 +323,10 @@ struct BadTensorCase {
   std::vector<int64_t> shape;
 };
 
+void PrintTo(const BadTensorCase& c, std::ostream* os) {
+  *os << c.name << " as " << DTypeName(c.dtype).data();
+}
+
 class BadCheckpoint : public ::testing::TestWithParam<BadTensorCase> {};
 
 TEST_P(BadCheckpoint, ErrorNamesTensor) {
