@@ -18,12 +18,19 @@ struct ChatMessage {
   std::string role;     // system | developer | user | assistant | tool
   std::string content;
   std::string name;     // tool name for role "tool" (optional)
+  // Assistant turns only: the OpenAI "tool_calls" array as JSON text ("" = none), and earlier
+  // reasoning (reasoning_content / HF "thinking"), which harmony keeps only across tool calls.
+  std::string tool_calls_json;
+  std::string reasoning;
 };
 
 struct ChatRenderOptions {
   bool add_generation_prompt = true;
   std::string reasoning_effort = "medium";  // low | medium | high
   std::string current_date;                 // "YYYY-MM-DD"; empty = today (UTC)
+  // The OpenAI request's "tools" array as JSON text ("" = none); key order is kept, as the HF
+  // template renders parameters in the order given.
+  std::string tools_json;
 };
 
 // Streaming parser of the model's output tokens into OpenAI fields.

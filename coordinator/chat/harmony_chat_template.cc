@@ -4,6 +4,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "coordinator/chat/harmony_output_parser.h"
+#include "coordinator/chat/harmony_tools.h"
+#include "core/status.h"
+#include "nlohmann/json.hpp"
 #include "coordinator/tokenizer/tokenizer.h"
 
 namespace mxserve {
@@ -85,43 +88,126 @@ absl::StatusOr<std::string> HarmonyChatTemplate::Render(const std::vector<ChatMe
   }
   const std::string date = options.current_date.empty() ? TodayUtc() : options.current_date;
 
+  nlohmann::ordered_json tools;
+  if (!options.tools_json.empty()) {
+    try {
+      tools = nlohmann::ordered_json::parse(options.tools_json);
+    } catch (const std::exception& e) {
+      return absl::InvalidArgumentError(absl::StrCat("tools: not valid JSON: ", e.what()));
+    }
+  }
+  const bool has_tools = tools.is_array() && !tools.empty();
+
   std::string out = absl::StrCat(
       "<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\n"
       "Knowledge cutoff: 2024-06\nCurrent date: ",
       date, "\n\nReasoning: ", effort,
       "\n\n# Valid channels: analysis, commentary, final. Channel must be included for every "
-      "message.<|end|>");
+      "message.",
+      has_tools ? "\nCalls to these tools must go to the commentary channel: 'functions'." : "",
+      "<|end|>");
 
   size_t first = 0;
+  std::string developer;
   if (messages[0].role == "system" || messages[0].role == "developer") {
     first = 1;
-    if (!messages[0].content.empty()) {
-      absl::StrAppend(&out, "<|start|>developer<|message|># Instructions\n\n", messages[0].content,
-                      "\n\n<|end|>");
-    }
+    developer = messages[0].content;
   }
+  if (!developer.empty() || has_tools) {
+    out += "<|start|>developer<|message|>";
+    if (!developer.empty()) absl::StrAppend(&out, "# Instructions\n\n", developer, "\n\n");
+    if (has_tools) {
+      ASSIGN_OR_RETURN(std::string ns, RenderHarmonyToolNamespace(tools));
+      absl::StrAppend(&out, "# Tools\n\n", ns);
+    }
+    out += "<|end|>";
+  }
+
+  std::string last_tool_call;  // name of the latest assistant tool call still awaiting results
   for (size_t i = first; i < messages.size(); ++i) {
     const ChatMessage& m = messages[i];
     const std::string where = absl::StrCat("messages[", i, "]");
     if (m.role == "user") {
       absl::StrAppend(&out, "<|start|>user<|message|>", m.content, "<|end|>");
     } else if (m.role == "assistant") {
-      if (m.content.find("<|channel|>analysis<|message|>") != std::string::npos ||
-          m.content.find("<|channel|>final<|message|>") != std::string::npos) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            where, ".content: holds harmony <|channel|> tags; pass the final answer only"));
+      for (const auto& [field, text] : {std::pair{"content", &m.content}, {"reasoning", &m.reasoning}}) {
+        if (text->find("<|channel|>analysis<|message|>") != std::string::npos ||
+            text->find("<|channel|>final<|message|>") != std::string::npos) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              where, ".", field, ": holds harmony <|channel|> tags; pass the text only"));
+        }
+      }
+      if (!m.tool_calls_json.empty()) {
+        nlohmann::ordered_json calls;
+        try {
+          calls = nlohmann::ordered_json::parse(m.tool_calls_json);
+        } catch (const std::exception& e) {
+          return absl::InvalidArgumentError(absl::StrCat(where, ".tool_calls: not valid JSON"));
+        }
+        if (!calls.is_array() || calls.empty() || !calls[0].is_object()) {
+          return absl::InvalidArgumentError(
+              absl::StrCat(where, ".tool_calls: expected a non-empty array of calls"));
+        }
+        // The template renders the first call only (gpt-oss makes one call per turn).
+        const nlohmann::ordered_json& call =
+            calls[0].contains("function") ? calls[0]["function"] : calls[0];
+        if (!call.contains("name") || !call["name"].is_string()) {
+          return absl::InvalidArgumentError(
+              absl::StrCat(where, ".tool_calls[0].function.name: missing"));
+        }
+        // Reasoning before a call is kept until a later final answer exists.
+        bool future_final = false;
+        for (size_t k = i + 1; k < messages.size(); ++k)
+          future_final |= messages[k].role == "assistant" && messages[k].tool_calls_json.empty();
+        if (!m.content.empty() && !m.reasoning.empty()) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              where, ": an assistant tool call may carry content or reasoning, not both"));
+        }
+        const std::string& analysis = !m.content.empty() ? m.content : m.reasoning;
+        if (!analysis.empty() && !future_final) {
+          absl::StrAppend(&out, "<|start|>assistant<|channel|>analysis<|message|>", analysis,
+                          "<|end|>");
+        }
+        // OpenAI sends arguments as a JSON string; like vLLM, parse it so the template's
+        // tojson writes the object rather than a quoted string.
+        nlohmann::ordered_json args = call.contains("arguments") ? call["arguments"]
+                                                                 : nlohmann::ordered_json::object();
+        if (args.is_string()) {
+          try {
+            args = nlohmann::ordered_json::parse(args.get<std::string>());
+          } catch (const std::exception&) {
+            // Not JSON: rendered as the string it is.
+          }
+        }
+        const std::string name = call["name"].get<std::string>();
+        const std::string content_type =
+            call.contains("content_type") && call["content_type"].is_string()
+                ? call["content_type"].get<std::string>()
+                : "json";
+        absl::StrAppend(&out, "<|start|>assistant to=functions.", name, "<|channel|>commentary ",
+                        content_type, "<|message|>", PythonJsonDumps(args), "<|call|>");
+        last_tool_call = name;
+        continue;
       }
       // Only a trailing assistant turn without a generation prompt (training) ends in
-      // <|return|>; history turns end in <|end|>, and their reasoning is dropped.
+      // <|return|> and keeps its reasoning; history turns end in <|end|> and drop it.
       const bool last_for_training = i + 1 == messages.size() && !options.add_generation_prompt;
+      if (last_for_training && !m.reasoning.empty()) {
+        absl::StrAppend(&out, "<|start|>assistant<|channel|>analysis<|message|>", m.reasoning,
+                        "<|end|>");
+      }
       absl::StrAppend(&out, "<|start|>assistant<|channel|>final<|message|>", m.content,
                       last_for_training ? "<|return|>" : "<|end|>");
+      if (!last_for_training) last_tool_call.clear();
     } else if (m.role == "tool") {
-      if (m.name.empty()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(where, ".name: a tool message needs the name of the tool it answers"));
+      // The template names the result after the latest call; a message's own name serves when
+      // the history has no call (clients that send results without the call).
+      const std::string name = !last_tool_call.empty() ? last_tool_call : m.name;
+      if (name.empty()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            where, ": a tool result needs an earlier assistant tool call (or a name)"));
       }
-      absl::StrAppend(&out, "<|start|>functions.", m.name,
+      absl::StrAppend(&out, "<|start|>functions.", name,
                       " to=assistant<|channel|>commentary<|message|>", JsonQuote(m.content),
                       "<|end|>");
     } else if (m.role == "system" || m.role == "developer") {

@@ -104,6 +104,70 @@ TEST(HarmonyRender, ToolResultIsJsonQuoted) {
             "\"{\\\"temp\\\": 20}\\nline\\t\\\"q\\\" \\u0001 é\"<|end|><|start|>assistant");
 }
 
+const char kTools[] = R"([
+  {"type": "function", "function": {"name": "get_weather", "description": "Gets the weather.",
+    "parameters": {"type": "object", "properties": {
+      "location": {"type": "string", "description": "City name"},
+      "unit": {"type": "string", "enum": ["celsius", "fahrenheit"], "default": "celsius"},
+      "days": {"type": "integer"},
+      "tags": {"type": "array", "items": {"type": "string"}, "nullable": true}},
+      "required": ["location"]}}},
+  {"type": "function", "function": {"name": "now", "description": "Current time.",
+    "parameters": {"type": "object", "properties": {}}}}])";
+
+TEST(HarmonyRender, ToolsAsTypeScriptNamespace) {
+  ChatRenderOptions o = Opts();
+  o.tools_json = kTools;
+  auto r = Harmony()->Render({{"system", "Be brief.", ""}, {"user", "Weather?", ""}}, o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(*r,
+            "<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\n"
+            "Knowledge cutoff: 2024-06\nCurrent date: 2025-06-28\n\nReasoning: medium\n\n"
+            "# Valid channels: analysis, commentary, final. Channel must be included for every "
+            "message.\nCalls to these tools must go to the commentary channel: 'functions'.<|end|>"
+            "<|start|>developer<|message|># Instructions\n\nBe brief.\n\n# Tools\n\n"
+            "## functions\n\nnamespace functions {\n\n"
+            "// Gets the weather.\ntype get_weather = (_: {\n// City name\nlocation: string,\n"
+            "unit?: \"celsius\" | \"fahrenheit\", // default: celsius,\ndays?: number,\n"
+            "tags?: string[] | null,\n}) => any;\n\n"
+            "// Current time.\ntype now = () => any;\n\n"
+            "} // namespace functions<|end|>"
+            "<|start|>user<|message|>Weather?<|end|><|start|>assistant");
+  // Tools without a system message still make a developer message.
+  auto t = Harmony()->Render({{"user", "Weather?", ""}}, o);
+  ASSERT_TRUE(t.ok());
+  EXPECT_NE(t->find("<|start|>developer<|message|># Tools\n\n## functions"), std::string::npos);
+}
+
+TEST(HarmonyRender, ToolCallHistoryAndResults) {
+  ChatRenderOptions o = Opts();
+  o.tools_json = kTools;
+  ChatMessage call{"assistant", "", "",
+                   R"([{"id": "call_1", "type": "function", "function": {"name": "get_weather",
+                       "arguments": "{\"location\":\"Paris\",\"days\":2}"}}])",
+                   "Need the weather."};
+  std::vector<ChatMessage> conv = {{"user", "Weather in Paris?", ""}, call,
+                                   {"tool", "{\"temp\": 20}", ""}};
+  auto r = Harmony()->Render(conv, o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const std::string turns =
+      "<|start|>user<|message|>Weather in Paris?<|end|>"
+      "<|start|>assistant<|channel|>analysis<|message|>Need the weather.<|end|>"
+      "<|start|>assistant to=functions.get_weather<|channel|>commentary json<|message|>"
+      "{\"location\": \"Paris\", \"days\": 2}<|call|>"
+      "<|start|>functions.get_weather to=assistant<|channel|>commentary<|message|>"
+      "\"{\\\"temp\\\": 20}\"<|end|>";
+  EXPECT_EQ(r->substr(r->find("<|start|>user")), turns + "<|start|>assistant");
+  // Once a final answer follows, the reasoning before the call is dropped.
+  conv.push_back({"assistant", "20 degrees.", ""});
+  conv.push_back({"user", "Thanks", ""});
+  auto r2 = Harmony()->Render(conv, o);
+  ASSERT_TRUE(r2.ok());
+  EXPECT_EQ(r2->find("Need the weather."), std::string::npos);
+  EXPECT_NE(r2->find("<|start|>assistant<|channel|>final<|message|>20 degrees.<|end|>"),
+            std::string::npos);
+}
+
 TEST(HarmonyRender, ErrorsNameTheMessage) {
   auto h = Harmony();
   auto empty = h->Render({}, Opts());
@@ -121,7 +185,14 @@ TEST(HarmonyRender, ErrorsNameTheMessage) {
   EXPECT_NE(tags.status().message().find("messages[1]"), std::string::npos);
   auto tool = h->Render({{"user", "a", ""}, {"tool", "b", ""}}, Opts());
   ASSERT_FALSE(tool.ok());
-  EXPECT_NE(tool.status().message().find("messages[1].name"), std::string::npos);
+  EXPECT_NE(tool.status().message().find("messages[1]"), std::string::npos);
+  ChatRenderOptions bad_tools = Opts();
+  bad_tools.tools_json = "[{";
+  EXPECT_FALSE(h->Render({{"user", "a", ""}}, bad_tools).ok());
+  ChatMessage bad_call{"assistant", "", "", "[{\"function\": {}}]", ""};
+  auto bc = h->Render({{"user", "a", ""}, bad_call}, Opts());
+  ASSERT_FALSE(bc.ok());
+  EXPECT_NE(bc.status().message().find("messages[1].tool_calls"), std::string::npos);
   EXPECT_FALSE(h->Render({{"user", "a", ""}}, Opts("extreme")).ok());
   ChatRenderOptions bad_date = Opts();
   bad_date.current_date = "28/06/2025";
