@@ -1,5 +1,9 @@
 #include "coordinator/models/kv_cache.h"
 
+#include <sys/mman.h>
+
+#include <cerrno>
+#include <cstring>
 #include <limits>
 
 #include "absl/strings/str_cat.h"
@@ -28,13 +32,22 @@ absl::StatusOr<std::unique_ptr<KvCache>> KvCache::Create(int num_layers, int num
   c->num_blocks_ = num_blocks;
   c->block_size_ = block_size;
   c->row_ = row;
-  c->k_.resize(num_layers);
-  c->v_.resize(num_layers);
-  for (int l = 0; l < num_layers; ++l) {
-    c->k_[l].assign(per_layer, 0.0f);
-    c->v_[l].assign(per_layer, 0.0f);
+  c->layer_bytes_ = per_layer * sizeof(float);
+  for (int l = 0; l < 2 * num_layers; ++l) {
+    void* p = mmap(nullptr, c->layer_bytes_, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) {
+      return absl::ResourceExhaustedError(absl::StrCat("KV cache: mmap of ", c->layer_bytes_,
+                                                       " bytes failed: ", std::strerror(errno)));
+    }
+    (l % 2 == 0 ? c->k_ : c->v_).push_back(static_cast<float*>(p));
   }
   return c;
+}
+
+KvCache::~KvCache() {
+  for (float* p : k_) munmap(p, layer_bytes_);
+  for (float* p : v_) munmap(p, layer_bytes_);
 }
 
 }  // namespace mxserve

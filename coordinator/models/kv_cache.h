@@ -1,6 +1,8 @@
 // Paged KV cache for the CPU dense runner: per layer, K and V as fp32
 // [num_blocks, block_size, kv_heads, head_dim]. Position p of a sequence lives in block
 // block_table[p / block_size], slot p % block_size (block ids come from the scheduler).
+// The storage is anonymous mmap: zero pages are committed only when first written, so a large
+// --kv-cache-bytes costs memory only for the blocks sequences actually use.
 #pragma once
 
 #include <cstdint>
@@ -24,14 +26,13 @@ class KvCache {
   int block_size() const { return block_size_; }
 
   // [kv_heads, head_dim] row of one slot. No bounds checks: the runner validates block tables.
-  float* K(int layer, int block, int slot) { return k_[layer].data() + Offset(block, slot); }
-  float* V(int layer, int block, int slot) { return v_[layer].data() + Offset(block, slot); }
-  const float* K(int layer, int block, int slot) const {
-    return k_[layer].data() + Offset(block, slot);
-  }
-  const float* V(int layer, int block, int slot) const {
-    return v_[layer].data() + Offset(block, slot);
-  }
+  float* K(int layer, int block, int slot) { return k_[layer] + Offset(block, slot); }
+  float* V(int layer, int block, int slot) { return v_[layer] + Offset(block, slot); }
+  const float* K(int layer, int block, int slot) const { return k_[layer] + Offset(block, slot); }
+  const float* V(int layer, int block, int slot) const { return v_[layer] + Offset(block, slot); }
+  ~KvCache();
+  KvCache(const KvCache&) = delete;
+  KvCache& operator=(const KvCache&) = delete;
 
   // Slot address for a sequence position through its block table.
   float* KAt(int layer, const std::vector<int32_t>& block_table, int64_t pos) {
@@ -49,7 +50,8 @@ class KvCache {
 
   int num_layers_ = 0, num_kv_heads_ = 0, head_dim_ = 0, num_blocks_ = 0, block_size_ = 0;
   size_t row_ = 0;  // kv_heads * head_dim
-  std::vector<std::vector<float>> k_, v_;
+  size_t layer_bytes_ = 0;
+  std::vector<float*> k_, v_;  // mmap'd, layer_bytes_ each
 };
 
 }  // namespace mxserve
