@@ -76,6 +76,46 @@ absl::StatusOr<std::unique_ptr<HarmonyChatTemplate>> HarmonyChatTemplate::Create
 
 absl::StatusOr<std::string> HarmonyChatTemplate::Render(const std::vector<ChatMessage>& messages,
                                                         const ChatRenderOptions& options) const {
+  std::vector<std::pair<size_t, size_t>> spans;
+  return RenderWithSpans(messages, options, &spans);
+}
+
+absl::StatusOr<std::vector<int32_t>> HarmonyChatTemplate::RenderIds(
+    const std::vector<ChatMessage>& messages, const ChatRenderOptions& options) const {
+  std::vector<std::pair<size_t, size_t>> spans;
+  ASSIGN_OR_RETURN(std::string text, RenderWithSpans(messages, options, &spans));
+  // Special tokens are taken from the template's text only; everything between them (template
+  // text and message text alike) is encoded as one ordinary run, as HF's whole-string encoding
+  // would, so ids equal Encode(Render(), true) unless a message spells a special token.
+  std::vector<int32_t> ids;
+  size_t run = 0, span = 0;
+  for (size_t i = 0; i < text.size();) {
+    while (span < spans.size() && spans[span].second <= i) ++span;
+    const bool in_content = span < spans.size() && spans[span].first <= i;
+    if (!in_content && text.compare(i, 2, "<|") == 0) {
+      size_t e = text.find("|>", i + 2);
+      if (e != std::string::npos) {
+        auto id = tok_->SpecialTokenId(std::string_view(text).substr(i, e + 2 - i));
+        if (id) {
+          auto part = tok_->Encode(std::string_view(text).substr(run, i - run), false);
+          ids.insert(ids.end(), part.begin(), part.end());
+          ids.push_back(*id);
+          i = e + 2;
+          run = i;
+          continue;
+        }
+      }
+    }
+    ++i;
+  }
+  auto part = tok_->Encode(std::string_view(text).substr(run), false);
+  ids.insert(ids.end(), part.begin(), part.end());
+  return ids;
+}
+
+absl::StatusOr<std::string> HarmonyChatTemplate::RenderWithSpans(
+    const std::vector<ChatMessage>& messages, const ChatRenderOptions& options,
+    std::vector<std::pair<size_t, size_t>>* spans) const {
   if (messages.empty()) return absl::InvalidArgumentError("messages: the conversation is empty");
   const std::string& effort = options.reasoning_effort;
   if (effort != "low" && effort != "medium" && effort != "high") {
@@ -98,7 +138,13 @@ absl::StatusOr<std::string> HarmonyChatTemplate::Render(const std::vector<ChatMe
   }
   const bool has_tools = tools.is_array() && !tools.empty();
 
-  std::string out = absl::StrCat(
+  std::string out;
+  // Text that comes from the request, not the template: never a source of special tokens.
+  auto C = [&](const std::string& s) {
+    spans->push_back({out.size(), out.size() + s.size()});
+    out += s;
+  };
+  out = absl::StrCat(
       "<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\n"
       "Knowledge cutoff: 2024-06\nCurrent date: ",
       date, "\n\nReasoning: ", effort,
@@ -115,10 +161,15 @@ absl::StatusOr<std::string> HarmonyChatTemplate::Render(const std::vector<ChatMe
   }
   if (!developer.empty() || has_tools) {
     out += "<|start|>developer<|message|>";
-    if (!developer.empty()) absl::StrAppend(&out, "# Instructions\n\n", developer, "\n\n");
+    if (!developer.empty()) {
+      out += "# Instructions\n\n";
+      C(developer);
+      out += "\n\n";
+    }
     if (has_tools) {
       ASSIGN_OR_RETURN(std::string ns, RenderHarmonyToolNamespace(tools));
-      absl::StrAppend(&out, "# Tools\n\n", ns);
+      out += "# Tools\n\n";
+      C(ns);
     }
     out += "<|end|>";
   }
@@ -128,7 +179,9 @@ absl::StatusOr<std::string> HarmonyChatTemplate::Render(const std::vector<ChatMe
     const ChatMessage& m = messages[i];
     const std::string where = absl::StrCat("messages[", i, "]");
     if (m.role == "user") {
-      absl::StrAppend(&out, "<|start|>user<|message|>", m.content, "<|end|>");
+      out += "<|start|>user<|message|>";
+      C(m.content);
+      out += "<|end|>";
     } else if (m.role == "assistant") {
       for (const auto& [field, text] : {std::pair{"content", &m.content}, {"reasoning", &m.reasoning}}) {
         if (text->find("<|channel|>analysis<|message|>") != std::string::npos ||
@@ -165,8 +218,9 @@ absl::StatusOr<std::string> HarmonyChatTemplate::Render(const std::vector<ChatMe
         }
         const std::string& analysis = !m.content.empty() ? m.content : m.reasoning;
         if (!analysis.empty() && !future_final) {
-          absl::StrAppend(&out, "<|start|>assistant<|channel|>analysis<|message|>", analysis,
-                          "<|end|>");
+          out += "<|start|>assistant<|channel|>analysis<|message|>";
+          C(analysis);
+          out += "<|end|>";
         }
         // OpenAI sends arguments as a JSON string; like vLLM, parse it so the template's
         // tojson writes the object rather than a quoted string.
@@ -184,8 +238,13 @@ absl::StatusOr<std::string> HarmonyChatTemplate::Render(const std::vector<ChatMe
             call.contains("content_type") && call["content_type"].is_string()
                 ? call["content_type"].get<std::string>()
                 : "json";
-        absl::StrAppend(&out, "<|start|>assistant to=functions.", name, "<|channel|>commentary ",
-                        content_type, "<|message|>", PythonJsonDumps(args), "<|call|>");
+        out += "<|start|>assistant to=functions.";
+        C(name);
+        out += "<|channel|>commentary ";
+        C(content_type);
+        out += "<|message|>";
+        C(PythonJsonDumps(args));
+        out += "<|call|>";
         last_tool_call = name;
         continue;
       }
@@ -193,11 +252,13 @@ absl::StatusOr<std::string> HarmonyChatTemplate::Render(const std::vector<ChatMe
       // <|return|> and keeps its reasoning; history turns end in <|end|> and drop it.
       const bool last_for_training = i + 1 == messages.size() && !options.add_generation_prompt;
       if (last_for_training && !m.reasoning.empty()) {
-        absl::StrAppend(&out, "<|start|>assistant<|channel|>analysis<|message|>", m.reasoning,
-                        "<|end|>");
+        out += "<|start|>assistant<|channel|>analysis<|message|>";
+        C(m.reasoning);
+        out += "<|end|>";
       }
-      absl::StrAppend(&out, "<|start|>assistant<|channel|>final<|message|>", m.content,
-                      last_for_training ? "<|return|>" : "<|end|>");
+      out += "<|start|>assistant<|channel|>final<|message|>";
+      C(m.content);
+      out += last_for_training ? "<|return|>" : "<|end|>";
       if (!last_for_training) last_tool_call.clear();
     } else if (m.role == "tool") {
       // The template names the result after the latest call; a message's own name serves when
@@ -207,9 +268,11 @@ absl::StatusOr<std::string> HarmonyChatTemplate::Render(const std::vector<ChatMe
         return absl::InvalidArgumentError(absl::StrCat(
             where, ": a tool result needs an earlier assistant tool call (or a name)"));
       }
-      absl::StrAppend(&out, "<|start|>functions.", name,
-                      " to=assistant<|channel|>commentary<|message|>", JsonQuote(m.content),
-                      "<|end|>");
+      out += "<|start|>functions.";
+      C(name);
+      out += " to=assistant<|channel|>commentary<|message|>";
+      C(JsonQuote(m.content));
+      out += "<|end|>";
     } else if (m.role == "system" || m.role == "developer") {
       return absl::InvalidArgumentError(absl::StrCat(
           where, ".role: \"", m.role, "\" is only accepted as the first message for this model"));

@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "coordinator/chat/chat_template.h"
@@ -22,11 +23,17 @@ class HarmonyChatTemplate : public ChatTemplate {
 
   absl::StatusOr<std::string> Render(const std::vector<ChatMessage>& messages,
                                      const ChatRenderOptions& options) const override;
+  absl::StatusOr<std::vector<int32_t>> RenderIds(const std::vector<ChatMessage>& messages,
+                                                 const ChatRenderOptions& options) const override;
   std::vector<int32_t> StopTokenIds() const override { return {tokens_.ret, tokens_.call}; }
   std::unique_ptr<ChatOutputParser> NewParser() const override;
 
  private:
   HarmonyChatTemplate(const Tokenizer* tok, HarmonyTokens t) : tok_(tok), tokens_(t) {}
+  // Render, also recording the byte ranges of text taken from the request.
+  absl::StatusOr<std::string> RenderWithSpans(const std::vector<ChatMessage>& messages,
+                                              const ChatRenderOptions& options,
+                                              std::vector<std::pair<size_t, size_t>>* spans) const;
   const Tokenizer* tok_;
   HarmonyTokens tokens_;
 };
