@@ -2,6 +2,8 @@
 // (the HF chat_template.jinja output), and the streaming output parser fed recorded token streams
 // token by token and byte by byte.
 #include <algorithm>
+#include <fstream>
+#include <sstream>
 #include <random>
 #include <string>
 #include <vector>
@@ -11,6 +13,7 @@
 #include "coordinator/tokenizer/tokenizer.h"
 #include "coordinator/tokenizer/utf8.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "tools/tiny_tokenizer/tiny_tokenizer.h"
 
 namespace mxserve {
@@ -196,6 +199,39 @@ TEST(HarmonyRender, RenderIdsKeepsMessageTextOrdinary) {
   EXPECT_EQ(std::count(ids->begin(), ids->end(), start), 3);  // system, user, assistant
   const std::vector<int32_t> naive = Tok().Encode(*text, true);  // what plain encoding would do
   EXPECT_GT(std::count(naive.begin(), naive.end(), start), 3);
+}
+
+// Conversations rendered by gpt-oss's own HF chat_template.jinja (golden/make_harmony_fixtures.py).
+TEST(HarmonyRender, MatchesHfTemplateFixtures) {
+  std::ifstream f(std::string(MXSERVE_TOKENIZER_TEST_DATA) + "/harmony_render_fixtures.json");
+  ASSERT_TRUE(f) << "missing fixtures";
+  std::stringstream ss;
+  ss << f.rdbuf();
+  auto doc = nlohmann::ordered_json::parse(ss.str());
+  ASSERT_GE(doc["fixtures"].size(), 10u);
+  for (const auto& fx : doc["fixtures"]) {
+    std::vector<ChatMessage> messages;
+    for (const auto& m : fx["messages"]) {
+      ChatMessage cm;
+      cm.role = m["role"];
+      cm.content = m.value("content", std::string());
+      cm.name = m.value("name", std::string());
+      cm.reasoning = m.value("reasoning", std::string());
+      if (m.contains("tool_calls")) cm.tool_calls_json = m["tool_calls"].dump();
+      messages.push_back(cm);
+    }
+    ChatRenderOptions o;
+    o.add_generation_prompt = fx["add_generation_prompt"];
+    o.reasoning_effort = fx["reasoning_effort"];
+    o.current_date = fx["current_date"];
+    if (!fx["tools"].is_null()) o.tools_json = fx["tools"].dump();
+    auto r = Harmony()->Render(messages, o);
+    ASSERT_TRUE(r.ok()) << fx["name"] << ": " << r.status();
+    EXPECT_EQ(*r, fx["rendered"].get<std::string>()) << fx["name"];
+    auto ids = Harmony()->RenderIds(messages, o);
+    ASSERT_TRUE(ids.ok());
+    EXPECT_EQ(*ids, Tok().Encode(fx["rendered"].get<std::string>(), true)) << fx["name"];
+  }
 }
 
 TEST(HarmonyRender, ErrorsNameTheMessage) {
