@@ -3,6 +3,8 @@
 // file), must give exactly the ids OpenAI's tiktoken gives on generated strings.
 // Usage: tokenizer_o200k_check RANKS_FILE CASES_JSONL WORK_DIR
 // (run by tests/client/tokenizer/run_o200k_exactness.sh, which makes the cases with npm oracles).
+// Also leaves in WORK_DIR, for the HF tokenizers.js cross-check: o200k_harmony/ and tiny/
+// tokenizer folders, and tiny_ids.jsonl (our ids for each case under the tiny tokenizer).
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -15,6 +17,7 @@
 #include "coordinator/tokenizer/tiktoken_converter.h"
 #include "coordinator/tokenizer/tokenizer.h"
 #include "nlohmann/json.hpp"
+#include "tools/tiny_tokenizer/tiny_tokenizer.h"
 
 namespace {
 
@@ -90,11 +93,12 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
-  std::filesystem::create_directories(work);
-  std::ofstream(work + "/tokenizer.json") << *tj;
-  std::ofstream(work + "/tokenizer_config.json")
+  const std::string o200k_dir = work + "/o200k_harmony";
+  std::filesystem::create_directories(o200k_dir);
+  std::ofstream(o200k_dir + "/tokenizer.json") << *tj;
+  std::ofstream(o200k_dir + "/tokenizer_config.json")
       << R"({"bos_token": "<|startoftext|>", "eos_token": "<|return|>", "pad_token": "<|endoftext|>"})";
-  auto b = Tokenizer::FromDir(work);
+  auto b = Tokenizer::FromDir(o200k_dir);
   if (!b.ok()) {
     std::fprintf(stderr, "FromDir: %s\n", b.status().ToString().c_str());
     return 1;
@@ -128,6 +132,21 @@ int main(int argc, char** argv) {
   if ((*b)->eos_token_id() != 200002 || (*b)->bos_token_id() != 199998)
     fail("bos/eos from tokenizer_config.json");
 
+  auto tiny_files = mxserve::MakeTinyTokenizer(1000);
+  if (!tiny_files.ok()) {
+    std::fprintf(stderr, "tiny: %s\n", tiny_files.status().ToString().c_str());
+    return 1;
+  }
+  std::filesystem::create_directories(work + "/tiny");
+  std::ofstream(work + "/tiny/tokenizer.json") << tiny_files->tokenizer_json;
+  std::ofstream(work + "/tiny/tokenizer_config.json") << tiny_files->tokenizer_config_json;
+  auto tiny = Tokenizer::FromDir(work + "/tiny");
+  if (!tiny.ok()) {
+    std::fprintf(stderr, "tiny FromDir: %s\n", tiny.status().ToString().c_str());
+    return 1;
+  }
+  std::ofstream tiny_ids(work + "/tiny_ids.jsonl");
+
   std::ifstream in(cases_path);
   std::string line;
   int n = 0, js_differs = 0, b_special_skipped = 0;
@@ -147,6 +166,7 @@ int main(int argc, char** argv) {
     const auto special = c["special"].get<std::vector<int32_t>>();
     const auto ordinary = c["ordinary"].get<std::vector<int32_t>>();
     if (!c.value("js_agrees", true)) ++js_differs;
+    tiny_ids << nlohmann::json((*tiny)->Encode(c["text"].get<std::string>(), true)).dump() << "\n";
     bytes += text.size();
     auto s0 = std::chrono::steady_clock::now();
     auto a_special = (*a)->Encode(text, true);
