@@ -4,6 +4,7 @@
 #include <limits>
 #include <random>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "coordinator/frontends/api_error.h"
 #include "core/status.h"
@@ -256,6 +257,25 @@ absl::StatusOr<std::vector<ChatMessage>> ReadMessages(const json& j) {
       if (!name->is_string()) return WrongType(p + ".name", "a string", *name);
       cm.name = name->get<std::string>();
     }
+    if (const json* calls = Field(msg, "tool_calls")) {
+      if (r != "assistant") {
+        return InvalidParam(p + ".tool_calls", "'tool_calls' is only allowed on assistant messages");
+      }
+      if (!calls->is_array()) return WrongType(p + ".tool_calls", "an array", *calls);
+      for (size_t k = 0; k < calls->size(); ++k) {
+        if (!(*calls)[k].is_object()) {
+          return WrongType(absl::StrCat(p, ".tool_calls[", k, "]"), "an object", (*calls)[k]);
+        }
+      }
+      if (!calls->empty()) cm.tool_calls_json = calls->dump();
+    }
+    if (const json* rc = Field(msg, "reasoning_content")) {
+      if (!rc->is_string()) return WrongType(p + ".reasoning_content", "a string", *rc);
+      if (r == "assistant") cm.reasoning = rc->get<std::string>();
+    }
+    if (const json* id = Field(msg, "tool_call_id")) {
+      if (!id->is_string()) return WrongType(p + ".tool_call_id", "a string", *id);
+    }
     out.push_back(std::move(cm));
   }
   return out;
@@ -442,12 +462,23 @@ absl::StatusOr<std::vector<int32_t>> RenderChatPrompt(const std::vector<ChatMess
   if (!ctx.chat_template || !ctx.tokenizer) {
     return InvalidParam("messages", "this model has no chat template; use /v1/completions");
   }
+  // Template errors read "messages[2].tool_calls[0].function.name: missing": name that field.
+  auto named = [](absl::Status s) {
+    if (ParamOf(s)) return s;
+    absl::string_view m = s.message();
+    size_t colon = m.find(": ");
+    if ((absl::StartsWith(m, "messages") || absl::StartsWith(m, "tools")) &&
+        colon != absl::string_view::npos && m.substr(0, colon).find(' ') == absl::string_view::npos) {
+      return WithParam(s, m.substr(0, colon));
+    }
+    return WithParam(s, "messages");
+  };
+  // RenderIds keeps message text that spells a special token as plain text.
+  absl::StatusOr<std::vector<int32_t>> ids = ctx.chat_template->RenderIds(messages, options);
+  if (ids.ok()) return ids;
+  if (ids.status().code() != absl::StatusCode::kUnimplemented) return named(ids.status());
   absl::StatusOr<std::string> text = ctx.chat_template->Render(messages, options);
-  if (!text.ok()) {
-    absl::Status s = text.status();
-    if (!ParamOf(s)) s = WithParam(std::move(s), "messages");
-    return s;
-  }
+  if (!text.ok()) return named(text.status());
   return ctx.tokenizer->Encode(*text, /*allow_special=*/true);
 }
 
@@ -457,10 +488,42 @@ absl::StatusOr<ChatCompletionRequest> ParseChatCompletionRequest(absl::string_vi
   RETURN_IF_ERROR(GetModel(j, ctx));
   ASSIGN_OR_RETURN(std::vector<ChatMessage> messages, ReadMessages(j));
   RETURN_IF_ERROR(RejectN(j, "n"));
+  ChatRenderOptions render;
   if (const json* tools = Field(j, "tools")) {
     if (!tools->is_array()) return WrongType("tools", "an array", *tools);
-    if (!tools->empty()) {
-      return InvalidParam("tools", "tool calling is not supported yet", "unsupported_parameter");
+    for (size_t i = 0; i < tools->size(); ++i) {
+      const json& t = (*tools)[i];
+      const std::string p = absl::StrCat("tools[", i, "]");
+      if (!t.is_object()) return WrongType(p, "an object", t);
+      const json* type = Field(t, "type");
+      if (!type || !type->is_string() || type->get<std::string>() != "function") {
+        return InvalidParam(p + ".type", absl::StrCat("'", p, ".type' must be \"function\""));
+      }
+      const json* fn = Field(t, "function");
+      if (!fn || !fn->is_object()) {
+        return InvalidParam(p + ".function", absl::StrCat("'", p, ".function' must be an object"));
+      }
+      const json* name = Field(*fn, "name");
+      if (!name || !name->is_string() || name->get_ref<const std::string&>().empty()) {
+        return InvalidParam(p + ".function.name",
+                            absl::StrCat("'", p, ".function.name' must be a non-empty string"));
+      }
+    }
+    if (!tools->empty()) render.tools_json = tools->dump();
+  }
+  if (const json* choice = Field(j, "tool_choice")) {
+    // "auto" is what the model does anyway; forcing a call needs constrained decoding.
+    if (!choice->is_string()) {
+      return InvalidParam("tool_choice", "only 'auto' and 'none' are supported for 'tool_choice'",
+                          "unsupported_parameter");
+    }
+    const std::string c = choice->get<std::string>();
+    if (c == "none") {
+      render.tools_json.clear();
+    } else if (c != "auto") {
+      return InvalidParam("tool_choice", absl::StrCat("'tool_choice' \"", c, "\" is not supported "
+                                                      "(only 'auto' and 'none')"),
+                          "unsupported_parameter");
     }
   }
   if (const json* rf = Field(j, "response_format")) {
@@ -477,7 +540,6 @@ absl::StatusOr<ChatCompletionRequest> ParseChatCompletionRequest(absl::string_vi
   out.stream = stream.value_or(false);
   RETURN_IF_ERROR(ReadStreamOptions(j, out.stream, &out.include_usage));
 
-  ChatRenderOptions render;
   ASSIGN_OR_RETURN(auto effort, GetString(j, "reasoning_effort"));
   if (effort) {
     if (*effort != "low" && *effort != "medium" && *effort != "high") {
@@ -521,6 +583,7 @@ absl::StatusOr<ChatCompletionRequest> ParseChatCompletionRequest(absl::string_vi
                    ResolveSampling(f, static_cast<int>(prompt.size()), ctx, "messages"));
   for (int32_t id : ctx.chat_template->StopTokenIds()) params.stop_token_ids.push_back(id);
 
+  out.tools = !render.tools_json.empty();
   out.generate.request_id = NewRequestId("chatcmpl");
   out.generate.prompt_tokens = std::move(prompt);
   out.generate.params = std::move(params);

@@ -68,6 +68,7 @@ struct ChatCompletionRequest {
   bool include_usage = false;    // stream_options.include_usage
   bool logprobs = false;
   int top_logprobs = 0;
+  bool tools = false;            // tools were offered (the parser may report tool calls)
 };
 
 struct CompletionRequest {

@@ -92,17 +92,44 @@ ChatCompletionResponder::Piece ChatCompletionResponder::Parse(const GenerationEv
     p.content = event.text;
     return p;
   }
-  for (int32_t id : event.token_ids) {
-    ChatOutputParser::Delta d = parser_->Push(id);
+  auto take = [&p](ChatOutputParser::Delta d) {
     p.content += d.content;
     p.reasoning += d.reasoning;
-  }
-  if (event.finished) {
-    ChatOutputParser::Delta d = parser_->Finish();
-    p.content += d.content;
-    p.reasoning += d.reasoning;
-  }
+    for (auto& t : d.tool_calls) p.tool_calls.push_back(std::move(t));
+  };
+  for (int32_t id : event.token_ids) take(parser_->Push(id));
+  if (event.finished) take(parser_->Finish());
   return p;
+}
+
+json ChatCompletionResponder::TrackToolCalls(
+    const std::vector<ChatOutputParser::ToolCallDelta>& deltas) {
+  json out = json::array();
+  for (const auto& d : deltas) {
+    auto [it, fresh] = tool_calls_.try_emplace(d.index);
+    ToolCall& call = it->second;
+    json piece{{"index", d.index}};
+    json fn = json::object();
+    if (fresh) {
+      call.id = NewRequestId("call");
+      piece["id"] = call.id;
+      piece["type"] = "function";
+    }
+    if (!d.name.empty()) {
+      call.name += d.name;
+      fn["name"] = d.name;
+    }
+    call.arguments += d.arguments;
+    fn["arguments"] = d.arguments;
+    piece["function"] = std::move(fn);
+    out.push_back(std::move(piece));
+  }
+  return out;
+}
+
+std::string ChatCompletionResponder::Finish(FinishReason r) const {
+  if (r == FinishReason::kStop && !tool_calls_.empty()) return "tool_calls";
+  return std::string(FinishReasonString(r));
 }
 
 std::string ChatCompletionResponder::LogprobsJson(const std::vector<int32_t>& ids,
@@ -150,14 +177,16 @@ std::vector<std::string> ChatCompletionResponder::Chunks(const GenerationEvent& 
   if (logprobs_ && !event.logprobs.empty()) {
     lp = json::parse(LogprobsJson(event.token_ids, event.logprobs));
   }
-  if (!p.content.empty() || !p.reasoning.empty() || !lp.is_null()) {
+  json calls = TrackToolCalls(p.tool_calls);
+  if (!p.content.empty() || !p.reasoning.empty() || !lp.is_null() || !calls.empty()) {
     json delta = json::object();
     if (!p.reasoning.empty()) delta["reasoning_content"] = p.reasoning;
-    if (!p.content.empty() || p.reasoning.empty()) delta["content"] = p.content;
+    if (!p.content.empty() || (p.reasoning.empty() && calls.empty())) delta["content"] = p.content;
+    if (!calls.empty()) delta["tool_calls"] = std::move(calls);
     chunk(std::move(delta), std::move(lp), nullptr);
   }
   if (event.finished) {
-    chunk(json::object(), nullptr, FinishReasonString(event.finish_reason));
+    chunk(json::object(), nullptr, Finish(event.finish_reason));
     if (include_usage_) {
       int prompt = event.prompt_tokens > 0 ? event.prompt_tokens : prompt_tokens_;
       int completion = event.completion_tokens > 0 ? event.completion_tokens : completion_count_;
@@ -176,6 +205,7 @@ void ChatCompletionResponder::Add(const GenerationEvent& event) {
   Piece p = Parse(event);
   content_ += p.content;
   reasoning_ += p.reasoning;
+  TrackToolCalls(p.tool_calls);
   if (logprobs_) {
     ids_.insert(ids_.end(), event.token_ids.begin(), event.token_ids.end());
     lps_.insert(lps_.end(), event.logprobs.begin(), event.logprobs.end());
@@ -189,11 +219,19 @@ void ChatCompletionResponder::Add(const GenerationEvent& event) {
 }
 
 std::string ChatCompletionResponder::Body() const {
+  json calls = json::array();
+  for (const auto& [index, call] : tool_calls_) {
+    calls.push_back(json{{"id", call.id},
+                         {"type", "function"},
+                         {"function", {{"name", call.name}, {"arguments", call.arguments}}}});
+  }
+  // As OpenAI: content is null on a turn that only calls tools.
+  json content = content_.empty() && !calls.empty() ? json(nullptr) : json(content_);
   json message{{"role", "assistant"},
-               {"content", content_},
+               {"content", std::move(content)},
                {"reasoning_content", reasoning_.empty() ? json(nullptr) : json(reasoning_)},
                {"refusal", nullptr},
-               {"tool_calls", json::array()}};
+               {"tool_calls", std::move(calls)}};
   json lp = logprobs_ ? json::parse(LogprobsJson(ids_, lps_)) : json(nullptr);
   json body{{"id", id_},
             {"object", "chat.completion"},
@@ -202,7 +240,7 @@ std::string ChatCompletionResponder::Body() const {
             {"choices", json::array({json{{"index", 0},
                                           {"message", std::move(message)},
                                           {"logprobs", std::move(lp)},
-                                          {"finish_reason", FinishReasonString(finish_)},
+                                          {"finish_reason", Finish(finish_)},
                                           {"stop_reason", StopReason(stop_reason_)}}})},
             {"usage", Usage(usage_prompt_, usage_completion_)}};
   return Dump(body);

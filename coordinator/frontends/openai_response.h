@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -38,7 +39,15 @@ class ChatCompletionResponder {
  private:
   struct Piece {
     std::string content, reasoning;
+    std::vector<ChatOutputParser::ToolCallDelta> tool_calls;
   };
+  struct ToolCall {
+    std::string id, name, arguments;
+  };
+  // The finish_reason to report: "tool_calls" when the turn ended by calling tools.
+  std::string Finish(FinishReason r) const;
+  // Records pieces of tool calls; returns the streamed "tool_calls" delta array.
+  nlohmann::json TrackToolCalls(const std::vector<ChatOutputParser::ToolCallDelta>& deltas);
   Piece Parse(const GenerationEvent& event);
   std::string LogprobsJson(const std::vector<int32_t>& ids,
                            const std::vector<TokenLogprob>& lps) const;  // "" = none
@@ -60,6 +69,7 @@ class ChatCompletionResponder {
   std::string stop_reason_;
   int usage_prompt_ = 0, usage_completion_ = 0;
   int completion_count_ = 0;
+  std::map<int, ToolCall> tool_calls_;  // by index
 };
 
 // One text completion (/v1/completions), same two modes.

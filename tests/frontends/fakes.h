@@ -20,16 +20,16 @@
 
 namespace mxserve::testing {
 
-// Ids 0..255 are bytes; 256 <|end|>, 257 <|think|>, 258 <|answer|>; vocab 300.
+// Ids 0..255 are bytes; 256 <|end|>, 257 <|think|>, 258 <|answer|>, 259 <|call|>; vocab 300.
 class FakeTokenizer : public Tokenizer {
  public:
-  static constexpr int32_t kEnd = 256, kThink = 257, kAnswer = 258;
+  static constexpr int32_t kEnd = 256, kThink = 257, kAnswer = 258, kCall = 259;
   std::vector<int32_t> Encode(std::string_view text, bool allow_special) const override {
     std::vector<int32_t> out;
     for (size_t i = 0; i < text.size();) {
       bool matched = false;
       if (allow_special) {
-        for (int32_t id = kEnd; id <= kAnswer; ++id) {
+        for (int32_t id = kEnd; id <= kCall; ++id) {
           const std::string& s = Special(id);
           if (text.substr(i, s.size()) == s) {
             out.push_back(id);
@@ -66,7 +66,7 @@ class FakeTokenizer : public Tokenizer {
   }
   int vocab_size() const override { return 300; }
   std::optional<int32_t> SpecialTokenId(std::string_view content) const override {
-    for (int32_t id = kEnd; id <= kAnswer; ++id) {
+    for (int32_t id = kEnd; id <= kCall; ++id) {
       if (Special(id) == content) return id;
     }
     return std::nullopt;
@@ -76,28 +76,38 @@ class FakeTokenizer : public Tokenizer {
   std::optional<int32_t> bos_token_id() const override { return std::nullopt; }
 
   static const std::string& Special(int32_t id) {
-    static const std::string kNames[] = {"<|end|>", "<|think|>", "<|answer|>", "<|unused|>"};
-    return kNames[id >= kEnd && id <= kAnswer ? id - kEnd : 3];
+    static const std::string kNames[] = {"<|end|>", "<|think|>", "<|answer|>", "<|call|>",
+                                         "<|unused|>"};
+    return kNames[id >= kEnd && id <= kCall ? id - kEnd : 4];
   }
 };
 
+// <|think|> starts reasoning, <|answer|> content; <|call|> starts tool call "lookup" (index 0,
+// then 1, ...) whose arguments are the bytes that follow.
 class FakeChatParser : public ChatOutputParser {
  public:
   Delta Push(int32_t id) override {
     Delta d;
     if (id == FakeTokenizer::kThink) {
-      reasoning_ = true;
+      mode_ = kReasoning;
     } else if (id == FakeTokenizer::kAnswer) {
-      reasoning_ = false;
+      mode_ = kContent;
+    } else if (id == FakeTokenizer::kCall) {
+      mode_ = kCallArgs;
+      d.tool_calls.push_back({++call_, "lookup", ""});
     } else if (id < 256) {
-      (reasoning_ ? d.reasoning : d.content) = std::string(1, static_cast<char>(id));
+      std::string b(1, static_cast<char>(id));
+      if (mode_ == kReasoning) d.reasoning = b;
+      if (mode_ == kContent) d.content = b;
+      if (mode_ == kCallArgs) d.tool_calls.push_back({call_, "", b});
     }
     return d;
   }
   Delta Finish() override { return {}; }
 
  private:
-  bool reasoning_ = false;
+  enum Mode { kContent, kReasoning, kCallArgs } mode_ = kContent;
+  int call_ = -1;
 };
 
 // Renders "role:content\n" per message, then "assistant:".
@@ -109,13 +119,25 @@ class FakeChatTemplate : public ChatTemplate {
     for (const auto& m : messages) absl::StrAppend(&out, m.role, ":", m.content, "\n");
     if (options.add_generation_prompt) out += "assistant:";
     last_effort = options.reasoning_effort;
+    last_tools_json = options.tools_json;
+    last_messages = messages;
     return out;
+  }
+  // No special tokens of its own, so message text never becomes special ids.
+  absl::StatusOr<std::vector<int32_t>> RenderIds(const std::vector<ChatMessage>& messages,
+                                                 const ChatRenderOptions& options) const override {
+    auto text = Render(messages, options);
+    if (!text.ok()) return text.status();
+    return tok.Encode(*text, /*allow_special=*/false);
   }
   std::vector<int32_t> StopTokenIds() const override { return {FakeTokenizer::kEnd}; }
   std::unique_ptr<ChatOutputParser> NewParser() const override {
     return std::make_unique<FakeChatParser>();
   }
   mutable std::string last_effort;
+  mutable std::string last_tools_json;
+  mutable std::vector<ChatMessage> last_messages;
+  FakeTokenizer tok;
 };
 
 // Records every request; answers each with Script(request), one event at a time, from its own
