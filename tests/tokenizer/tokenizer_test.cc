@@ -1,7 +1,9 @@
 // Tokenizer tests: byte map, UTF-8 repair, regex splitting, rank-BPE against a slow obvious twin,
 // special tokens, invalid input, long input, incremental detokenizing, loaders, and the tiny
 // tokenizer's determinism and tokenizer.json shape.
+#include <atomic>
 #include <chrono>
+#include <thread>
 #include <map>
 #include <random>
 #include <string>
@@ -380,6 +382,26 @@ TEST(Tokenizer, InvalidUtf8AndLargeInputs) {
     EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count(), 10.0);
     EXPECT_EQ(*tok.DecodeBytes(h, false), huge);
   }
+}
+
+TEST(Tokenizer, ConcurrentEncodesAgree) {
+  const auto& tok = TinyTok();
+  std::mt19937 rng(31);
+  std::vector<std::string> texts;
+  for (int i = 0; i < 64; ++i) texts.push_back(RandomText(rng, 200));
+  std::vector<std::vector<int32_t>> want;
+  for (const auto& t : texts) want.push_back(tok.Encode(t, true));
+  std::vector<std::thread> threads;
+  std::atomic<int> mismatches{0};
+  for (int k = 0; k < 4; ++k) {
+    threads.emplace_back([&, k] {
+      for (int r = 0; r < 20; ++r)
+        for (size_t i = k; i < texts.size(); i += 2)
+          if (tok.Encode(texts[i], true) != want[i]) ++mismatches;
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(mismatches.load(), 0);
 }
 
 TEST(Tokenizer, DecodeRejectsUnknownIds) {
