@@ -94,8 +94,14 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> FromParsedJson(const json& tj, const 
     return Bad("model.type", "only \"BPE\" (byte-level) is supported");
   if (model.value("byte_fallback", false))
     return Bad("model.byte_fallback", "true (sentencepiece-style BPE) is not supported");
-  if (tj.contains("normalizer") && !tj["normalizer"].is_null())
-    return Bad("normalizer", "only null is supported");
+  if (tj.contains("normalizer") && !tj["normalizer"].is_null()) {
+    // DeepSeek-V3's tokenizer.json spells "no normalizer" as an empty Sequence.
+    const json& n = tj["normalizer"];
+    const bool empty_sequence = n.is_object() && n.value("type", std::string()) == "Sequence" &&
+                                n.contains("normalizers") && n["normalizers"].is_array() &&
+                                n["normalizers"].empty();
+    if (!empty_sequence) return Bad("normalizer", "only null (or an empty Sequence) is supported");
+  }
   if (tj.contains("decoder") && !tj["decoder"].is_null() &&
       tj["decoder"].value("type", std::string()) != "ByteLevel")
     return Bad("decoder.type", "only \"ByteLevel\" is supported");

@@ -498,6 +498,34 @@ TEST(Loader, TiktokenRanksFileMatchesTokenizerJson) {
   EXPECT_FALSE(Tokenizer::FromTiktoken("/nonexistent/tiktoken.model", kO200kPattern, {}).ok());
 }
 
+TEST(Loader, ChainedSplitsAndGpt2ByteLevel) {
+  // DeepSeek-V3 style: several Split pre-tokenizers applied in turn, then ByteLevel.
+  json tj = json::parse(Tiny().tokenizer_json);
+  json& seq = tj["pre_tokenizer"]["pretokenizers"];
+  seq.insert(seq.begin(), json{{"type", "Split"}, {"pattern", {{"Regex", "\\p{N}{1,3}"}}},
+                               {"behavior", "Isolated"}, {"invert", false}});
+  auto chained = Tokenizer::FromJson(tj.dump(), "");
+  ASSERT_TRUE(chained.ok()) << chained.status();
+  const auto ranks = TwinRanks(Tiny().tokenizer_json);
+  std::vector<int32_t> want;
+  for (const std::string p : {"x", "123", "456", "7", " y"}) {
+    auto ids = NaiveRankBpe(ranks, p);
+    want.insert(want.end(), ids.begin(), ids.end());
+  }
+  EXPECT_EQ((*chained)->Encode("x1234567 y", false), want);
+  // GPT-2 style: a lone ByteLevel pre-tokenizer with its own regex and a prefix space.
+  json g = json::parse(Tiny().tokenizer_json);
+  g["pre_tokenizer"] = {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"use_regex", true}};
+  auto gpt2 = Tokenizer::FromJson(g.dump(), "");
+  ASSERT_TRUE(gpt2.ok()) << gpt2.status();
+  std::vector<int32_t> want2;
+  for (const std::string p : {" Hello", " world", "'s"}) {
+    auto ids = NaiveRankBpe(ranks, p);
+    want2.insert(want2.end(), ids.begin(), ids.end());
+  }
+  EXPECT_EQ((*gpt2)->Encode("Hello world's", false), want2);
+}
+
 TEST(Loader, BadJsonIsAnErrorNamingTheField) {
   auto r1 = Tokenizer::FromJson("{not json", "");
   EXPECT_FALSE(r1.ok());
@@ -513,6 +541,18 @@ TEST(Loader, BadJsonIsAnErrorNamingTheField) {
   ASSERT_FALSE(r4.ok());
   EXPECT_NE(r4.status().message().find("eos_token"), std::string::npos);
   EXPECT_FALSE(Tokenizer::FromDir("/nonexistent-dir").ok());
+  json nfc = json::parse(Tiny().tokenizer_json);
+  nfc["normalizer"] = {{"type", "NFC"}};
+  auto r5 = Tokenizer::FromJson(nfc.dump(), "");
+  ASSERT_FALSE(r5.ok());
+  EXPECT_NE(r5.status().message().find("normalizer"), std::string::npos);
+  nfc["normalizer"] = {{"type", "Sequence"}, {"normalizers", json::array()}};
+  EXPECT_TRUE(Tokenizer::FromJson(nfc.dump(), "").ok());
+  json split_pat = json::parse(Tiny().tokenizer_json);
+  split_pat["pre_tokenizer"]["pretokenizers"][0]["behavior"] = "Removed";
+  auto r6 = Tokenizer::FromJson(split_pat.dump(), "");
+  ASSERT_FALSE(r6.ok());
+  EXPECT_NE(r6.status().message().find("pre_tokenizer.pretokenizers[0].behavior"), std::string::npos);
 }
 
 // ---- tiny tokenizer ------------------------------------------------------------------------
