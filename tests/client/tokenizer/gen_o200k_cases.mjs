@@ -136,14 +136,21 @@ const names = Object.keys(gens);
 
 const lines = [];
 let disagreements = 0;
+let jsNs = 0n, wasmNs = 0n, bytes = 0;
 const fixed = ["What is 2 + 2?", "Hello world",
   "<|start|>user<|message|>What is 2 + 2?<|end|><|start|>assistant<|channel|>final<|message|>4<|return|>",
   "", " ", "\n", "a", "  \n\n  ", "I'm", "HELLO'S"];
 for (let i = 0; i < count + fixed.length; i++) {
   const kind = i < fixed.length ? "fixed" : names[(i - fixed.length) % names.length];
   const text = i < fixed.length ? fixed[i] : gens[kind]();
+  let t0 = process.hrtime.bigint();
   const a = Array.from(js.encode(text, "all"));
+  let t1 = process.hrtime.bigint();
   const b = Array.from(wasm.encode(text, "all"));
+  const t2 = process.hrtime.bigint();
+  jsNs += t1 - t0;
+  wasmNs += t2 - t1;
+  bytes += Buffer.byteLength(text);
   const ordinary = Array.from(wasm.encode_ordinary(text));
   const ordinaryJs = Array.from(js.encode(text, [], []));
   // tiktoken (OpenAI's Rust core) is the authority. js-tiktoken runs the pattern through JS
@@ -160,4 +167,7 @@ wasm.free();
 fs.writeFileSync(out, lines.join("\n") + "\n");
 console.log(`${lines.length} cases written to ${out}; js-tiktoken differed from tiktoken on ` +
             `${disagreements}`);
+const mbps = (ns) => (bytes / 1e6 / (Number(ns) / 1e9)).toFixed(1);
+console.log(`encode throughput on these cases: js-tiktoken ${mbps(jsNs)} MB/s, ` +
+            `tiktoken (WASM) ${mbps(wasmNs)} MB/s`);
 if (disagreements > count / 20) process.exit(1);
