@@ -27,7 +27,8 @@ class GrpcFrontend {
                                                              GrpcServerOptions options);
   ~GrpcFrontend();
   int port() const;
-  // Health goes NOT_SERVING, then the server stops (in-flight calls are cancelled).
+  // Health goes NOT_SERVING, then the server stops; in-flight calls are cancelled through
+  // ctx.engine, so shut the front doors down before the engine goes away.
   void Shutdown();
   // Re-reads readiness now and updates the health service (also done every health_poll).
   void RefreshHealth();

@@ -18,7 +18,8 @@ class HttpFrontend {
                                                              HttpServerOptions options);
   ~HttpFrontend();
   int port() const { return server_->port(); }
-  // Stops accepting and closes every connection (in-flight requests are cancelled).
+  // Stops accepting and closes every connection; in-flight requests are cancelled through
+  // ctx.engine, so shut the front doors down before the engine goes away.
   void Shutdown();
   int open_connections() const { return server_->open_connections(); }
 
