@@ -118,9 +118,10 @@ class FakeChatTemplate : public ChatTemplate {
     std::string out;
     for (const auto& m : messages) absl::StrAppend(&out, m.role, ":", m.content, "\n");
     if (options.add_generation_prompt) out += "assistant:";
-    last_effort = options.reasoning_effort;
-    last_tools_json = options.tools_json;
-    last_messages = messages;
+    std::lock_guard<std::mutex> lock(mu_);  // I/O threads render concurrently
+    last_effort_ = options.reasoning_effort;
+    last_tools_json_ = options.tools_json;
+    last_messages_ = messages;
     return out;
   }
   // No special tokens of its own, so message text never becomes special ids.
@@ -134,10 +135,22 @@ class FakeChatTemplate : public ChatTemplate {
   std::unique_ptr<ChatOutputParser> NewParser() const override {
     return std::make_unique<FakeChatParser>();
   }
-  mutable std::string last_effort;
-  mutable std::string last_tools_json;
-  mutable std::vector<ChatMessage> last_messages;
+  std::string last_effort() const { std::lock_guard<std::mutex> l(mu_); return last_effort_; }
+  std::string last_tools_json() const {
+    std::lock_guard<std::mutex> l(mu_);
+    return last_tools_json_;
+  }
+  std::vector<ChatMessage> last_messages() const {
+    std::lock_guard<std::mutex> l(mu_);
+    return last_messages_;
+  }
   FakeTokenizer tok;
+
+ private:
+  mutable std::mutex mu_;
+  mutable std::string last_effort_;
+  mutable std::string last_tools_json_;
+  mutable std::vector<ChatMessage> last_messages_;
 };
 
 // Records every request; answers each with Script(request), one event at a time, from its own

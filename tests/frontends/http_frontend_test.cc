@@ -134,7 +134,7 @@ TEST_F(HttpFrontendTest, ChatFieldsReachTheEngine) {
   EXPECT_FLOAT_EQ(req.params.top_p, 0.5f);
   EXPECT_EQ(req.params.top_k, 3);
   EXPECT_EQ(req.params.stop, (std::vector<std::string>{"x", "yz"}));
-  EXPECT_EQ(tmpl_.last_effort, "high");
+  EXPECT_EQ(tmpl_.last_effort(), "high");
   // max_tokens 5 < 6 scripted tokens: cut at length.
   EXPECT_EQ(json::parse(r.body)["choices"][0]["finish_reason"], "length");
   EXPECT_EQ(json::parse(r.body)["choices"][0]["message"]["content"], "Hello");
@@ -182,13 +182,13 @@ TEST_F(HttpFrontendTest, ChatToolCalls) {
       {"role": "tool", "tool_call_id": "call_1", "content": "42"}])");
   HttpResult r = Post("/v1/chat/completions", body);
   ASSERT_EQ(r.status, 200) << r.body;
-  EXPECT_EQ(json::parse(tmpl_.last_tools_json), tools);
-  ASSERT_EQ(tmpl_.last_messages.size(), 3u);
-  EXPECT_EQ(json::parse(tmpl_.last_messages[1].tool_calls_json),
-            body["messages"][1]["tool_calls"]);
-  EXPECT_EQ(tmpl_.last_messages[1].reasoning, "think");
-  EXPECT_EQ(tmpl_.last_messages[1].content, "");
-  EXPECT_EQ(tmpl_.last_messages[2].content, "42");
+  EXPECT_EQ(json::parse(tmpl_.last_tools_json()), tools);
+  const std::vector<ChatMessage> seen = tmpl_.last_messages();
+  ASSERT_EQ(seen.size(), 3u);
+  EXPECT_EQ(json::parse(seen[1].tool_calls_json), body["messages"][1]["tool_calls"]);
+  EXPECT_EQ(seen[1].reasoning, "think");
+  EXPECT_EQ(seen[1].content, "");
+  EXPECT_EQ(seen[2].content, "42");
   json c = json::parse(r.body)["choices"][0];
   EXPECT_EQ(c["finish_reason"], "tool_calls");
   EXPECT_EQ(c["message"]["content"], "ok");
@@ -229,7 +229,7 @@ TEST_F(HttpFrontendTest, ChatToolCalls) {
   body["stream"] = false;
   body["tool_choice"] = "none";
   ASSERT_EQ(Post("/v1/chat/completions", body).status, 200);
-  EXPECT_EQ(tmpl_.last_tools_json, "");
+  EXPECT_EQ(tmpl_.last_tools_json(), "");
 }
 
 TEST_F(HttpFrontendTest, MessageTextNeverBecomesSpecialTokens) {
