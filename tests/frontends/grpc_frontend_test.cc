@@ -256,6 +256,35 @@ TEST_F(GrpcFrontendTest, ListModelsAndTokenize) {
   EXPECT_EQ(stub_->Tokenize(&c3, treq, &tres).error_code(), grpc::StatusCode::NOT_FOUND);
 }
 
+TEST(GrpcFrontendLimits, MessageSizeLimitIsExplicit) {
+  FakeTokenizer tok;
+  FakeGenerationService engine;
+  ServingContext ctx{"m", 100000, &tok, nullptr, &engine, {}};
+  GrpcServerOptions opts;
+  opts.host = "127.0.0.1";
+  opts.port = 0;
+  opts.max_receive_message_bytes = 4096;
+  auto fe = GrpcFrontend::Start(ctx, opts);
+  ASSERT_TRUE(fe.ok()) << fe.status();
+  auto stub = pb::Inference::NewStub(grpc::CreateChannel(
+      "127.0.0.1:" + std::to_string((*fe)->port()), grpc::InsecureChannelCredentials()));
+  auto run = [&](size_t n) {
+    grpc::ClientContext c;
+    pb::GenerateRequest req;
+    req.set_prompt(std::string(n, 'x'));
+    req.mutable_sampling()->set_max_tokens(1);
+    auto reader = stub->Generate(&c, req);
+    pb::GenerateResponse m;
+    while (reader->Read(&m)) {
+    }
+    return reader->Finish().error_code();
+  };
+  EXPECT_EQ(run(1000), grpc::StatusCode::OK);
+  EXPECT_EQ(run(8000), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_EQ(run(1000), grpc::StatusCode::OK);
+  EXPECT_EQ(engine.num_requests(), 2u);
+}
+
 TEST_F(GrpcFrontendTest, HealthFollowsReadiness) {
   auto health = grpc::health::v1::Health::NewStub(channel_);
   auto check = [&](const std::string& service) {
