@@ -1,5 +1,6 @@
 #include "coordinator/frontends/openai_api.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -438,7 +439,7 @@ absl::StatusOr<SamplingParams> ResolveSampling(const SamplingFields& f, int prom
     }
     p.max_tokens = static_cast<int>(m);
   } else {
-    p.max_tokens = room;
+    p.max_tokens = f.default_max_tokens > 0 ? std::min(f.default_max_tokens, room) : room;
   }
   return p;
 }
@@ -642,6 +643,7 @@ absl::StatusOr<CompletionRequest> ParseCompletionRequest(absl::string_view body,
   SamplingFields f;
   RETURN_IF_ERROR(ReadCommonSampling(j, &f));
   ASSIGN_OR_RETURN(f.max_tokens, GetInt(j, "max_tokens"));
+  f.default_max_tokens = 16;
   ASSIGN_OR_RETURN(f.logprobs, GetInt(j, "logprobs"));
   ASSIGN_OR_RETURN(SamplingParams params,
                    ResolveSampling(f, static_cast<int>(ids.size()), ctx, "prompt"));

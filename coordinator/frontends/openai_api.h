@@ -31,6 +31,9 @@ struct SamplingFields {
   std::string logprobs_param = "logprobs";
   bool ignore_eos = false;
   std::string param_prefix;  // prepended to every field name in errors (gRPC: "sampling.")
+  // max_tokens when unset: 0 = the rest of the context; else this, capped by the context
+  // (the legacy /v1/completions default is 16, as in OpenAI and vLLM).
+  int default_max_tokens = 0;
 };
 
 // Range checks, and max_tokens against the context: prompt + max_tokens <= max_model_len;

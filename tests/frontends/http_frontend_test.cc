@@ -343,6 +343,11 @@ TEST_F(HttpFrontendTest, CompletionPromptForms) {
   r = Post("/v1/completions", {{"prompt", json::array({json::array({5, 6})})}, {"max_tokens", 1}});
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(engine_.requests().at(1).prompt_tokens, (std::vector<int32_t>{5, 6}));
+  // Unset max_tokens: 16 as the legacy API and vLLM, capped by what the context leaves.
+  ASSERT_EQ(Post("/v1/completions", {{"prompt", "a"}}).status, 200);
+  EXPECT_EQ(engine_.requests().at(2).params.max_tokens, 16);
+  ASSERT_EQ(Post("/v1/completions", {{"prompt", std::string(kMaxLen - 5, 'a')}}).status, 200);
+  EXPECT_EQ(engine_.requests().at(3).params.max_tokens, 5);
 }
 
 TEST_F(HttpFrontendTest, CompletionStreaming) {
