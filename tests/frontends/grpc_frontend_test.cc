@@ -5,6 +5,7 @@
 #include <chrono>
 #include <thread>
 
+#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
@@ -254,6 +255,51 @@ TEST_F(GrpcFrontendTest, ListModelsAndTokenize) {
   grpc::ClientContext c3;
   treq.set_model("other");
   EXPECT_EQ(stub_->Tokenize(&c3, treq, &tres).error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+// Server reflection answers list_services, naming our service (raw protobuf bytes, since the
+// reflection protos are not installed as headers).
+TEST_F(GrpcFrontendTest, ReflectionListsTheService) {
+  grpc::GenericStub stub(channel_);
+  grpc::CompletionQueue cq;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  auto call = stub.PrepareCall(
+      &ctx, "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", &cq);
+  auto wait = [&](intptr_t want) {
+    void* tag = nullptr;
+    bool ok = false;
+    EXPECT_TRUE(cq.Next(&tag, &ok));
+    EXPECT_EQ(reinterpret_cast<intptr_t>(tag), want);
+    return ok;
+  };
+  call->StartCall(reinterpret_cast<void*>(1));
+  ASSERT_TRUE(wait(1));
+  const std::string req("\x3a\x00", 2);  // field 7 (list_services) = ""
+  grpc::Slice slice(req);
+  grpc::ByteBuffer out(&slice, 1);
+  call->Write(out, reinterpret_cast<void*>(2));
+  ASSERT_TRUE(wait(2));
+  call->WritesDone(reinterpret_cast<void*>(3));
+  ASSERT_TRUE(wait(3));
+  grpc::ByteBuffer in;
+  call->Read(&in, reinterpret_cast<void*>(4));
+  ASSERT_TRUE(wait(4));
+  std::vector<grpc::Slice> slices;
+  ASSERT_TRUE(in.Dump(&slices).ok());
+  std::string bytes;
+  for (const auto& s : slices) bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  EXPECT_NE(bytes.find("mxserve.v1.Inference"), std::string::npos);
+  EXPECT_NE(bytes.find("grpc.health.v1.Health"), std::string::npos);
+  ctx.TryCancel();
+  grpc::Status status;
+  call->Finish(&status, reinterpret_cast<void*>(5));
+  wait(5);
+  cq.Shutdown();
+  void* tag;
+  bool ok;
+  while (cq.Next(&tag, &ok)) {
+  }
 }
 
 TEST(GrpcFrontendLimits, MessageSizeLimitIsExplicit) {
