@@ -19,8 +19,9 @@ struct WorkerServerOptions {
   std::string host = "127.0.0.1";
   int port = 0;                               // 0 = let the kernel pick
   int max_message_bytes = 256 << 20;          // both directions
-  // Accept client keepalive pings this often (the coordinator pings every 10 s by default).
-  absl::Duration min_recv_ping_interval = absl::Seconds(5);
+  // Accept client keepalive pings this often (the coordinator pings every 1 s by default, so
+  // that a hung worker is noticed within ~2 s; see WorkerClientOptions).
+  absl::Duration min_recv_ping_interval = absl::Milliseconds(500);
 };
 
 class WorkerServer {

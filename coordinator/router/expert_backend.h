@@ -30,6 +30,15 @@ class ExpertBackend {
   // UNAVAILABLE / DEADLINE_EXCEEDED mean "try another replica"; others are not retried.
   virtual absl::Status RunExperts(const ExpertCall& call, float* out, absl::Time deadline) = 0;
   virtual std::string name() const = 0;   // "worker0 (127.0.0.1:4567)" / "in-process"
+  // Where it is reached ("host:port"), "" if in-process.
+  virtual std::string address() const { return ""; }
+  // Points the backend at a new address (a restarted local worker listens on a new port).
+  virtual absl::Status Reconnect(const std::string& address) {
+    return absl::UnimplementedError(name() + ": cannot change address");
+  }
+  // Payload bytes sent and received so far (0 where nothing crosses a wire).
+  virtual uint64_t bytes_sent() const { return 0; }
+  virtual uint64_t bytes_received() const { return 0; }
 };
 
 }  // namespace mxserve

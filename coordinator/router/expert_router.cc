@@ -8,7 +8,9 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "nlohmann/json.hpp"
 
 namespace mxserve {
 
@@ -90,6 +92,9 @@ absl::StatusOr<std::unique_ptr<ExpertRouter>> ExpertRouter::Create(
   if (options.call_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("expert router: call_timeout must be > 0");
   }
+  if (options.down_wait < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("expert router: down_wait must be >= 0");
+  }
   return std::unique_ptr<ExpertRouter>(
       new ExpertRouter(std::move(backends), std::move(placement), options));
 }
@@ -97,11 +102,173 @@ absl::StatusOr<std::unique_ptr<ExpertRouter>> ExpertRouter::Create(
 ExpertRouter::ExpertRouter(std::vector<std::unique_ptr<ExpertBackend>> backends,
                            Placement placement, RouterOptions options)
     : backends_(std::move(backends)), placement_(std::move(placement)), options_(options) {
-  slices_.resize(backends_.size());
-  fanout_ = std::make_unique<Fanout>(static_cast<int>(backends_.size()) - 1);
+  slices_.resize(placement_.num_groups());
+  fanout_ = std::make_unique<Fanout>(placement_.num_groups() - 1);
+  absl::MutexLock l(&health_mu_);
+  health_.resize(backends_.size());
+  for (Health& h : health_) h.since = absl::Now();
 }
 
-ExpertRouter::~ExpertRouter() = default;
+ExpertRouter::~ExpertRouter() {
+  watcher_.reset();  // its threads call OnWorkerHealth
+}
+
+void ExpertRouter::AttachWatcher(std::unique_ptr<WorkerWatcher> watcher) {
+  watcher_ = std::move(watcher);
+}
+
+namespace {
+std::string Stamp() { return absl::FormatTime("%H:%M:%E3S", absl::Now(), absl::UTCTimeZone()); }
+}  // namespace
+
+void ExpertRouter::OnWorkerHealth(int index, bool up, bool unresponsive, const std::string& reason) {
+  if (index < 0 || index >= num_backends()) return;
+  const BackendState to = up ? BackendState::kUp : BackendState::kDown;
+  bool changed = false;
+  {
+    absl::MutexLock l(&health_mu_);
+    Health& h = health_[index];
+    changed = h.state != to;
+    if (changed) {
+      h.state = to;
+      h.since = absl::Now();
+      ++h.changes;
+      h.reason = reason;
+      h.unresponsive = unresponsive;
+    } else if (!up && unresponsive && !h.unresponsive) {
+      h.unresponsive = true;  // down already; now known to be hung
+      h.reason = reason;
+      changed = true;
+    }
+  }
+  if (changed && options_.log_state_changes) {
+    const std::string addr = backends_[index]->address();
+    fprintf(stderr, "mxserve-coordinator: %s worker %d %s%s%s: %s\n", Stamp().c_str(), index,
+            up ? "UP" : (unresponsive ? "DOWN (hung)" : "DOWN"), addr.empty() ? "" : " at ",
+            addr.c_str(), reason.c_str());
+  }
+}
+
+absl::Status ExpertRouter::ReconnectBackend(int b, const std::string& address) {
+  if (b < 0 || b >= num_backends()) return absl::InvalidArgumentError(absl::StrCat("no backend ", b));
+  OnWorkerHealth(b, false, false, absl::StrCat("restarted at ", address, ", waiting for SERVING"));
+  absl::Status s = backends_[b]->Reconnect(address);
+  if (!s.ok()) return s;
+  if (watcher_) watcher_->Poke(b);
+  return absl::OkStatus();
+}
+
+bool ExpertRouter::IsUp(int b) const {
+  absl::MutexLock l(&health_mu_);
+  return health_[b].state == BackendState::kUp;
+}
+
+std::optional<absl::Time> ExpertRouter::UnresponsiveSince(int b) const {
+  absl::MutexLock l(&health_mu_);
+  const Health& h = health_[b];
+  if (h.state == BackendState::kDown && h.unresponsive) return h.since;
+  return std::nullopt;
+}
+
+bool ExpertRouter::AllExpertsServed() const {
+  absl::MutexLock l(&health_mu_);
+  for (int g = 0; g < placement_.num_groups(); ++g) {
+    bool any = false;
+    for (int b : placement_.GroupHosts(g)) any = any || health_[b].state == BackendState::kUp;
+    if (!any) return false;
+  }
+  return true;
+}
+
+int ExpertRouter::PickHost(int g, int layer) const {
+  const std::vector<int>& hosts = placement_.GroupHosts(g);
+  const int n = static_cast<int>(hosts.size());
+  for (int i = 0; i < n; ++i) {
+    const int b = hosts[(layer + i) % n];
+    if (health_[b].state == BackendState::kUp) return b;
+  }
+  return -1;
+}
+
+std::string ExpertRouter::GroupName(int g) const {
+  auto [begin, end] = placement_.GroupRange(g);
+  return begin + 1 == end ? absl::StrCat("expert ", begin)
+                          : absl::StrCat("experts ", begin, "-", end - 1);
+}
+
+void ExpertRouter::Record(int b, const absl::Status& s, absl::Duration latency) {
+  absl::MutexLock l(&health_mu_);
+  Health& h = health_[b];
+  ++h.calls;
+  if (!s.ok()) {
+    ++h.failures;
+    return;
+  }
+  const double secs = absl::ToDoubleSeconds(latency);
+  size_t i = 0;
+  while (i < kLatencyBucketsS.size() && secs > kLatencyBucketsS[i]) ++i;
+  ++h.latency.counts[i];
+  h.latency.sum_s += secs;
+  ++h.latency.count;
+}
+
+absl::Status ExpertRouter::RunGroup(int g, const ExpertCall& call, float* out) {
+  absl::Status last_error;
+  int last_backend = -1;
+  // Set at the first failure or the first time no host is up: the bound on trying.
+  absl::Time give_up = absl::InfiniteFuture();
+  bool counted_wait = false;
+  while (true) {
+    int b = -1;
+    {
+      absl::MutexLock l(&health_mu_);
+      b = PickHost(g, call.layer);
+      if (b < 0) {
+        if (give_up == absl::InfiniteFuture()) give_up = absl::Now() + options_.down_wait;
+        if (!counted_wait) {
+          ++waits_;
+          counted_wait = true;
+        }
+        auto some_up = [this, g] { return PickHost(g, 0) >= 0; };
+        health_mu_.AwaitWithDeadline(absl::Condition(&some_up), give_up);
+        b = PickHost(g, call.layer);
+        if (b < 0) {
+          ++failed_calls_;
+          std::vector<std::string> names;
+          for (int h : placement_.GroupHosts(g)) names.push_back(absl::StrCat("worker ", h));
+          return absl::UnavailableError(absl::StrCat(
+              GroupName(g), ": no healthy worker (", absl::StrJoin(names, ", "), ") within ",
+              absl::FormatDuration(options_.down_wait),
+              last_error.ok() ? "" : absl::StrCat("; last error: ", last_error.message())));
+        }
+      }
+      if (last_backend >= 0) {
+        ++retries_;
+        if (b != last_backend) ++failovers_;
+      }
+    }
+    const absl::Time start = absl::Now();
+    absl::Status s = backends_[b]->RunExperts(call, out, start + options_.call_timeout);
+    Record(b, s, absl::Now() - start);
+    if (s.ok()) return s;
+    const bool retriable = s.code() == absl::StatusCode::kUnavailable ||
+                           s.code() == absl::StatusCode::kDeadlineExceeded;
+    if (!retriable) return s;
+    last_error = s;
+    last_backend = b;
+    OnWorkerHealth(b, false, s.code() == absl::StatusCode::kDeadlineExceeded,
+                   absl::StrCat("call failed: ", s.message()));
+    if (watcher_) watcher_->Poke(b);
+    if (give_up == absl::InfiniteFuture()) give_up = absl::Now() + options_.down_wait;
+    if (absl::Now() >= give_up) {
+      absl::MutexLock l(&health_mu_);
+      ++failed_calls_;
+      return absl::UnavailableError(absl::StrCat(GroupName(g), ": gave up after ",
+                                                 absl::FormatDuration(options_.down_wait),
+                                                 "; last error: ", s.message()));
+    }
+  }
+}
 
 absl::Status ExpertRouter::Run(int layer, int num_tokens, int hidden, int top_k, const float* x,
                                const int32_t* expert_ids, const float* weights, float* out) {
@@ -120,14 +287,15 @@ absl::Status ExpertRouter::Run(int layer, int num_tokens, int hidden, int top_k,
   if (T == 0) return absl::OkStatus();
 
   absl::MutexLock lock(&mu_);
-  // Every slot on one backend (single-process mode, or a batch that happens to land on one
-  // worker): hand it the caller's buffers, with no gather and no sum.
-  const int first = placement_.Primary(expert_ids[0]);
-  bool one_backend = true;
-  for (size_t i = 1; i < T * k && one_backend; ++i) one_backend = placement_.Primary(expert_ids[i]) == first;
-  if (one_backend) {
+  // Every slot in one group (single-process mode, or a batch that happens to land in one
+  // group): hand the caller's buffers over, with no gather and no sum. The slice would be
+  // the same tokens with the same ids, so the result is the same.
+  const int first = placement_.GroupOf(expert_ids[0]);
+  bool one_group = true;
+  for (size_t i = 1; i < T * k && one_group; ++i) one_group = placement_.GroupOf(expert_ids[i]) == first;
+  if (one_group) {
     ExpertCall call{layer, num_tokens, hidden, top_k, x, expert_ids, weights};
-    absl::Status st = backends_[first]->RunExperts(call, out, absl::Now() + options_.call_timeout);
+    absl::Status st = RunGroup(first, call, out);
     if (!st.ok()) return absl::Status(st.code(), absl::StrCat("layer ", layer, ": ", st.message()));
     return absl::OkStatus();
   }
@@ -139,12 +307,12 @@ absl::Status ExpertRouter::Run(int layer, int num_tokens, int hidden, int top_k,
     s.last_token = -1;
     s.status = absl::OkStatus();
   }
-  // Each slot goes to its expert's primary backend; a token joins every backend it has a slot
-  // on, with its other slots marked -1 there.
+  // Each slot goes to its expert's group; a token joins every group it has a slot in, with
+  // its other slots marked -1 there.
   for (size_t t = 0; t < T; ++t) {
     for (size_t j = 0; j < k; ++j) {
       const int e = expert_ids[t * k + j];
-      Slice& s = slices_[placement_.Primary(e)];
+      Slice& s = slices_[placement_.GroupOf(e)];
       if (s.last_token != static_cast<int>(t)) {
         s.last_token = static_cast<int>(t);
         s.tokens.push_back(static_cast<int>(t));
@@ -156,13 +324,12 @@ absl::Status ExpertRouter::Run(int layer, int num_tokens, int hidden, int top_k,
     }
   }
 
-  const absl::Time deadline = absl::Now() + options_.call_timeout;
   std::vector<std::function<void()>> tasks;
-  for (size_t b = 0; b < slices_.size(); ++b) {
-    Slice& s = slices_[b];
+  for (size_t g = 0; g < slices_.size(); ++g) {
+    Slice& s = slices_[g];
     if (s.tokens.empty()) continue;
     s.out.resize(s.tokens.size() * H);
-    tasks.push_back([this, b, &s, layer, hidden, top_k, deadline] {
+    tasks.push_back([this, g, &s, layer, hidden, top_k] {
       ExpertCall call;
       call.layer = layer;
       call.num_tokens = static_cast<int>(s.tokens.size());
@@ -171,21 +338,19 @@ absl::Status ExpertRouter::Run(int layer, int num_tokens, int hidden, int top_k,
       call.x = s.x.data();
       call.expert_ids = s.ids.data();
       call.weights = s.weights.data();
-      // Failover hook: on UNAVAILABLE / DEADLINE_EXCEEDED these slots would be re-sent to the
-      // next backend in placement_.BackendsOf(e); with one copy per expert there is none.
-      s.status = backends_[b]->RunExperts(call, s.out.data(), deadline);
+      s.status = RunGroup(static_cast<int>(g), call, s.out.data());
     });
   }
   fanout_->Run(tasks);
 
-  for (size_t b = 0; b < slices_.size(); ++b) {
-    if (!slices_[b].status.ok()) {
-      const absl::Status& st = slices_[b].status;
+  for (size_t g = 0; g < slices_.size(); ++g) {
+    if (!slices_[g].status.ok()) {
+      const absl::Status& st = slices_[g].status;
       return absl::Status(st.code(), absl::StrCat("layer ", layer, ": ", st.message()));
     }
   }
   std::memset(out, 0, T * H * sizeof(float));
-  for (const Slice& s : slices_) {  // fixed backend order: deterministic sums
+  for (const Slice& s : slices_) {  // fixed group order: deterministic sums
     for (size_t i = 0; i < s.tokens.size(); ++i) {
       float* o = out + static_cast<size_t>(s.tokens[i]) * H;
       const float* p = s.out.data() + i * H;
@@ -193,6 +358,99 @@ absl::Status ExpertRouter::Run(int layer, int num_tokens, int hidden, int top_k,
     }
   }
   return absl::OkStatus();
+}
+
+RouterStats ExpertRouter::Stats() const {
+  RouterStats st;
+  st.replicas_min = placement_.MinReplicas();
+  const absl::Time now = absl::Now();
+  absl::MutexLock l(&health_mu_);
+  for (int b = 0; b < num_backends(); ++b) {
+    const Health& h = health_[b];
+    BackendStats bs;
+    bs.index = b;
+    bs.name = backends_[b]->name();
+    bs.address = backends_[b]->address();
+    bs.state = h.state;
+    bs.reason = h.reason;
+    bs.seconds_in_state = absl::ToDoubleSeconds(now - h.since);
+    bs.experts = placement_.ExpertsOf(b);
+    bs.calls = h.calls;
+    bs.call_failures = h.failures;
+    bs.state_changes = h.changes;
+    bs.bytes_sent = backends_[b]->bytes_sent();
+    bs.bytes_received = backends_[b]->bytes_received();
+    bs.latency = h.latency;
+    st.backends.push_back(std::move(bs));
+  }
+  for (int e = 0; e < placement_.num_experts(); ++e) {
+    bool any = false;
+    for (int b : placement_.BackendsOf(e)) any = any || health_[b].state == BackendState::kUp;
+    if (!any) ++st.experts_without_host;
+  }
+  st.retries = retries_;
+  st.failovers = failovers_;
+  st.waits = waits_;
+  st.failed_calls = failed_calls_;
+  return st;
+}
+
+std::string ExpertRouter::PlacementJson(const SupervisorStats* supervisor) const {
+  RouterStats st = Stats();
+  nlohmann::json workers = nlohmann::json::array();
+  for (const BackendStats& b : st.backends) {
+    nlohmann::json w = {{"index", b.index},
+                        {"name", b.name},
+                        {"address", b.address},
+                        {"state", BackendStateName(b.state)},
+                        {"reason", b.reason},
+                        {"seconds_in_state", b.seconds_in_state},
+                        {"experts", IdRanges(b.experts)},
+                        {"calls", b.calls},
+                        {"call_failures", b.call_failures},
+                        {"bytes_sent", b.bytes_sent},
+                        {"bytes_received", b.bytes_received}};
+    if (supervisor != nullptr && b.index < static_cast<int>(supervisor->workers.size())) {
+      const SupervisedWorkerStats& s = supervisor->workers[b.index];
+      w["pid"] = s.pid;
+      w["process_state"] = s.state;
+      w["restarts"] = s.restarts;
+      w["crashes"] = s.crashes;
+      w["hang_kills"] = s.hang_kills;
+      w["last_exit"] = s.last_exit;
+    }
+    workers.push_back(std::move(w));
+  }
+  nlohmann::json groups = nlohmann::json::array();
+  for (int g = 0; g < placement_.num_groups(); ++g) {
+    auto [begin, end] = placement_.GroupRange(g);
+    groups.push_back({{"experts", absl::StrCat(begin, "-", end - 1)},
+                      {"hosts", placement_.GroupHosts(g)}});
+  }
+  nlohmann::json j = {{"replicas", st.replicas_min},
+                      {"experts_without_host", st.experts_without_host},
+                      {"call_timeout_ms", absl::ToInt64Milliseconds(options_.call_timeout)},
+                      {"down_wait_ms", absl::ToInt64Milliseconds(options_.down_wait)},
+                      {"retries", st.retries},
+                      {"failovers", st.failovers},
+                      {"waits", st.waits},
+                      {"failed_calls", st.failed_calls},
+                      {"workers", std::move(workers)},
+                      {"groups", std::move(groups)}};
+  if (supervisor != nullptr) j["restarts_enabled"] = supervisor->restarts_enabled;
+  return j.dump();
+}
+
+std::string IdRanges(const std::vector<int>& ids) {
+  std::string s;
+  for (size_t i = 0; i < ids.size();) {
+    size_t j = i;
+    while (j + 1 < ids.size() && ids[j + 1] == ids[j] + 1) ++j;
+    absl::StrAppend(&s, i ? "," : "", ids[i]);
+    if (j > i) absl::StrAppend(&s, "-", ids[j]);
+    i = j + 1;
+  }
+  return s;
 }
 
 }  // namespace mxserve

@@ -19,8 +19,8 @@ class InProcessExpertBackend final : public ExpertBackend {
                          std::string name = "in-process")
       : shard_(std::move(shard)), pool_(std::move(pool)), name_(std::move(name)) {}
 
-  // Runs to completion (CPU work cannot be abandoned half way); reports DEADLINE_EXCEEDED if
-  // it finished late, so the router treats it like a slow worker.
+  // Runs to completion (CPU work cannot be abandoned half way) and ignores the deadline: a
+  // late result is still right, and there is no other replica to fail over to.
   absl::Status RunExperts(const ExpertCall& call, float* out, absl::Time deadline) override;
   std::string name() const override { return name_; }
   const ExpertShard& shard() const { return *shard_; }

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "core/status.h"
 
 namespace mxserve {
 
@@ -54,7 +55,51 @@ absl::StatusOr<Placement> Placement::FromLists(int num_backends,
   Placement p;
   p.num_backends_ = num_backends;
   p.hosts_ = std::move(hosts);
+  auto same_set = [](std::vector<int> a, std::vector<int> b) {
+    std::sort(a.begin(), a.end());
+    std::sort(b.begin(), b.end());
+    return a == b;
+  };
+  for (int e = 0; e < p.num_experts(); ++e) {
+    if (e == 0 || !same_set(p.hosts_[e], p.hosts_[e - 1])) p.group_begin_.push_back(e);
+    p.group_of_.push_back(static_cast<int>(p.group_begin_.size()) - 1);
+  }
   return p;
+}
+
+absl::StatusOr<Placement> Placement::Replicated(int num_experts, int num_backends, int replicas) {
+  if (replicas < 1 || replicas > num_backends) {
+    return absl::InvalidArgumentError(absl::StrCat("placement: ", replicas,
+                                                   " replicas need 1..", num_backends,
+                                                   " backends"));
+  }
+  if (num_backends < 1 || num_experts < num_backends) {
+    return absl::InvalidArgumentError(absl::StrCat("placement: ", num_experts,
+                                                   " experts cannot be split over ",
+                                                   num_backends, " backends"));
+  }
+  std::vector<std::vector<int>> hosts(num_experts);
+  for (int g = 0; g < num_backends; ++g) {
+    auto [begin, end] = ContiguousRange(num_experts, num_backends, g);
+    for (int e = begin; e < end; ++e) {
+      for (int r = 0; r < replicas; ++r) hosts[e].push_back(((g - r) % num_backends + num_backends) % num_backends);
+    }
+  }
+  ASSIGN_OR_RETURN(Placement p, FromLists(num_backends, std::move(hosts)));
+  // One group per range even where neighbouring ranges share a host set (replicas == n).
+  p.group_begin_.clear();
+  for (int g = 0; g < num_backends; ++g) {
+    p.group_begin_.push_back(ContiguousRange(num_experts, num_backends, g).first);
+    for (int e = p.group_begin_.back(); e < ContiguousRange(num_experts, num_backends, g).second; ++e)
+      p.group_of_[e] = g;
+  }
+  return p;
+}
+
+int Placement::MinReplicas() const {
+  size_t m = hosts_.empty() ? 0 : hosts_[0].size();
+  for (const auto& h : hosts_) m = std::min(m, h.size());
+  return static_cast<int>(m);
 }
 
 std::vector<int> Placement::ExpertsOf(int backend) const {

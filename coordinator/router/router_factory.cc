@@ -36,7 +36,7 @@ absl::StatusOr<std::unique_ptr<ExpertRouter>> ConnectToWorkers(
   std::vector<std::unique_ptr<WorkerClient>> clients;
   for (size_t i = 0; i < addresses.size(); ++i) {
     WorkerClientOptions copt = options.client;
-    copt.name = absl::StrCat("worker ", i, " (", addresses[i], ")");
+    copt.name = absl::StrCat("worker ", i);
     ASSIGN_OR_RETURN(auto c, WorkerClient::Create(addresses[i], copt));
     clients.push_back(std::move(c));
   }
@@ -58,6 +58,14 @@ absl::StatusOr<std::unique_ptr<ExpertRouter>> ConnectToWorkers(
       return absl::FailedPreconditionError(absl::StrCat(who, " serves model_type '", d.model_type(),
                                                         "', this model is '", config.model_type, "'"));
     }
+    if (options.placement.has_value()) {
+      const std::vector<int> want = options.placement->ExpertsOf(static_cast<int>(i));
+      const std::vector<int> have(d.experts().begin(), d.experts().end());
+      if (want != have) {
+        return absl::FailedPreconditionError(absl::StrCat(who, " holds experts ", IdRanges(have),
+                                                          ", expected ", IdRanges(want)));
+      }
+    }
     for (int e : d.experts()) {
       if (e < 0 || e >= config.num_local_experts) {
         return absl::FailedPreconditionError(absl::StrCat(who, " reports expert ", e, " out of range"));
@@ -72,9 +80,24 @@ absl::StatusOr<std::unique_ptr<ExpertRouter>> ConnectToWorkers(
     }
   }
   ASSIGN_OR_RETURN(Placement placement, Placement::FromLists(static_cast<int>(clients.size()), std::move(hosts)));
+  if (options.placement.has_value()) {
+    if (options.placement->num_backends() != static_cast<int>(clients.size())) {
+      return absl::InvalidArgumentError("workers: placement size differs from the worker count");
+    }
+    placement = *options.placement;
+  }
   std::vector<std::unique_ptr<ExpertBackend>> backends;
-  for (auto& c : clients) backends.push_back(std::move(c));
-  return ExpertRouter::Create(std::move(backends), std::move(placement), options.router);
+  std::vector<WorkerClient*> watched;
+  for (auto& c : clients) {
+    watched.push_back(c.get());
+    backends.push_back(std::move(c));
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<ExpertRouter> router,
+                   ExpertRouter::Create(std::move(backends), std::move(placement), options.router));
+  if (options.watch) {
+    router->AttachWatcher(std::make_unique<WorkerWatcher>(std::move(watched), router.get(), options.watcher));
+  }
+  return router;
 }
 
 absl::StatusOr<std::vector<std::string>> ParseWorkerAddresses(std::string_view spec) {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "absl/time/time.h"
 #include "coordinator/router/expert_router.h"
 #include "coordinator/router/worker_client.h"
+#include "coordinator/router/worker_watcher.h"
 #include "core/model_config.h"
 #include "core/safetensors.h"
 
@@ -26,9 +28,15 @@ absl::StatusOr<std::unique_ptr<ExpertRouter>> MakeInProcessRouter(
     RouterOptions options = {});
 
 struct RemoteWorkersOptions {
-  WorkerClientOptions client;  // name is set per worker ("worker I (ADDR)")
+  WorkerClientOptions client;  // name is set per worker ("worker I")
   RouterOptions router;
   absl::Duration ready_timeout = absl::Minutes(10);  // for all workers to report SERVING
+  // Watch every worker (WorkerWatcher attached to the router): down/up tracking, re-admission.
+  bool watch = true;
+  WorkerWatcherOptions watcher;
+  // If set (local workers, --expert-replicas): worker i must hold exactly ExpertsOf(i), and
+  // this placement (with its groups) is used instead of one built from the answers.
+  std::optional<Placement> placement;
 };
 
 // Waits until every worker is SERVING, asks each (Describe) which experts it holds, checks it

@@ -28,26 +28,59 @@ absl::StatusOr<std::unique_ptr<WorkerClient>> WorkerClient::Create(const std::st
     return absl::InvalidArgumentError("wire_dtype: must be TENSOR_DTYPE_F32 or TENSOR_DTYPE_BF16");
   }
   auto c = std::unique_ptr<WorkerClient>(new WorkerClient());
-  c->address_ = address;
   c->name_ = options.name.empty() ? absl::StrCat("worker@", address) : options.name;
   c->options_ = options;
+  c->conn_ = c->MakeConn(address);
+  return c;
+}
+
+std::shared_ptr<const WorkerClient::Conn> WorkerClient::MakeConn(const std::string& address) const {
   grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(options.max_message_bytes);
-  args.SetMaxSendMessageSize(options.max_message_bytes);
+  args.SetMaxReceiveMessageSize(options_.max_message_bytes);
+  args.SetMaxSendMessageSize(options_.max_message_bytes);
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS,
-              static_cast<int>(absl::ToInt64Milliseconds(options.keepalive_time)));
+              static_cast<int>(absl::ToInt64Milliseconds(options_.keepalive_time)));
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
-              static_cast<int>(absl::ToInt64Milliseconds(options.keepalive_timeout)));
+              static_cast<int>(absl::ToInt64Milliseconds(options_.keepalive_timeout)));
   args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
   // A restarted worker should be found quickly, not after gRPC's default backoff of up to 2 min.
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   // Own connection per client: two clients to one address must not share (and queue on) one.
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  c->channel_ = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
-  c->stub_ = v1::ExpertWorker::NewStub(c->channel_);
-  c->health_ = grpc::health::v1::Health::NewStub(c->channel_);
-  return c;
+  auto conn = std::make_shared<Conn>();
+  conn->address = address;
+  conn->channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  conn->stub = v1::ExpertWorker::NewStub(conn->channel);
+  conn->health = grpc::health::v1::Health::NewStub(conn->channel);
+  return conn;
+}
+
+std::shared_ptr<const WorkerClient::Conn> WorkerClient::conn() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return conn_;
+}
+
+std::string WorkerClient::address() const { return conn()->address; }
+
+std::shared_ptr<grpc::health::v1::Health::Stub> WorkerClient::health_stub() const {
+  return conn()->health;
+}
+
+absl::Status WorkerClient::Reconnect(const std::string& address) {
+  if (address.empty() || address.find(':') == std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat("worker address '", address,
+                                                   "': expected host:port"));
+  }
+  auto fresh = MakeConn(address);
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    conn_ = std::move(fresh);
+  }
+  ++generation_;
+  return absl::OkStatus();
 }
 
 absl::Status WorkerClient::Annotate(const absl::Status& s) const {
@@ -76,8 +109,11 @@ absl::Status WorkerClient::RunExperts(const ExpertCall& call, float* out, absl::
   }
   grpc::ClientContext ctx;
   ctx.set_deadline(absl::ToChronoTime(deadline));
-  grpc::Status gs = stub_->RunExperts(&ctx, req, &resp);
+  const std::shared_ptr<const Conn> c = conn();
+  bytes_sent_ += req.hidden().size() + T * k * 8;
+  grpc::Status gs = c->stub->RunExperts(&ctx, req, &resp);
   if (!gs.ok()) return Annotate(FromGrpcStatus(gs));
+  bytes_received_ += resp.output().size();
   const size_t esize = WireDTypeSize(options_.wire_dtype);
   if (resp.num_tokens() != call.num_tokens || resp.dtype() != options_.wire_dtype ||
       resp.output().size() != T * H * esize) {
@@ -97,7 +133,7 @@ absl::StatusOr<bool> WorkerClient::IsServing(absl::Time deadline) {
   grpc::health::v1::HealthCheckRequest req;
   req.set_service(kServiceName);
   grpc::health::v1::HealthCheckResponse resp;
-  grpc::Status gs = health_->Check(&ctx, req, &resp);
+  grpc::Status gs = conn()->health->Check(&ctx, req, &resp);
   if (!gs.ok()) return Annotate(FromGrpcStatus(gs));
   return resp.status() == grpc::health::v1::HealthCheckResponse::SERVING;
 }
@@ -125,7 +161,7 @@ absl::StatusOr<v1::DescribeResponse> WorkerClient::Describe(absl::Time deadline)
   grpc::ClientContext ctx;
   ctx.set_deadline(absl::ToChronoTime(deadline));
   v1::DescribeResponse resp;
-  grpc::Status gs = stub_->Describe(&ctx, v1::DescribeRequest(), &resp);
+  grpc::Status gs = conn()->stub->Describe(&ctx, v1::DescribeRequest(), &resp);
   if (!gs.ok()) return Annotate(FromGrpcStatus(gs));
   return resp;
 }

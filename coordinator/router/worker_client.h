@@ -1,9 +1,13 @@
 // An ExpertBackend reached over gRPC (mxserve.v1.ExpertWorker on host:port): explicit message
 // sizes, keepalive, a deadline on every call, F32 activations on the wire by default (exact;
-// BF16 halves the bytes). Also the readiness wait (grpc.health.v1 Check) and Describe.
+// BF16 halves the bytes). Also the readiness wait (grpc.health.v1 Check), Describe, and the
+// health Watch stream the WorkerWatcher keeps open. Reconnect() swaps the channel (a restarted
+// local worker comes back on a new port); calls already in flight finish on the old one.
 #pragma once
 
+#include <atomic>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -19,8 +23,11 @@ struct WorkerClientOptions {
   std::string name;                                  // for errors/logs; default "worker@ADDR"
   v1::TensorDType wire_dtype = v1::TENSOR_DTYPE_F32; // F32 or BF16
   int max_message_bytes = 256 << 20;                 // both directions (worker uses the same)
-  absl::Duration keepalive_time = absl::Seconds(10); // a dead idle worker shows within ~20 s
-  absl::Duration keepalive_timeout = absl::Seconds(10);
+  // A hung worker (SIGSTOP: its socket stays open) fails every call and stream on the channel
+  // within keepalive_time + keepalive_timeout. The worker's server must accept pings this
+  // often (WorkerServerOptions::min_recv_ping_interval <= keepalive_time).
+  absl::Duration keepalive_time = absl::Seconds(1);
+  absl::Duration keepalive_timeout = absl::Seconds(1);
 };
 
 class WorkerClient final : public ExpertBackend {
@@ -31,7 +38,10 @@ class WorkerClient final : public ExpertBackend {
 
   absl::Status RunExperts(const ExpertCall& call, float* out, absl::Time deadline) override;
   std::string name() const override { return name_; }
-  const std::string& address() const { return address_; }
+  std::string address() const override;
+  absl::Status Reconnect(const std::string& address) override;
+  uint64_t bytes_sent() const override { return bytes_sent_.load(); }
+  uint64_t bytes_received() const override { return bytes_received_.load(); }
 
   // Polls grpc.health.v1 Check("mxserve.v1.ExpertWorker") until SERVING or `deadline`
   // (DEADLINE_EXCEEDED then, with the last answer seen).
@@ -39,16 +49,29 @@ class WorkerClient final : public ExpertBackend {
   // One health Check: true if SERVING.
   absl::StatusOr<bool> IsServing(absl::Time deadline);
   absl::StatusOr<v1::DescribeResponse> Describe(absl::Time deadline);
+  // The health stub of the current channel (for Watch streams).
+  std::shared_ptr<grpc::health::v1::Health::Stub> health_stub() const;
+  // Bumped by every Reconnect (a watcher restarts its stream when it changes).
+  uint64_t generation() const { return generation_.load(); }
 
  private:
   WorkerClient() = default;
   absl::Status Annotate(const absl::Status& s) const;
+  struct Conn {
+    std::string address;
+    std::shared_ptr<grpc::Channel> channel;
+    std::shared_ptr<v1::ExpertWorker::Stub> stub;
+    std::shared_ptr<grpc::health::v1::Health::Stub> health;
+  };
+  std::shared_ptr<const Conn> conn() const;
+  std::shared_ptr<const Conn> MakeConn(const std::string& address) const;
 
-  std::string address_, name_;
+  std::string name_;
   WorkerClientOptions options_;
-  std::shared_ptr<grpc::Channel> channel_;
-  std::unique_ptr<v1::ExpertWorker::Stub> stub_;
-  std::unique_ptr<grpc::health::v1::Health::Stub> health_;
+  mutable std::mutex mu_;
+  std::shared_ptr<const Conn> conn_;  // guarded by mu_
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<uint64_t> bytes_sent_{0}, bytes_received_{0};
 };
 
 }  // namespace mxserve

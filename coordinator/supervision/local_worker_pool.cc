@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -17,15 +18,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "coordinator/router/expert_router.h"
 #include "coordinator/router/placement.h"
 #include "coordinator/router/worker_client.h"
 #include "core/status.h"
 
 namespace mxserve {
 
-namespace {
-
-std::string DescribeExit(int wstatus) {
+std::string LocalWorkerPool::DescribeExit(int wstatus) {
   if (WIFEXITED(wstatus)) {
     const int code = WEXITSTATUS(wstatus);
     return absl::StrCat("exited with status ", code,
@@ -36,6 +36,8 @@ std::string DescribeExit(int wstatus) {
   }
   return absl::StrCat("ended with wait status ", wstatus);
 }
+
+namespace {
 
 std::string PortFile(const std::string& dir, int i) { return absl::StrCat(dir, "/worker-", i, ".port"); }
 
@@ -50,6 +52,11 @@ absl::StatusOr<std::unique_ptr<LocalWorkerPool>> LocalWorkerPool::Start(
     return absl::InvalidArgumentError(absl::StrCat("local workers: ", options.num_experts,
                                                    " experts cannot be split over ",
                                                    options.num_workers, " workers"));
+  }
+  if (options.replicas < 1 || options.replicas > options.num_workers) {
+    return absl::InvalidArgumentError(absl::StrCat("local workers: ", options.replicas,
+                                                   " replicas need 1..", options.num_workers,
+                                                   " workers"));
   }
   if (options.threads_per_worker < 0) {
     return absl::InvalidArgumentError("local workers: threads_per_worker < 0");
@@ -87,11 +94,15 @@ absl::Status LocalWorkerPool::Spawn(int i) {
   Worker& w = workers_[i];
   std::tie(w.first_expert, w.end_expert) =
       ContiguousRange(options_.num_experts, options_.num_workers, i);
+  ASSIGN_OR_RETURN(Placement placement, Placement::Replicated(options_.num_experts,
+                                                              options_.num_workers,
+                                                              options_.replicas));
+  w.experts = IdRanges(placement.ExpertsOf(i));
   // Everything the child needs is built before fork: after it only async-signal-safe calls.
   std::vector<std::string> args = {
       options_.worker_binary,
       absl::StrCat("--model=", options_.model_dir),
-      absl::StrCat("--experts=", w.first_expert, "-", w.end_expert - 1),
+      absl::StrCat("--experts=", w.experts),
       absl::StrCat("--host=", options_.host),
       "--port=0",
       absl::StrCat("--port-file=", PortFile(temp_dir_, i)),
@@ -220,5 +231,52 @@ void LocalWorkerPool::Stop() {
 }
 
 LocalWorkerPool::~LocalWorkerPool() { Stop(); }
+
+absl::Status LocalWorkerPool::Respawn(int i) {
+  if (i < 0 || i >= static_cast<int>(workers_.size())) {
+    return absl::InvalidArgumentError(absl::StrCat("local worker ", i, ": no such worker"));
+  }
+  Worker& w = workers_[i];
+  if (w.pid > 0) return absl::FailedPreconditionError(absl::StrCat("local worker ", i, " still runs"));
+  std::remove(PortFile(temp_dir_, i).c_str());
+  w.port = 0;
+  w.address.clear();
+  return Spawn(i);
+}
+
+std::optional<int> LocalWorkerPool::Reap(int i) {
+  Worker& w = workers_[i];
+  if (w.pid <= 0) return std::nullopt;
+  int wstatus = 0;
+  const pid_t r = waitpid(w.pid, &wstatus, WNOHANG);
+  if (r == w.pid) {
+    w.pid = -1;
+    return wstatus;
+  }
+  if (r < 0 && errno == ECHILD) {  // reaped elsewhere: report it as gone
+    w.pid = -1;
+    return 0;
+  }
+  return std::nullopt;
+}
+
+std::string LocalWorkerPool::PollAddress(int i) {
+  Worker& w = workers_[i];
+  if (w.port == 0) {
+    std::ifstream f(PortFile(temp_dir_, i));
+    std::string line;
+    int port = 0;
+    if (f && std::getline(f, line) && absl::SimpleAtoi(absl::StripAsciiWhitespace(line), &port) &&
+        port > 0) {
+      w.port = port;
+      w.address = absl::StrCat(options_.host, ":", port);
+    }
+  }
+  return w.address;
+}
+
+void LocalWorkerPool::Signal(int i, int sig) {
+  if (workers_[i].pid > 0) kill(workers_[i].pid, sig);
+}
 
 }  // namespace mxserve

@@ -1,0 +1,67 @@
+// Keeps a grpc.health.v1 Watch stream open to every worker (one thread each) and reports each
+// change to a HealthSink (the ExpertRouter). Before each stream a Check with a short deadline
+// tells "hung" (no answer: DEADLINE_EXCEEDED) from "gone" (connection refused). A crash ends
+// the stream at once; a hang (SIGSTOP) is caught by the channel's keepalive
+// (WorkerClientOptions) and then by the Check. Streams are re-opened with backoff.
+#pragma once
+
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "coordinator/router/worker_client.h"
+#include "grpcpp/client_context.h"
+
+namespace mxserve {
+
+class HealthSink {
+ public:
+  virtual ~HealthSink() = default;
+  // up: the worker said SERVING. unresponsive: it did not answer within the probe deadline
+  // (hung), as opposed to refusing connections or saying NOT_SERVING.
+  virtual void OnWorkerHealth(int index, bool up, bool unresponsive, const std::string& reason) = 0;
+};
+
+struct WorkerWatcherOptions {
+  absl::Duration probe_timeout = absl::Seconds(1);  // deadline of the Check before a stream
+  absl::Duration backoff_initial = absl::Milliseconds(50);
+  absl::Duration backoff_max = absl::Seconds(1);
+};
+
+class WorkerWatcher {
+ public:
+  // workers[i] is reported as index i; they and sink must outlive the watcher.
+  WorkerWatcher(std::vector<WorkerClient*> workers, HealthSink* sink,
+                WorkerWatcherOptions options = {});
+  ~WorkerWatcher();  // cancels every stream and joins the threads
+  WorkerWatcher(const WorkerWatcher&) = delete;
+  WorkerWatcher& operator=(const WorkerWatcher&) = delete;
+
+  // Something went wrong with worker i (a call failed, its address changed): drop its stream
+  // and probe again now. The sink hears "up" again only from a fresh SERVING.
+  void Poke(int i);
+
+ private:
+  struct Slot {
+    WorkerClient* client = nullptr;
+    grpc::ClientContext* ctx = nullptr;  // the call in progress, for TryCancel
+    bool poked = false;
+    std::thread thread;
+  };
+  void Loop(int i);
+  // Sleeps up to d; false if stopping.
+  bool Sleep(absl::Duration d);
+
+  HealthSink* const sink_;
+  const WorkerWatcherOptions options_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;          // guarded by mu_
+  std::vector<Slot> slots_;    // ctx/poked guarded by mu_
+};
+
+}  // namespace mxserve
