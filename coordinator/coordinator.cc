@@ -19,7 +19,9 @@
 #include "coordinator/router/in_process_backend.h"
 #include "coordinator/router/placement.h"
 #include "coordinator/router/worker_client.h"
+#include "coordinator/router/router_factory.h"
 #include "coordinator/supervision/local_worker_pool.h"
+#include "coordinator/supervision/supervisor.h"
 #include "coordinator/tokenizer/tokenizer.h"
 #include "core/model_config.h"
 #include "core/safetensors.h"
@@ -39,6 +41,7 @@ struct Coordinator::Parts {
   std::shared_ptr<ThreadPool> pool;
   std::unique_ptr<LocalWorkerPool> local_workers;
   std::unique_ptr<ExpertRouter> router;
+  std::unique_ptr<Supervisor> supervisor;  // local mode; stopped before the router goes
   std::unique_ptr<CpuModelRunner> runner;
   std::unique_ptr<Engine> engine;
   std::unique_ptr<frontends::HttpFrontend> http;
@@ -54,50 +57,6 @@ std::string DefaultWorkerBinary() {
   std::error_code ec;
   fs::path self = fs::read_symlink("/proc/self/exe", ec);
   return (self.parent_path() / "mxserve-worker").string();
-}
-
-// Experts on remote (or local-process) workers: connect, wait until SERVING, ask each which
-// experts it holds, and check that every expert has a host.
-absl::StatusOr<std::unique_ptr<ExpertRouter>> ConnectWorkers(
-    const std::vector<std::string>& addresses, const ModelConfig& config,
-    const CoordinatorOptions& options) {
-  std::vector<std::unique_ptr<ExpertBackend>> backends;
-  std::vector<std::vector<int>> hosts(config.num_local_experts);
-  absl::Time deadline = absl::Now() + options.worker_startup_timeout;
-  for (size_t b = 0; b < addresses.size(); ++b) {
-    WorkerClientOptions wo;
-    wo.name = absl::StrCat("worker", b, "@", addresses[b]);
-    ASSIGN_OR_RETURN(auto client, WorkerClient::Create(addresses[b], wo));
-    RETURN_IF_ERROR(client->WaitReady(deadline));
-    ASSIGN_OR_RETURN(auto desc, client->Describe(absl::Now() + absl::Seconds(30)));
-    if (desc.hidden_size() != config.hidden_size ||
-        desc.num_experts() != config.num_local_experts ||
-        desc.num_layers() != config.num_hidden_layers) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          wo.name, " serves a different model (hidden ", desc.hidden_size(), ", experts ",
-          desc.num_experts(), ", layers ", desc.num_layers(), ") than ", options.model_dir));
-    }
-    for (int e : desc.experts()) {
-      if (e < 0 || e >= config.num_local_experts)
-        return absl::FailedPreconditionError(absl::StrCat(wo.name, " reports expert ", e));
-      hosts[e].push_back(static_cast<int>(b));
-    }
-    Log(absl::StrCat(wo.name, " ready with ", desc.experts_size(), " experts"));
-    backends.push_back(std::move(client));
-  }
-  std::vector<int> missing;
-  for (int e = 0; e < config.num_local_experts; ++e)
-    if (hosts[e].empty()) missing.push_back(e);
-  if (!missing.empty()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "no worker holds expert(s) ", absl::StrJoin(missing, ","), " of ", options.model_dir));
-  }
-  ASSIGN_OR_RETURN(Placement placement,
-                   Placement::FromLists(static_cast<int>(addresses.size()), std::move(hosts)));
-  Log("placement: " + placement.DebugString());
-  RouterOptions ro;
-  ro.call_timeout = options.expert_call_timeout;
-  return ExpertRouter::Create(std::move(backends), std::move(placement), ro);
 }
 
 absl::Status WritePortFile(const std::string& path, int http_port, int grpc_port) {
@@ -132,20 +91,47 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(CoordinatorOptio
   // Experts.
   if (options.local_workers > 0 && !options.workers.empty())
     return absl::InvalidArgumentError("--local-workers and --workers are exclusive");
+  // Remote and local workers alike: watched (health streams, keepalive), replicas failed
+  // over, a group with no healthy host waited for up to worker_down_wait.
+  RemoteWorkersOptions ro;
+  ro.client.keepalive_time = options.keepalive_time;
+  ro.client.keepalive_timeout = options.keepalive_timeout;
+  ro.router.call_timeout = options.expert_call_timeout;
+  ro.router.down_wait = options.worker_down_wait;
+  ro.ready_timeout = options.worker_startup_timeout;
+  ro.watcher.probe_timeout = options.health_probe_timeout;
+  if (options.expert_replicas > 1 && options.local_workers == 0)
+    return absl::InvalidArgumentError("--expert-replicas needs --local-workers (remote workers "
+                                      "declare their experts with --experts)");
   if (options.local_workers > 0) {
+    if (options.expert_replicas > options.local_workers)
+      return absl::InvalidArgumentError(absl::StrCat("--expert-replicas ", options.expert_replicas,
+                                                     " exceeds --local-workers ",
+                                                     options.local_workers));
     LocalWorkerPoolOptions lo;
     lo.worker_binary =
         options.worker_binary.empty() ? DefaultWorkerBinary() : options.worker_binary;
     lo.model_dir = options.model_dir;
     lo.num_workers = options.local_workers;
     lo.num_experts = p.config.num_local_experts;
+    lo.replicas = options.expert_replicas;
     lo.threads_per_worker = options.worker_threads;
     lo.startup_timeout = options.worker_startup_timeout;
-    Log(absl::StrCat("starting ", lo.num_workers, " local workers (", lo.worker_binary, ")"));
+    Log(absl::StrCat("starting ", lo.num_workers, " local workers (", lo.worker_binary, "), ",
+                     lo.replicas, " replica(s) of each expert"));
     ASSIGN_OR_RETURN(p.local_workers, LocalWorkerPool::Start(lo));
-    ASSIGN_OR_RETURN(p.router, ConnectWorkers(p.local_workers->addresses(), p.config, options));
+    ASSIGN_OR_RETURN(ro.placement, Placement::Replicated(lo.num_experts, lo.num_workers, lo.replicas));
+    ASSIGN_OR_RETURN(p.router, ConnectToWorkers(p.local_workers->addresses(), p.config, ro));
+    for (const LocalWorkerPool::Worker& w : p.local_workers->workers())
+      Log(absl::StrCat("local worker pid ", w.pid, " at ", w.address, " holds experts ", w.experts));
+    SupervisorOptions so;
+    so.restart = options.restart_workers;
+    so.max_restarts = options.max_restarts;
+    so.restart_window = options.restart_window;
+    so.startup_timeout = options.worker_startup_timeout;
+    p.supervisor = std::make_unique<Supervisor>(p.local_workers.get(), p.router.get(), so);
   } else if (!options.workers.empty()) {
-    ASSIGN_OR_RETURN(p.router, ConnectWorkers(options.workers, p.config, options));
+    ASSIGN_OR_RETURN(p.router, ConnectToWorkers(options.workers, p.config, ro));
   } else {
     std::vector<int> all(p.config.num_local_experts);
     for (int e = 0; e < p.config.num_local_experts; ++e) all[e] = e;
@@ -156,11 +142,12 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(CoordinatorOptio
     backends.push_back(std::make_unique<InProcessExpertBackend>(
         std::shared_ptr<const ExpertShard>(std::move(shard)), p.pool));
     ASSIGN_OR_RETURN(Placement placement, Placement::Contiguous(p.config.num_local_experts, 1));
-    RouterOptions ro;
-    ro.call_timeout = options.expert_call_timeout;
+    RouterOptions in_process;
+    in_process.call_timeout = options.expert_call_timeout;
     ASSIGN_OR_RETURN(p.router,
-                     ExpertRouter::Create(std::move(backends), std::move(placement), ro));
+                     ExpertRouter::Create(std::move(backends), std::move(placement), in_process));
   }
+  Log("placement: " + p.router->placement().DebugString());
 
   // Dense model and KV cache.
   ASSIGN_OR_RETURN(std::unique_ptr<CausalLM> model,
@@ -233,6 +220,7 @@ void Coordinator::Shutdown() {
   parts_->grpc.reset();
   parts_->engine.reset();
   parts_->runner.reset();
+  parts_->supervisor.reset();  // before the router it reports to
   parts_->router.reset();
   if (parts_->local_workers) parts_->local_workers->Stop();
 }

@@ -26,7 +26,16 @@ struct CoordinatorOptions {
   std::string worker_binary;          // default: mxserve-worker next to this binary
   int worker_threads = 1;             // CPU threads per local worker
   absl::Duration worker_startup_timeout = absl::Seconds(120);
-  absl::Duration expert_call_timeout = absl::Seconds(30);
+  absl::Duration expert_call_timeout = absl::Seconds(5);  // per RunExperts attempt
+  // Fault tolerance (coordinator/router, coordinator/supervision).
+  int expert_replicas = 1;            // local workers holding each expert (1..local_workers)
+  absl::Duration worker_down_wait = absl::Seconds(30);  // a step waits this long for a down group
+  bool restart_workers = true;        // local mode: restart dead/hung workers
+  int max_restarts = 10;              // per worker within restart_window (crash-loop limit)
+  absl::Duration restart_window = absl::Seconds(60);
+  absl::Duration health_probe_timeout = absl::Seconds(1);  // Check deadline: longer = "hung"
+  absl::Duration keepalive_time = absl::Seconds(1);        // gRPC keepalive to workers
+  absl::Duration keepalive_timeout = absl::Seconds(1);
   // Compute.
   int threads = 0;                    // dense-path threads (0 = all cores)
   // Engine.

@@ -25,7 +25,17 @@ ABSL_FLAG(std::string, workers, "", "Comma-separated host:port of workers starte
 ABSL_FLAG(std::string, worker_binary, "", "mxserve-worker path (default: next to this binary)");
 ABSL_FLAG(int, worker_threads, 1, "CPU threads per local worker");
 ABSL_FLAG(int, worker_startup_timeout_s, 120, "Bound on waiting for workers to be SERVING");
-ABSL_FLAG(int, expert_call_timeout_ms, 30000, "Deadline of each RunExperts call");
+ABSL_FLAG(int, expert_call_timeout_ms, 5000,
+          "Deadline of each RunExperts attempt; a late call is retried on another replica");
+ABSL_FLAG(int, expert_replicas, 1, "Local workers holding each expert (1..--local-workers)");
+ABSL_FLAG(int, worker_down_wait_ms, 30000,
+          "How long a step waits for experts with no healthy worker before failing its requests");
+ABSL_FLAG(bool, no_restart, false, "Never restart dead or hung local workers (= --max-restarts 0)");
+ABSL_FLAG(int, max_restarts, 10, "Restarts per worker within --restart-window-s (0 = never restart)");
+ABSL_FLAG(int, restart_window_s, 60, "Window of the crash-loop limit --max-restarts");
+ABSL_FLAG(int, health_probe_timeout_ms, 1000, "A worker not answering a health check this fast is hung");
+ABSL_FLAG(int, worker_keepalive_ms, 1000,
+          "gRPC keepalive interval and timeout to workers (a hung worker shows within ~2x this)");
 ABSL_FLAG(int, threads, 0, "Dense-path compute threads (0 = all cores)");
 ABSL_FLAG(int, max_model_len, 0, "Context length (0 = the model's, bounded by the KV cache)");
 ABSL_FLAG(int, max_num_seqs, 64, "Running sequences at once");
@@ -66,6 +76,19 @@ int main(int argc, char** argv) {
   o.worker_threads = absl::GetFlag(FLAGS_worker_threads);
   o.worker_startup_timeout = absl::Seconds(absl::GetFlag(FLAGS_worker_startup_timeout_s));
   o.expert_call_timeout = absl::Milliseconds(absl::GetFlag(FLAGS_expert_call_timeout_ms));
+  o.expert_replicas = absl::GetFlag(FLAGS_expert_replicas);
+  o.worker_down_wait = absl::Milliseconds(absl::GetFlag(FLAGS_worker_down_wait_ms));
+  o.max_restarts = absl::GetFlag(FLAGS_max_restarts);
+  o.restart_workers = !absl::GetFlag(FLAGS_no_restart) && o.max_restarts > 0;
+  o.restart_window = absl::Seconds(absl::GetFlag(FLAGS_restart_window_s));
+  o.health_probe_timeout = absl::Milliseconds(absl::GetFlag(FLAGS_health_probe_timeout_ms));
+  o.keepalive_time = o.keepalive_timeout = absl::Milliseconds(absl::GetFlag(FLAGS_worker_keepalive_ms));
+  if (o.expert_replicas < 1 || o.max_restarts < 0 || o.restart_window <= absl::ZeroDuration() ||
+      o.worker_down_wait < absl::ZeroDuration() || o.expert_call_timeout <= absl::ZeroDuration() ||
+      o.health_probe_timeout <= absl::ZeroDuration() || o.keepalive_time <= absl::ZeroDuration()) {
+    fprintf(stderr, "mxserve-coordinator: bad fault-tolerance flag (replicas >= 1, timeouts > 0)\n");
+    return kExitConfig;
+  }
   o.threads = absl::GetFlag(FLAGS_threads);
   o.max_model_len = absl::GetFlag(FLAGS_max_model_len);
   o.max_num_seqs = absl::GetFlag(FLAGS_max_num_seqs);
