@@ -1,5 +1,5 @@
 // Our gpt-oss logits against HF transformers' own (data/hf_tiny, recorded on the GPU machine by
-// golden/hf_logits.py): one shot, and prefill + one-token decode through the paged KV cache.
+// tools/golden/hf_logits.py): one shot, and prefill + one-token decode through the paged KV cache.
 #include <algorithm>
 #include <cstdio>
 #include <cstring>

@@ -1,7 +1,7 @@
 """Records HF transformers logits for a hub-format gpt-oss checkpoint folder (tests/models/data/*).
 
 Run on the GPU machine (transformers 5.x + torch), e.g. through the device tool:
-    python3 tests/models/golden/hf_logits.py tests/models/data/hf_tiny $OUT/hf_logits.f32
+    python3 tools/golden/hf_logits.py tests/models/data/hf_tiny $OUT/hf_logits.f32
 Reads DIR/tokens.i32 (int32 token ids), writes the fp32 logits [T, vocab] of every position.
 
 Two traps make HF an imprecise oracle if left alone (measured with transformers 5.17.0):
