@@ -13,6 +13,7 @@
 #include "coordinator/engine/engine.h"
 #include "coordinator/frontends/grpc_frontend.h"
 #include "coordinator/frontends/http_frontend.h"
+#include "coordinator/frontends/request_deadline.h"
 #include "coordinator/models/cpu_model_runner.h"
 #include "coordinator/models/model.h"
 #include "coordinator/router/expert_router.h"
@@ -44,6 +45,7 @@ struct Coordinator::Parts {
   std::unique_ptr<Supervisor> supervisor;  // local mode; stopped before the router goes
   std::unique_ptr<CpuModelRunner> runner;
   std::unique_ptr<Engine> engine;
+  std::unique_ptr<frontends::DeadlineGenerationService> deadline;  // --request-timeout-s
   std::unique_ptr<frontends::HttpFrontend> http;
   std::unique_ptr<frontends::GrpcFrontend> grpc;
   bool shut_down = false;
@@ -96,6 +98,7 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(CoordinatorOptio
   RemoteWorkersOptions ro;
   ro.client.keepalive_time = options.keepalive_time;
   ro.client.keepalive_timeout = options.keepalive_timeout;
+  ro.client.auth = options.worker_auth;
   ro.router.call_timeout = options.expert_call_timeout;
   ro.router.down_wait = options.worker_down_wait;
   ro.ready_timeout = options.worker_startup_timeout;
@@ -129,6 +132,7 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(CoordinatorOptio
     so.max_restarts = options.max_restarts;
     so.restart_window = options.restart_window;
     so.startup_timeout = options.worker_startup_timeout;
+    so.hang_grace = options.health_probe_timeout;
     p.supervisor = std::make_unique<Supervisor>(p.local_workers.get(), p.router.get(), so);
   } else if (!options.workers.empty()) {
     ASSIGN_OR_RETURN(p.router, ConnectToWorkers(options.workers, p.config, ro));
@@ -188,7 +192,11 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(CoordinatorOptio
   ctx.max_model_len = max_model_len;
   ctx.tokenizer = p.tokenizer.get();
   ctx.chat_template = p.chat.get();
-  ctx.engine = p.engine.get();
+  p.deadline = std::make_unique<frontends::DeadlineGenerationService>(p.engine.get(),
+                                                                      options.request_timeout);
+  ctx.engine = p.deadline.get();
+  ctx.api_key = options.api_key;
+  ctx.max_prompt_tokens = options.max_prompt_tokens;
   frontends::HttpServerOptions ho;
   ho.host = options.host;
   ho.port = options.http_port;
@@ -218,6 +226,7 @@ void Coordinator::Shutdown() {
   if (parts_->grpc) parts_->grpc->Shutdown();
   parts_->http.reset();
   parts_->grpc.reset();
+  parts_->deadline.reset();
   parts_->engine.reset();
   parts_->runner.reset();
   parts_->supervisor.reset();  // before the router it reports to

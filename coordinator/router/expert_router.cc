@@ -133,19 +133,15 @@ void ExpertRouter::OnWorkerHealth(int index, bool up, bool unresponsive, const s
       h.state = to;
       h.since = absl::Now();
       ++h.changes;
-      h.reason = reason;
-      h.unresponsive = unresponsive;
-    } else if (!up && unresponsive && !h.unresponsive) {
-      h.unresponsive = true;  // down already; now known to be hung
-      h.reason = reason;
-      changed = true;
     }
+    if (!up && unresponsive && !h.unresponsive) h.unresponsive_since = absl::Now();
+    h.unresponsive = !up && unresponsive;
+    h.reason = reason;
   }
   if (changed && options_.log_state_changes) {
     const std::string addr = backends_[index]->address();
     fprintf(stderr, "mxserve-coordinator: %s worker %d %s%s%s: %s\n", Stamp().c_str(), index,
-            up ? "UP" : (unresponsive ? "DOWN (hung)" : "DOWN"), addr.empty() ? "" : " at ",
-            addr.c_str(), reason.c_str());
+            up ? "UP" : "DOWN", addr.empty() ? "" : " at ", addr.c_str(), reason.c_str());
   }
 }
 
@@ -166,7 +162,7 @@ bool ExpertRouter::IsUp(int b) const {
 std::optional<absl::Time> ExpertRouter::UnresponsiveSince(int b) const {
   absl::MutexLock l(&health_mu_);
   const Health& h = health_[b];
-  if (h.state == BackendState::kDown && h.unresponsive) return h.since;
+  if (h.state == BackendState::kDown && h.unresponsive) return h.unresponsive_since;
   return std::nullopt;
 }
 
@@ -235,10 +231,11 @@ absl::Status ExpertRouter::RunGroup(int g, const ExpertCall& call, float* out) {
         if (b < 0) {
           ++failed_calls_;
           std::vector<std::string> names;
-          for (int h : placement_.GroupHosts(g)) names.push_back(absl::StrCat("worker ", h));
+          for (int h : placement_.GroupHosts(g))
+            names.push_back(absl::StrCat("worker ", h, ": ", health_[h].reason));
           return absl::UnavailableError(absl::StrCat(
-              GroupName(g), ": no healthy worker (", absl::StrJoin(names, ", "), ") within ",
-              absl::FormatDuration(options_.down_wait),
+              GroupName(g), ": no healthy worker within ", absl::FormatDuration(options_.down_wait),
+              " (", absl::StrJoin(names, "; "), ")",
               last_error.ok() ? "" : absl::StrCat("; last error: ", last_error.message())));
         }
       }
@@ -256,8 +253,7 @@ absl::Status ExpertRouter::RunGroup(int g, const ExpertCall& call, float* out) {
     if (!retriable) return s;
     last_error = s;
     last_backend = b;
-    OnWorkerHealth(b, false, s.code() == absl::StatusCode::kDeadlineExceeded,
-                   absl::StrCat("call failed: ", s.message()));
+    OnWorkerHealth(b, false, true, absl::StrCat("call failed: ", s.message()));
     if (watcher_) watcher_->Poke(b);
     if (give_up == absl::InfiniteFuture()) give_up = absl::Now() + options_.down_wait;
     if (absl::Now() >= give_up) {

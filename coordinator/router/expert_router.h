@@ -55,7 +55,8 @@ class ExpertRouter final : public MoeExecutor, public HealthSink {
   void MarkDown(int b, const std::string& reason) { OnWorkerHealth(b, false, false, reason); }
 
   bool IsUp(int b) const ABSL_LOCKS_EXCLUDED(health_mu_);
-  // Since when b has been down for not answering (hung), if it is.
+  // Since when b has been down for not answering or being unreachable (not for saying
+  // NOT_SERVING, nor while a restarted process starts), if it is.
   std::optional<absl::Time> UnresponsiveSince(int b) const ABSL_LOCKS_EXCLUDED(health_mu_);
   // True if every expert has at least one backend up.
   bool AllExpertsServed() const ABSL_LOCKS_EXCLUDED(health_mu_);
@@ -86,7 +87,8 @@ class ExpertRouter final : public MoeExecutor, public HealthSink {
     BackendState state = BackendState::kUp;
     std::string reason = "SERVING";
     absl::Time since;
-    bool unresponsive = false;
+    bool unresponsive = false;      // down without having said NOT_SERVING itself
+    absl::Time unresponsive_since;
     uint64_t changes = 0, calls = 0, failures = 0;
     LatencyHistogram latency;
   };

@@ -30,6 +30,10 @@ absl::StatusOr<std::unique_ptr<WorkerClient>> WorkerClient::Create(const std::st
   auto c = std::unique_ptr<WorkerClient>(new WorkerClient());
   c->name_ = options.name.empty() ? absl::StrCat("worker@", address) : options.name;
   c->options_ = options;
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> creds =
+      WorkerChannelCredentials(options.auth);
+  if (!creds.ok()) return creds.status();
+  c->creds_ = *std::move(creds);
   c->conn_ = c->MakeConn(address);
   return c;
 }
@@ -50,9 +54,12 @@ std::shared_ptr<const WorkerClient::Conn> WorkerClient::MakeConn(const std::stri
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   // Own connection per client: two clients to one address must not share (and queue on) one.
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  if (!options_.auth.tls_server_name.empty()) {
+    args.SetSslTargetNameOverride(options_.auth.tls_server_name);
+  }
   auto conn = std::make_shared<Conn>();
   conn->address = address;
-  conn->channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  conn->channel = grpc::CreateCustomChannel(address, creds_, args);
   conn->stub = v1::ExpertWorker::NewStub(conn->channel);
   conn->health = grpc::health::v1::Health::NewStub(conn->channel);
   return conn;
@@ -109,6 +116,7 @@ absl::Status WorkerClient::RunExperts(const ExpertCall& call, float* out, absl::
   }
   grpc::ClientContext ctx;
   ctx.set_deadline(absl::ToChronoTime(deadline));
+  AddWorkerToken(options_.auth, &ctx);
   const std::shared_ptr<const Conn> c = conn();
   bytes_sent_ += req.hidden().size() + T * k * 8;
   grpc::Status gs = c->stub->RunExperts(&ctx, req, &resp);
@@ -160,6 +168,7 @@ absl::Status WorkerClient::WaitReady(absl::Time deadline) {
 absl::StatusOr<v1::DescribeResponse> WorkerClient::Describe(absl::Time deadline) {
   grpc::ClientContext ctx;
   ctx.set_deadline(absl::ToChronoTime(deadline));
+  AddWorkerToken(options_.auth, &ctx);
   v1::DescribeResponse resp;
   grpc::Status gs = conn()->stub->Describe(&ctx, v1::DescribeRequest(), &resp);
   if (!gs.ok()) return Annotate(FromGrpcStatus(gs));

@@ -16,6 +16,7 @@
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/channel.h"
 #include "mxserve/v1/expert_worker.grpc.pb.h"
+#include "worker/worker_auth.h"
 
 namespace mxserve {
 
@@ -28,6 +29,8 @@ struct WorkerClientOptions {
   // often (WorkerServerOptions::min_recv_ping_interval <= keepalive_time).
   absl::Duration keepalive_time = absl::Seconds(1);
   absl::Duration keepalive_timeout = absl::Seconds(1);
+  // Mutual TLS and/or the worker token (worker/worker_auth.h); must match the workers'.
+  WorkerAuthOptions auth;
 };
 
 class WorkerClient final : public ExpertBackend {
@@ -70,6 +73,7 @@ class WorkerClient final : public ExpertBackend {
   WorkerClientOptions options_;
   mutable std::mutex mu_;
   std::shared_ptr<const Conn> conn_;  // guarded by mu_
+  std::shared_ptr<grpc::ChannelCredentials> creds_;  // from options_.auth
   std::atomic<uint64_t> generation_{0};
   std::atomic<uint64_t> bytes_sent_{0}, bytes_received_{0};
 };

@@ -77,9 +77,9 @@ void WorkerWatcher::Loop(int i) {
       grpc::Status gs = health->Check(&ctx, req, &resp);
       const bool poked = end();
       if (!gs.ok()) {
-        const bool hung = gs.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED && !poked;
-        sink_->OnWorkerHealth(i, false, hung,
-                              hung ? absl::StrCat("no answer to a health check within ",
+        const bool late = gs.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
+        sink_->OnWorkerHealth(i, false, true,
+                              late ? absl::StrCat("no answer to a health check within ",
                                                   absl::FormatDuration(options_.probe_timeout))
                                    : absl::StrCat("unreachable: ", gs.error_message()));
         if (!Sleep(poked ? absl::ZeroDuration() : backoff)) return;
@@ -108,7 +108,7 @@ void WorkerWatcher::Loop(int i) {
       if (stop_) return;
     }
     if (poked) continue;  // whoever poked has already said why it is down
-    sink_->OnWorkerHealth(i, false, false,
+    sink_->OnWorkerHealth(i, false, true,
                           absl::StrCat("health stream ended: ", gs.error_message()));
     if (!Sleep(backoff)) return;
     backoff = std::min(backoff * 2, options_.backoff_max);

@@ -1,8 +1,8 @@
 // Keeps a grpc.health.v1 Watch stream open to every worker (one thread each) and reports each
 // change to a HealthSink (the ExpertRouter). Before each stream a Check with a short deadline
-// tells "hung" (no answer: DEADLINE_EXCEEDED) from "gone" (connection refused). A crash ends
-// the stream at once; a hang (SIGSTOP) is caught by the channel's keepalive
-// (WorkerClientOptions) and then by the Check. Streams are re-opened with backoff.
+// makes sure the worker answers. A crash ends the stream at once; a hang (SIGSTOP: the socket
+// stays open) is caught by the channel's keepalive (WorkerClientOptions), and a restarted or
+// reconnected worker by the next Check. Streams are re-opened with backoff.
 #pragma once
 
 #include <condition_variable>
@@ -21,8 +21,8 @@ namespace mxserve {
 class HealthSink {
  public:
   virtual ~HealthSink() = default;
-  // up: the worker said SERVING. unresponsive: it did not answer within the probe deadline
-  // (hung), as opposed to refusing connections or saying NOT_SERVING.
+  // up: the worker said SERVING. unresponsive: down because it cannot be reached or did not
+  // answer (crashed, hung, keepalive failed), as opposed to saying NOT_SERVING itself.
   virtual void OnWorkerHealth(int index, bool up, bool unresponsive, const std::string& reason) = 0;
 };
 

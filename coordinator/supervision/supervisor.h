@@ -28,7 +28,8 @@ struct SupervisorOptions {
   absl::Duration restart_window = absl::Seconds(60);
   absl::Duration backoff_initial = absl::Milliseconds(100);  // doubles per failed start
   absl::Duration backoff_max = absl::Seconds(10);
-  absl::Duration hang_grace = absl::ZeroDuration();   // hung this long before SIGKILL
+  // A live worker the router cannot reach or get an answer from for this long is hung: SIGKILL.
+  absl::Duration hang_grace = absl::Seconds(1);
   absl::Duration startup_timeout = absl::Minutes(5);  // a restarted worker must be SERVING by then
   absl::Duration poll = absl::Milliseconds(20);       // how often processes are checked
 };
