@@ -24,6 +24,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/reflection.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "core/flags_util.h"
@@ -34,6 +35,9 @@
 #include "worker/expert_service.h"
 #include "worker/expert_shard.h"
 #include "worker/worker_server.h"
+#ifdef MXSERVE_HAVE_CUDA
+#include "worker/gpu_executor.h"
+#endif
 
 ABSL_FLAG(std::string, model, "", "model folder (config.json + *.safetensors)");
 ABSL_FLAG(std::string, experts, "", "global expert ids to hold, e.g. \"0-15\" or \"0,2,4-7\" (default: all)");
@@ -41,6 +45,7 @@ ABSL_FLAG(std::string, host, "127.0.0.1", "address to listen on");
 ABSL_FLAG(int, port, 0, "port to listen on (0 = pick a free one; see --port-file)");
 ABSL_FLAG(std::string, port_file, "", "write the bound port here once listening (atomically)");
 ABSL_FLAG(int, threads, 0, "CPU threads for the expert kernels (0 = all cores)");
+ABSL_FLAG(std::string, device, "cpu", "where the expert kernels run: cpu or cuda:N");
 
 namespace mxserve {
 namespace {
@@ -54,6 +59,7 @@ struct WorkerOptions {
   int port = 0;
   std::string port_file;
   int threads = 0;
+  std::string device;
 };
 
 WorkerOptions OptionsFromFlags() {
@@ -64,6 +70,7 @@ WorkerOptions OptionsFromFlags() {
   o.port = absl::GetFlag(FLAGS_port);
   o.port_file = absl::GetFlag(FLAGS_port_file);
   o.threads = absl::GetFlag(FLAGS_threads);
+  o.device = absl::GetFlag(FLAGS_device);
   return o;
 }
 
@@ -126,6 +133,16 @@ int Main(const WorkerOptions& opt) {
   if (opt.model_dir.empty()) Fail(kExitConfig, "--model is required");
   if (opt.port < 0 || opt.port > 65535) Fail(kExitConfig, absl::StrCat("--port ", opt.port, " not in [0, 65535]"));
   if (opt.threads < 0) Fail(kExitConfig, absl::StrCat("--threads ", opt.threads, " < 0"));
+  int cuda_device = -1;  // -1: CPU kernels
+  if (opt.device != "cpu") {
+    if (opt.device.rfind("cuda:", 0) != 0 || !absl::SimpleAtoi(opt.device.substr(5), &cuda_device) ||
+        cuda_device < 0) {
+      Fail(kExitConfig, absl::StrCat("--device ", opt.device, ": expected cpu or cuda:N"));
+    }
+#ifndef MXSERVE_HAVE_CUDA
+    Fail(kExitConfig, absl::StrCat("--device ", opt.device, ": this build has no CUDA support"));
+#endif
+  }
   absl::StatusOr<ModelConfig> config = ModelConfig::Load(opt.model_dir);
   if (!config.ok()) Fail(kExitConfig, absl::StrCat("--model ", opt.model_dir, ": ", config.status().message()));
   std::vector<int> experts;
@@ -196,8 +213,19 @@ int Main(const WorkerOptions& opt) {
   ckpt->reset();  // weights are copied; drop the mapping
   Log(absl::StrCat("weights resident: ", (*shard)->resident_bytes() >> 20, " MiB in ",
                    absl::FormatDuration(absl::Now() - t0)));
-  auto pool = std::make_shared<ThreadPool>(opt.threads);
-  service->SetReady(std::make_shared<ShardExecutor>(std::shared_ptr<const ExpertShard>(std::move(*shard)), pool));
+  if (cuda_device >= 0) {
+#ifdef MXSERVE_HAVE_CUDA
+    // The host copy stays: the service validates ids against it (which experts are held).
+    auto gpu = GpuExecutor::Create(std::shared_ptr<const ExpertShard>(std::move(*shard)), cuda_device);
+    if (!gpu.ok()) Fail(1, absl::StrCat("--device ", opt.device, ": ", gpu.status().message()));
+    Log(absl::StrCat("weights on ", opt.device, ": ", (*gpu)->device_bytes() >> 20, " MiB in ",
+                     absl::FormatDuration(absl::Now() - t0)));
+    service->SetReady(std::shared_ptr<ExpertExecutor>(*std::move(gpu)));
+#endif
+  } else {
+    auto pool = std::make_shared<ThreadPool>(opt.threads);
+    service->SetReady(std::make_shared<ShardExecutor>(std::shared_ptr<const ExpertShard>(std::move(*shard)), pool));
+  }
   loaded = true;
   if (!stopping) {
     srv->SetServing(true);
@@ -216,7 +244,7 @@ int Main(const WorkerOptions& opt) {
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "mxserve-worker --model DIR [--experts 0-15] [--host 127.0.0.1] [--port 0] "
-      "[--port-file PATH] [--threads N]  (flag names take - or _)");
+      "[--port-file PATH] [--threads N] [--device cpu|cuda:N]  (flag names take - or _)");
   // --port-file and --port_file both work: absl spells flag names with '_' only.
   std::vector<std::string> normalized(argv, argv + argc);
   std::vector<char*> args;

@@ -1,0 +1,157 @@
+// mxserve-bench-moe-gpu: times MoeForwardCuda (whole layer: routing/grouping, gate_up + SwiGLU,
+// down, weighted combine) per shape and token count. CUDA events around a CUDA-graph replay of
+// the layer, L2 flushed (a 512 MB write) and inputs rotated (4 random batches) between reps,
+// median of reps. Prints a table and writes CSV (argv[1]) for bench/gpu/baselines.py.
+//   mxserve-bench-moe-gpu OUT.csv [shape,...] [tokens,...]
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/moe_cuda.h"
+#include "tests/gpu/random_moe.h"
+
+namespace mxserve {
+namespace {
+
+namespace kc = kernels::cuda;
+
+struct Shape {
+  std::string name;
+  int H, I, E, k;
+  bool bias;
+};
+
+#define CK(x)                                                            \
+  do {                                                                   \
+    cudaError_t e_ = (x);                                                \
+    if (e_ != cudaSuccess) {                                             \
+      std::fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_));      \
+      std::exit(1);                                                      \
+    }                                                                    \
+  } while (0)
+
+std::vector<std::string> Split(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string x;
+  while (std::getline(ss, x, ',')) if (!x.empty()) out.push_back(x);
+  return out;
+}
+
+int Main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: %s OUT.csv [shapes] [tokens]\n", argv[0]);
+    return 2;
+  }
+  std::vector<Shape> all = {{"gpt-oss-120b", 2880, 2880, 128, 4, true},
+                            {"gpt-oss-20b", 2880, 2880, 32, 4, true},
+                            {"kimi-k2-like", 7168, 2048, 384, 8, false},
+                            {"k3-latent", 3584, 3072, 256, 16, false}};
+  std::vector<std::string> want = argc > 2 ? Split(argv[2]) : std::vector<std::string>{"gpt-oss-120b"};
+  std::vector<int> tokens = {1, 4, 16, 64, 256, 1024, 4096, 16384};
+  if (argc > 3) {
+    tokens.clear();
+    for (auto& t : Split(argv[3])) tokens.push_back(std::stoi(t));
+  }
+  FILE* csv = std::fopen(argv[1], "w");
+  if (!csv) return 1;
+  std::fprintf(csv, "shape,tokens,ms,weight_bytes,gbps,tflops,path_bm\n");
+  cudaDeviceProp prop;
+  CK(cudaGetDeviceProperties(&prop, 0));
+  std::printf("# %s, %d SMs, L2 %d MB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
+  cudaStream_t st;
+  CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  void* flush = nullptr;
+  const size_t flush_bytes = size_t(512) << 20;
+  CK(cudaMalloc(&flush, flush_bytes));
+  std::printf("| shape | tokens | ms | weight MB | GB/s | TFLOP/s |\n|---|---|---|---|---|---|\n");
+  for (const Shape& sh : all) {
+    if (std::find(want.begin(), want.end(), sh.name) == want.end()) continue;
+    auto hl = gpu_test::MakeLayer(sh.H, sh.I, sh.E, sh.bias, 1234);
+    auto dl = kc::CudaMoeLayer::Upload(hl->layer, st);
+    if (!dl.ok()) {
+      std::fprintf(stderr, "upload: %s\n", std::string(dl.status().message()).c_str());
+      return 1;
+    }
+    hl.reset();  // host copy no longer needed
+    std::vector<int> pool(sh.E);
+    for (int e = 0; e < sh.E; ++e) pool[e] = e;
+    kc::CudaMoeWorkspace ws;
+    for (int T : tokens) {
+      constexpr int kSets = 4;
+      std::vector<cudaGraphExec_t> graphs(kSets);
+      std::vector<void*> bufs;
+      double bytes = 0;
+      float* dout = nullptr;
+      CK(cudaMalloc(&dout, sizeof(float) * size_t(T) * sh.H));
+      for (int r = 0; r < kSets; ++r) {
+        gpu_test::HostBatch b = gpu_test::MakeBatch(T, sh.k, sh.H, pool, 0.0, 99 + r * 7919 + T);
+        std::set<int> hit(b.ids.begin(), b.ids.end());
+        bytes += double(hit.size()) * (*dl)->expert_weight_bytes() / kSets;
+        float *dx, *dw;
+        int32_t* dids;
+        CK(cudaMalloc(&dx, 4 * b.x.size()));
+        CK(cudaMalloc(&dw, 4 * b.w.size()));
+        CK(cudaMalloc(&dids, 4 * b.ids.size()));
+        bufs.insert(bufs.end(), {dx, dw, dids});
+        CK(cudaMemcpy(dx, b.x.data(), 4 * b.x.size(), cudaMemcpyHostToDevice));
+        CK(cudaMemcpy(dw, b.w.data(), 4 * b.w.size(), cudaMemcpyHostToDevice));
+        CK(cudaMemcpy(dids, b.ids.data(), 4 * b.ids.size(), cudaMemcpyHostToDevice));
+        kc::CudaMoeBatch db{T, sh.k, dx, dids, dw};
+        auto s = kc::MoeForwardCuda(**dl, db, dout, ws, st);  // sizes the workspace
+        if (!s.ok()) {
+          std::fprintf(stderr, "forward: %s\n", std::string(s.message()).c_str());
+          return 1;
+        }
+        CK(cudaStreamSynchronize(st));
+        cudaGraph_t g;
+        CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+        s = kc::MoeForwardCuda(**dl, db, dout, ws, st);
+        CK(cudaStreamEndCapture(st, &g));
+        CK(cudaGraphInstantiate(&graphs[r], g, 0));
+        CK(cudaGraphDestroy(g));
+      }
+      cudaEvent_t e0, e1;
+      CK(cudaEventCreate(&e0));
+      CK(cudaEventCreate(&e1));
+      const int reps = T >= 4096 ? 12 : 40;
+      for (int w = 0; w < 4; ++w) CK(cudaGraphLaunch(graphs[w % kSets], st));
+      std::vector<float> ms;
+      for (int i = 0; i < reps; ++i) {
+        CK(cudaMemsetAsync(flush, i & 0xFF, flush_bytes, st));
+        CK(cudaEventRecord(e0, st));
+        CK(cudaGraphLaunch(graphs[i % kSets], st));
+        CK(cudaEventRecord(e1, st));
+        CK(cudaEventSynchronize(e1));
+        float t = 0;
+        CK(cudaEventElapsedTime(&t, e0, e1));
+        ms.push_back(t);
+      }
+      std::sort(ms.begin(), ms.end());
+      const double med = ms[ms.size() / 2];
+      const double flops = 6.0 * T * sh.k * double(sh.H) * sh.I;
+      const double gbps = bytes / (med * 1e-3) / 1e9, tf = flops / (med * 1e-3) / 1e12;
+      std::printf("| %s | %d | %.4f | %.1f | %.0f | %.1f |\n", sh.name.c_str(), T, med, bytes / 1e6, gbps, tf);
+      std::fprintf(csv, "%s,%d,%.5f,%.0f,%.1f,%.2f,%d\n", sh.name.c_str(), T, med, bytes, gbps, tf, 0);
+      std::fflush(stdout);
+      std::fflush(csv);
+      for (auto g : graphs) cudaGraphExecDestroy(g);
+      for (void* p : bufs) cudaFree(p);
+      cudaFree(dout);
+      cudaEventDestroy(e0);
+      cudaEventDestroy(e1);
+    }
+  }
+  std::fclose(csv);
+  return 0;
+}
+
+}  // namespace
+}  // namespace mxserve
+
+int main(int argc, char** argv) { return mxserve::Main(argc, argv); }

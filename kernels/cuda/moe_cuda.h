@@ -1,0 +1,128 @@
+// The MoE expert computation of kernels/moe/moe.h on an NVIDIA GPU (sm_90a): MXFP4 weights held
+// on the device in a kernel layout, bf16 activations, fp32 accumulation. See README.md here.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "kernels/moe/moe.h"
+
+namespace mxserve::kernels::cuda {
+
+// Device-resident experts of one layer, in the kernel's swizzled layout (converted on the device
+// from checkpoint bytes at upload). Experts not held are absent; a slot naming one is skipped by
+// the kernels (callers validate ids first: MoeForwardCuda's contract is "ids already checked").
+class CudaMoeLayer {
+ public:
+  ~CudaMoeLayer();
+  CudaMoeLayer(const CudaMoeLayer&) = delete;
+  CudaMoeLayer& operator=(const CudaMoeLayer&) = delete;
+
+  // Uploads every non-null experts[e] of `host` (checkpoint layout, host memory) to the current
+  // device. `stream` orders the copies; the call returns once the upload is complete.
+  static absl::StatusOr<std::unique_ptr<CudaMoeLayer>> Upload(const MoeLayer& host,
+                                                              cudaStream_t stream);
+
+  int hidden() const { return hidden_; }
+  int intermediate() const { return intermediate_; }
+  int num_experts() const { return num_experts_; }  // global ids 0..num_experts-1
+  int num_held() const { return num_held_; }
+  size_t device_bytes() const { return device_bytes_; }
+  // MXFP4 bytes (blocks + scales, checkpoint sizes) of one expert: what a kernel must read.
+  size_t expert_weight_bytes() const;
+
+ private:
+  friend struct LayerAccess;
+  CudaMoeLayer() = default;
+  int hidden_ = 0, intermediate_ = 0, num_experts_ = 0, num_held_ = 0;
+  int kp_h_ = 0, kp_i_ = 0;  // K padded to 64 for gate_up (H) and down (I)
+  float alpha_ = 1.702f, limit_ = 7.0f;
+  bool has_gu_bias_ = false, has_down_bias_ = false;
+  size_t device_bytes_ = 0;
+  int32_t* d_local_ = nullptr;        // [E] global id -> held index or -1
+  uint8_t* d_gu_q_ = nullptr;         // [held][2I/8][Kp_h/... ] swizzled nibbles
+  uint8_t* d_gu_s_ = nullptr;         // [held][2I/8][chunks][8][4] E8M0
+  float* d_gu_b_ = nullptr;           // [held][2I] (zeros when absent)
+  uint8_t* d_dn_q_ = nullptr;
+  uint8_t* d_dn_s_ = nullptr;
+  float* d_dn_b_ = nullptr;
+};
+
+// Scratch for one stream: grows to the largest batch seen (never shrinks).
+class CudaMoeWorkspace {
+ public:
+  CudaMoeWorkspace() = default;
+  ~CudaMoeWorkspace();
+  CudaMoeWorkspace(const CudaMoeWorkspace&) = delete;
+  CudaMoeWorkspace& operator=(const CudaMoeWorkspace&) = delete;
+  absl::Status Reserve(const CudaMoeLayer& layer, int num_tokens, int top_k);
+
+ private:
+  friend struct LayerAccess;
+  void Free();
+  size_t pairs_cap_ = 0, experts_cap_ = 0, kp_h_cap_ = 0, kp_i_cap_ = 0, h_cap_ = 0;
+  int32_t* d_counts_ = nullptr;   // [E] counts, then [E] offsets, [E] cursors, [1] tile count
+  int32_t* d_tiles_ = nullptr;    // [max tiles][3] (held expert, row start, rows)
+  int32_t* d_sorted_ = nullptr;   // [P] pair index (t*k+j) by sorted row
+  uint16_t* d_a_ = nullptr;       // [P][Kp_h] bf16, permuted (gate_up operand)
+  uint16_t* d_act_ = nullptr;     // [P][Kp_i] bf16, permuted (down operand)
+  float* d_y_ = nullptr;          // [P][H] per-slot outputs, weighted
+  size_t tiles_cap_ = 0;
+};
+
+// A batch whose arrays live on the device.
+struct CudaMoeBatch {
+  int num_tokens = 0;
+  int top_k = 0;
+  const float* x = nullptr;              // [T, H] device
+  const int32_t* expert_ids = nullptr;   // [T, k] device, -1 = skip (ids already validated)
+  const float* weights = nullptr;        // [T, k] device
+};
+
+// Which kernel configuration to run (kAuto picks by tokens per held expert).
+enum class CudaMoePath { kAuto, kDecode, kMid, kPrefill };
+
+// out [T, H] (device) is overwritten. Enqueues on `stream`; does not synchronise. Deterministic:
+// the same inputs give the same bits (per-slot outputs are summed per token in slot order).
+absl::Status MoeForwardCuda(const CudaMoeLayer& layer, const CudaMoeBatch& batch, float* out,
+                            CudaMoeWorkspace& ws, cudaStream_t stream,
+                            CudaMoePath path = CudaMoePath::kAuto);
+
+// Host-memory convenience with its own stream and pinned staging buffers (the worker's path).
+// Not thread-safe: one caller at a time (the worker serialises).
+class CudaMoeRunner {
+ public:
+  static absl::StatusOr<std::unique_ptr<CudaMoeRunner>> Create(int device);
+  ~CudaMoeRunner();
+  // Validates the batch against `host_layer` (ids held etc.), then copies in, runs, copies out.
+  absl::Status Run(const CudaMoeLayer& layer, const MoeLayer& host_layer, const MoeBatch& batch,
+                   float* out);
+  cudaStream_t stream() const { return stream_; }
+
+ private:
+  CudaMoeRunner() = default;
+  absl::Status Grow(size_t tokens, int k, int hidden);
+  int device_ = 0;
+  cudaStream_t stream_ = nullptr;
+  CudaMoeWorkspace ws_;
+  size_t cap_x_ = 0, cap_ids_ = 0;
+  float* h_x_ = nullptr;  // pinned [T,H] in, reused for out
+  int32_t* h_ids_ = nullptr;
+  float* h_w_ = nullptr;
+  float* d_x_ = nullptr;
+  float* d_out_ = nullptr;
+  int32_t* d_ids_ = nullptr;
+  float* d_w_ = nullptr;
+};
+
+// A CUDA error that leaves the context unusable (sticky) cannot be recovered in-process:
+// logs and exits non-zero, as DESIGN.md asks. Other errors come back as Internal.
+absl::Status CudaCheck(cudaError_t e, const char* what);
+
+}  // namespace mxserve::kernels::cuda

@@ -1,0 +1,187 @@
+// MoeForwardCuda (the launch sequence) and CudaMoeRunner (host memory in and out through pinned
+// buffers on the runner's own stream).
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/cuda/moe_cuda.h"
+#include "kernels/cuda/moe_cuda_gemm_args.h"
+#include "kernels/cuda/moe_cuda_launch.h"
+
+namespace mxserve::kernels::cuda {
+
+struct LayerAccess {
+  static absl::Status Forward(const CudaMoeLayer& L, const CudaMoeBatch& b, float* out,
+                              CudaMoeWorkspace& ws, cudaStream_t stream, CudaMoePath path) {
+    if (b.num_tokens < 0 || b.top_k < 1) {
+      return absl::InvalidArgumentError(absl::StrCat("MoeForwardCuda: num_tokens ", b.num_tokens,
+                                                     ", top_k ", b.top_k));
+    }
+    if (b.num_tokens == 0) return absl::OkStatus();
+    if (auto s = ws.Reserve(L, b.num_tokens, b.top_k); !s.ok()) return s;
+    const int H = L.hidden_, I = L.intermediate_, nh = std::max(1, L.num_held_);
+    const int64_t pairs = int64_t(b.num_tokens) * b.top_k;
+    int p = 0;
+    if (path == CudaMoePath::kAuto) {
+      const int64_t avg = pairs / std::max<int64_t>(1, std::min<int64_t>(nh, pairs));
+      p = avg <= 8 ? 0 : avg <= 24 ? 1 : 2;
+    } else {
+      p = path == CudaMoePath::kDecode ? 0 : path == CudaMoePath::kMid ? 1 : 2;
+    }
+    const int bm = internal::PathBm(p);
+    const int64_t max_tiles = (pairs + bm - 1) / bm + std::min<int64_t>(nh, pairs);
+    if (max_tiles > 65535) {
+      return absl::InvalidArgumentError(absl::StrCat("MoeForwardCuda: ", pairs,
+                                                     " token-slots is more than one launch takes"));
+    }
+    internal::RoutingArgs r{};
+    r.ids = b.expert_ids;
+    r.local = L.d_local_;
+    r.x = b.x;
+    r.tokens = b.num_tokens;
+    r.top_k = b.top_k;
+    r.num_experts = L.num_experts_;
+    r.nh = nh;
+    r.bm = bm;
+    r.hidden = H;
+    r.kp_h = L.kp_h_;
+    r.meta = ws.d_counts_;
+    r.tiles = ws.d_tiles_;
+    r.sorted = ws.d_sorted_;
+    r.a = ws.d_a_;
+    internal::LaunchRouting(r, stream);
+    if (L.kp_i_ != I) {
+      cudaMemsetAsync(ws.d_act_, 0, sizeof(uint16_t) * pairs * L.kp_i_, stream);
+    }
+    internal::GemmArgs g{};
+    g.q = L.d_gu_q_;
+    g.sc = L.d_gu_s_;
+    g.bias = L.d_gu_b_;
+    g.n = 2 * I;
+    g.kp = L.kp_h_;
+    g.nfull = L.kp_h_ / 128;
+    g.chunks = (L.kp_h_ + 127) / 128;
+    g.a = ws.d_a_;
+    g.tiles = ws.d_tiles_;
+    g.ntiles = ws.d_counts_ + 3 * nh + 1;
+    g.act = ws.d_act_;
+    g.kp_out = L.kp_i_;
+    g.nfull_out = L.kp_i_ / 128;
+    g.alpha = L.alpha_;
+    g.limit = L.limit_;
+    internal::LaunchGemm(g, true, p, static_cast<int>(max_tiles), stream);
+    g.q = L.d_dn_q_;
+    g.sc = L.d_dn_s_;
+    g.bias = L.d_dn_b_;
+    g.n = H;
+    g.kp = L.kp_i_;
+    g.nfull = L.kp_i_ / 128;
+    g.chunks = (L.kp_i_ + 127) / 128;
+    g.a = ws.d_act_;
+    g.y = ws.d_y_;
+    g.sorted = ws.d_sorted_;
+    g.route_w = b.weights;
+    internal::LaunchGemm(g, false, p, static_cast<int>(max_tiles), stream);
+    internal::LaunchCombine(ws.d_y_, b.expert_ids, L.d_local_, L.num_experts_, b.num_tokens, b.top_k,
+                            H, out, stream);
+    return CudaCheck(cudaGetLastError(), "MoeForwardCuda launch");
+  }
+};
+
+absl::Status MoeForwardCuda(const CudaMoeLayer& layer, const CudaMoeBatch& batch, float* out,
+                            CudaMoeWorkspace& ws, cudaStream_t stream, CudaMoePath path) {
+  return LayerAccess::Forward(layer, batch, out, ws, stream, path);
+}
+
+// ---- CudaMoeRunner --------------------------------------------------------------------------
+
+absl::StatusOr<std::unique_ptr<CudaMoeRunner>> CudaMoeRunner::Create(int device) {
+  int n = 0;
+  if (auto s = CudaCheck(cudaGetDeviceCount(&n), "cudaGetDeviceCount"); !s.ok()) return s;
+  if (device < 0 || device >= n) {
+    return absl::InvalidArgumentError(absl::StrCat("cuda:", device, ": this host has ", n, " CUDA devices"));
+  }
+  std::unique_ptr<CudaMoeRunner> r(new CudaMoeRunner());
+  r->device_ = device;
+  if (auto s = CudaCheck(cudaSetDevice(device), "cudaSetDevice"); !s.ok()) return s;
+  if (auto s = CudaCheck(cudaStreamCreateWithFlags(&r->stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+      !s.ok()) {
+    return s;
+  }
+  return r;
+}
+
+CudaMoeRunner::~CudaMoeRunner() {
+  cudaSetDevice(device_);
+  if (stream_) cudaStreamSynchronize(stream_);
+  if (h_x_) cudaFreeHost(h_x_);
+  if (h_ids_) cudaFreeHost(h_ids_);
+  if (h_w_) cudaFreeHost(h_w_);
+  if (d_x_) cudaFree(d_x_);
+  if (d_out_) cudaFree(d_out_);
+  if (d_ids_) cudaFree(d_ids_);
+  if (d_w_) cudaFree(d_w_);
+  if (stream_) cudaStreamDestroy(stream_);
+}
+
+absl::Status CudaMoeRunner::Grow(size_t tokens, int k, int hidden) {
+  const size_t nx = std::max<size_t>(1, tokens) * hidden, nids = std::max<size_t>(1, tokens) * k;
+  if (nx > cap_x_) {
+    if (h_x_) cudaFreeHost(h_x_);
+    if (d_x_) cudaFree(d_x_);
+    if (d_out_) cudaFree(d_out_);
+    h_x_ = nullptr;
+    d_x_ = d_out_ = nullptr;
+    cap_x_ = 0;
+    if (auto s = CudaCheck(cudaMallocHost(reinterpret_cast<void**>(&h_x_), nx * 4), "cudaMallocHost(x)"); !s.ok()) return s;
+    if (auto s = CudaCheck(cudaMalloc(reinterpret_cast<void**>(&d_x_), nx * 4), "cudaMalloc(x)"); !s.ok()) return s;
+    if (auto s = CudaCheck(cudaMalloc(reinterpret_cast<void**>(&d_out_), nx * 4), "cudaMalloc(out)"); !s.ok()) return s;
+    cap_x_ = nx;
+  }
+  if (nids > cap_ids_) {
+    if (h_ids_) cudaFreeHost(h_ids_);
+    if (h_w_) cudaFreeHost(h_w_);
+    if (d_ids_) cudaFree(d_ids_);
+    if (d_w_) cudaFree(d_w_);
+    h_ids_ = nullptr;
+    h_w_ = nullptr;
+    d_ids_ = nullptr;
+    d_w_ = nullptr;
+    cap_ids_ = 0;
+    if (auto s = CudaCheck(cudaMallocHost(reinterpret_cast<void**>(&h_ids_), nids * 4), "cudaMallocHost(ids)"); !s.ok()) return s;
+    if (auto s = CudaCheck(cudaMallocHost(reinterpret_cast<void**>(&h_w_), nids * 4), "cudaMallocHost(w)"); !s.ok()) return s;
+    if (auto s = CudaCheck(cudaMalloc(reinterpret_cast<void**>(&d_ids_), nids * 4), "cudaMalloc(ids)"); !s.ok()) return s;
+    if (auto s = CudaCheck(cudaMalloc(reinterpret_cast<void**>(&d_w_), nids * 4), "cudaMalloc(w)"); !s.ok()) return s;
+    cap_ids_ = nids;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaMoeRunner::Run(const CudaMoeLayer& layer, const MoeLayer& host_layer,
+                                const MoeBatch& batch, float* out) {
+  if (auto s = ValidateMoeBatch(host_layer, batch); !s.ok()) return s;
+  const int H = layer.hidden();
+  const size_t T = batch.num_tokens, k = batch.top_k;
+  if (T == 0) return absl::OkStatus();
+  if (auto s = CudaCheck(cudaSetDevice(device_), "cudaSetDevice"); !s.ok()) return s;
+  if (auto s = Grow(T, batch.top_k, H); !s.ok()) return s;
+  std::memcpy(h_x_, batch.x, T * H * 4);
+  std::memcpy(h_ids_, batch.expert_ids, T * k * 4);
+  std::memcpy(h_w_, batch.weights, T * k * 4);
+  cudaMemcpyAsync(d_x_, h_x_, T * H * 4, cudaMemcpyHostToDevice, stream_);
+  cudaMemcpyAsync(d_ids_, h_ids_, T * k * 4, cudaMemcpyHostToDevice, stream_);
+  cudaMemcpyAsync(d_w_, h_w_, T * k * 4, cudaMemcpyHostToDevice, stream_);
+  CudaMoeBatch db;
+  db.num_tokens = batch.num_tokens;
+  db.top_k = batch.top_k;
+  db.x = d_x_;
+  db.expert_ids = d_ids_;
+  db.weights = d_w_;
+  if (auto s = MoeForwardCuda(layer, db, d_out_, ws_, stream_); !s.ok()) return s;
+  cudaMemcpyAsync(h_x_, d_out_, T * H * 4, cudaMemcpyDeviceToHost, stream_);
+  if (auto s = CudaCheck(cudaStreamSynchronize(stream_), "MoeForwardCuda"); !s.ok()) return s;
+  std::memcpy(out, h_x_, T * H * 4);
+  return absl::OkStatus();
+}
+
+}  // namespace mxserve::kernels::cuda

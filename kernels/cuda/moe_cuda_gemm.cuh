@@ -1,0 +1,97 @@
+// The MXFP4 x bf16 grouped GEMM of the CUDA MoE path, private to kernels/cuda. One template
+// serves gate_up (bias + gpt-oss SwiGLU epilogue, writes the down operand) and down (bias,
+// routing weight, per-slot output). mma.sync m16n8k16 bf16 with fp32 accumulation; weights are
+// streamed from global memory straight into registers (16-byte loads, one 512-byte run per warp)
+// and decoded there; activations come through L1 in the same permuted order, so neither operand
+// needs shared memory. Warps of a CTA split K (decode: enough loads in flight at one token)
+// and/or N (prefill: the activation tile is shared through L1); split-K partials are summed in
+// shared memory in a fixed order, so results are deterministic.
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+#include "kernels/cuda/moe_cuda_gemm_args.h"
+
+namespace mxserve::kernels::cuda::internal {
+
+__device__ __forceinline__ int PermIndex(int k, int nfull) {
+  const int c = k >> 7, kk = k & 127;
+  const int s4 = (c < nfull) ? 32 : 16;  // 4*S elements per lane
+  const int s = kk >> 4, r = kk & 15;
+  return (c << 7) + ((r & 7) >> 1) * s4 + (s << 2) + (r & 1) + ((r >> 3) << 1);
+}
+
+__device__ __forceinline__ uint4 LdStream16(const void* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+  return v;
+}
+__device__ __forceinline__ uint2 LdStream8(const void* p) {
+  uint2 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0,%1}, [%2];" : "=r"(v.x), "=r"(v.y) : "l"(p));
+  return v;
+}
+
+__device__ __forceinline__ uint32_t Bf16x2Mul(uint32_t a, uint32_t b) {
+  uint32_t d;
+  asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+  return d;
+}
+
+// E8M0 -> bf16x2 multiplier 2^(s-127) (0x00 -> 2^-127, 0xFF -> NaN), times 2^126 folded in
+// where it stays representable; otherwise the decode applies 2^126 separately.
+__device__ __forceinline__ uint32_t ScaleBf16x2(uint32_t s) {
+  uint32_t v = s << 7;
+  v = (s == 0) ? 0x0040u : v;
+  v = (s == 255) ? 0x7FC0u : v;
+  return v | (v << 16);
+}
+
+// Four bf16x2 registers (E2M1 bit patterns scaled by 2^-126) from one packed word.
+__device__ __forceinline__ void Decode4(uint32_t w, uint32_t r[4]) {
+  r[0] = w & 0x81C081C0u;
+  r[1] = (w << 3) & 0x81C081C0u;
+  r[2] = (w << 6) & 0x81C081C0u;
+  r[3] = ((w >> 4) & 0x00C000C0u) | ((w >> 5) & 0x01000100u) | ((w << 1) & 0x80008000u);
+}
+
+__device__ __forceinline__ void Mma(float c[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                    uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint16_t F2Bf16(float f) {
+  __nv_bfloat16 b = __float2bfloat16_rn(f);
+  return *reinterpret_cast<uint16_t*>(&b);
+}
+
+// One k32 block (two k16 steps) for all (mt, nt) of the warp. w[i]: the lane's packed word of
+// this block for n-tile i (registers: step 2b k-lo, k-hi, step 2b+1 k-lo, k-hi); sc[i]: its
+// scale as bf16x2. a_lo/a_hi: rows g and g+8, this block's 8 elements each in lane order.
+template <int MT, int NW>
+__device__ __forceinline__ void BlockMma(float (&acc)[MT][NW][4], const uint4 (&a_lo)[MT],
+                                         const uint4 (&a_hi)[MT], const uint32_t (&w)[NW],
+                                         const uint32_t (&sc)[NW]) {
+  constexpr uint32_t kBias = 0x7E807E80u;  // 2^126 in both halves
+#pragma unroll
+  for (int i = 0; i < NW; ++i) {
+    uint32_t r[4];
+    Decode4(w[i], r);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) r[j] = Bf16x2Mul(Bf16x2Mul(r[j], kBias), sc[i]);
+#pragma unroll
+    for (int m = 0; m < MT; ++m) {
+      Mma(acc[m][i], a_lo[m].x, a_hi[m].x, a_lo[m].y, a_hi[m].y, r[0], r[1]);
+      Mma(acc[m][i], a_lo[m].z, a_hi[m].z, a_lo[m].w, a_hi[m].w, r[2], r[3]);
+    }
+  }
+}
+
+}  // namespace mxserve::kernels::cuda::internal

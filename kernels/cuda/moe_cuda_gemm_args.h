@@ -1,0 +1,33 @@
+// The arguments of the grouped MXFP4 GEMM kernel (moe_cuda_gemm.cuh), shared with host code.
+#pragma once
+
+#include <cstdint>
+
+namespace mxserve::kernels::cuda::internal {
+
+// Kernel layout (see README.md): K padded to 64; chunks of 128 K (the last may be 64).
+// Within a chunk, lane (g, t) of a warp owns, for row g of an 8-row group, the bytes its mma
+// B fragments need (k16 step s: byte 8s+t -> k 2t,2t+1; byte 8s+t+4 -> k 2t+8,2t+9), packed
+// so each 32-bit word decodes into four bf16x2 registers with a shift and a mask.
+struct GemmArgs {
+  const uint8_t* q;       // [held][N/8][chunks] runs of 512 (or 256) bytes
+  const uint8_t* sc;      // [held][N/8][chunks][8][4]
+  const float* bias;      // [held][N]
+  int n;                  // output rows of W
+  int kp;                 // padded K
+  int nfull;              // full 128-chunks
+  int chunks;             // nfull + (tail ? 1 : 0)
+  const uint16_t* a;      // [P][kp] bf16, permuted
+  const int32_t* tiles;   // [tiles][3]
+  const int32_t* ntiles;  // device count of valid tiles
+  // gate_up epilogue
+  uint16_t* act;          // [P][kp_out] bf16, permuted for the down GEMM
+  int kp_out, nfull_out;
+  float alpha, limit;
+  // down epilogue
+  float* y;               // [T*k][n] fp32
+  const int32_t* sorted;  // [P] pair index by row
+  const float* route_w;   // [T*k]
+};
+
+}  // namespace mxserve::kernels::cuda::internal

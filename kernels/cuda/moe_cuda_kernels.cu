@@ -1,0 +1,387 @@
+// The device kernels of the CUDA MoE path (layout conversion, routing, gather, GEMMs, combine)
+// and their launchers. Host-side objects live in moe_cuda.cc... (kept in moe_cuda.cu).
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/cuda/moe_cuda_gemm.cuh"
+#include "kernels/cuda/moe_cuda_launch.h"
+
+namespace mxserve::kernels::cuda::internal {
+
+// ---- layout conversion (once, at upload) ----------------------------------------------------
+// Bit positions (low half; +16 for the high half) of nibble bits m, e0, e1, sign for the four
+// registers a packed word holds; Decode4 undoes exactly this.
+__constant__ uint8_t kPackPos[4][4] = {{6, 7, 8, 15}, {3, 4, 5, 12}, {0, 1, 2, 9}, {10, 11, 13, 14}};
+
+__device__ __forceinline__ uint32_t PlaceNibble(uint32_t nib, int p, int half) {
+  uint32_t v = 0;
+#pragma unroll
+  for (int b = 0; b < 4; ++b) v |= ((nib >> b) & 1u) << (kPackPos[p][b] + 16 * half);
+  return v;
+}
+
+// One thread per (row group, chunk, lane): writes the lane's 16 (or 8) bytes and, for t == 0,
+// the row's 4 scale bytes. src: checkpoint blocks [n][k/32][16], scales [n][k/32].
+__global__ void SwizzleKernel(const uint8_t* __restrict__ src_q, const uint8_t* __restrict__ src_s,
+                              uint8_t* __restrict__ dst_q, uint8_t* __restrict__ dst_s, int n,
+                              int k, int kp, int nfull, int chunks) {
+  const int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t total = int64_t(n / 8) * chunks * 32;
+  if (idx >= total) return;
+  const int lane = int(idx & 31);
+  const int c = int((idx >> 5) % chunks);
+  const int rg = int((idx >> 5) / chunks);
+  const int g = lane >> 2, t = lane & 3;
+  const int row = rg * 8 + g;
+  const int S = (c < nfull) ? 8 : 4;
+  const int row_bytes = k / 2;
+  const uint8_t* srow = src_q + int64_t(row) * row_bytes;
+  uint32_t words[4] = {0, 0, 0, 0};
+  for (int r = 0; r < 2 * S; ++r) {
+    const int s = r >> 1, h = r & 1;
+    const int byte = c * 64 + 8 * s + t + 4 * h;
+    const uint32_t v = byte < row_bytes ? srow[byte] : 0u;
+    words[r >> 2] |= PlaceNibble(v & 0xF, r & 3, 0) | PlaceNibble(v >> 4, r & 3, 1);
+  }
+  uint8_t* dq = dst_q + int64_t(rg) * 8 * (kp / 2) + int64_t(c) * 512 + lane * (S * 2);
+  uint32_t* d32 = reinterpret_cast<uint32_t*>(dq);
+  for (int w = 0; w < S / 2; ++w) d32[w] = words[w];
+  if (t == 0) {
+    const int nblk = k / 32;
+    uint8_t* ds = dst_s + (int64_t(rg) * chunks + c) * 32 + g * 4;
+    for (int b = 0; b < 4; ++b) {
+      const int blk = c * 4 + b;
+      ds[b] = blk < nblk ? src_s[int64_t(row) * nblk + blk] : uint8_t{127};
+    }
+  }
+}
+
+void LaunchSwizzle(const uint8_t* src_q, const uint8_t* src_s, uint8_t* dst_q, uint8_t* dst_s,
+                   int n, int k, int kp, cudaStream_t stream) {
+  const int nfull = kp / 128, chunks = (kp + 127) / 128;
+  const int64_t total = int64_t(n / 8) * chunks * 32;
+  SwizzleKernel<<<unsigned((total + 255) / 256), 256, 0, stream>>>(src_q, src_s, dst_q, dst_s, n,
+                                                                   k, kp, nfull, chunks);
+}
+
+// ---- routing ---------------------------------------------------------------------------------
+// meta layout: counts [nh], offsets [nh + 1] (offsets[nh] = pairs), cursors [nh], ntiles [1].
+__global__ void CountKernel(const int32_t* __restrict__ ids, int pairs, const int32_t* __restrict__ local,
+                            int num_experts, int32_t* __restrict__ counts) {
+  const int p = blockIdx.x * blockDim.x + threadIdx.x;
+  if (p >= pairs) return;
+  const int e = ids[p];
+  if (e < 0 || e >= num_experts) return;
+  const int h = local[e];
+  if (h >= 0) atomicAdd(&counts[h], 1);
+}
+
+// One block of 1024 threads: exclusive scans of counts and of tiles per expert; writes the tile
+// list (held expert, first row, rows).
+__global__ void __launch_bounds__(1024) ScanKernel(int32_t* __restrict__ meta, int nh, int bm,
+                                                   int32_t* __restrict__ tiles) {
+  __shared__ int32_t s_rows[1024], s_tiles[1024];
+  int32_t* counts = meta;
+  int32_t* offsets = meta + nh;
+  int32_t* ntiles = meta + 3 * nh + 1;
+  const int per = (nh + 1023) / 1024;
+  const int lo = threadIdx.x * per, hi = min(nh, lo + per);
+  int rows = 0, tl = 0;
+  for (int h = lo; h < hi; ++h) {
+    rows += counts[h];
+    tl += (counts[h] + bm - 1) / bm;
+  }
+  s_rows[threadIdx.x] = rows;
+  s_tiles[threadIdx.x] = tl;
+  __syncthreads();
+  for (int d = 1; d < 1024; d <<= 1) {
+    const int r = threadIdx.x >= d ? s_rows[threadIdx.x - d] : 0;
+    const int q = threadIdx.x >= d ? s_tiles[threadIdx.x - d] : 0;
+    __syncthreads();
+    s_rows[threadIdx.x] += r;
+    s_tiles[threadIdx.x] += q;
+    __syncthreads();
+  }
+  int row = s_rows[threadIdx.x] - rows, tile = s_tiles[threadIdx.x] - tl;
+  for (int h = lo; h < hi; ++h) {
+    offsets[h] = row;
+    const int c = counts[h];
+    for (int i = 0; i < c; i += bm, ++tile) {
+      tiles[3 * tile] = h;
+      tiles[3 * tile + 1] = row + i;
+      tiles[3 * tile + 2] = min(bm, c - i);
+    }
+    row += c;
+  }
+  if (threadIdx.x == 1023) {
+    offsets[nh] = s_rows[1023];
+    *ntiles = s_tiles[1023];
+  }
+}
+
+__global__ void PlaceKernel(const int32_t* __restrict__ ids, int pairs, const int32_t* __restrict__ local,
+                            int num_experts, int32_t* __restrict__ meta, int nh,
+                            int32_t* __restrict__ sorted) {
+  const int p = blockIdx.x * blockDim.x + threadIdx.x;
+  if (p >= pairs) return;
+  const int e = ids[p];
+  if (e < 0 || e >= num_experts) return;
+  const int h = local[e];
+  if (h < 0) return;
+  const int pos = meta[nh + h] + atomicAdd(&meta[2 * nh + 1 + h], 1);
+  sorted[pos] = p;
+}
+
+// a[row][d] = bf16(x[token(row)][k(d)]) in the permuted order (0 in the K padding).
+__global__ void GatherKernel(const float* __restrict__ x, int h, int kp, int nfull, int top_k,
+                             const int32_t* __restrict__ sorted, const int32_t* __restrict__ total,
+                             uint16_t* __restrict__ a) {
+  const int row = blockIdx.x;
+  if (row >= *total) return;
+  const int token = sorted[row] / top_k;
+  const float* xr = x + int64_t(token) * h;
+  uint16_t* ar = a + int64_t(row) * kp;
+  for (int d = threadIdx.x; d < kp; d += blockDim.x) {
+    const int c = d >> 7, w = d & 127;
+    const int s4 = (c < nfull) ? 32 : 16;
+    const int tt = w / s4, rem = w % s4, s = rem >> 2, sub = rem & 3;
+    const int k = (c << 7) + 16 * s + 2 * tt + (sub & 1) + ((sub >> 1) << 3);
+    ar[d] = k < h ? F2Bf16(xr[k]) : uint16_t{0};
+  }
+}
+
+// out[t][:] = sum over valid slots j (in slot order) of y[t*k+j][:].
+__global__ void CombineKernel(const float* __restrict__ y, const int32_t* __restrict__ ids,
+                              const int32_t* __restrict__ local, int num_experts, int top_k, int h,
+                              float* __restrict__ out) {
+  const int t = blockIdx.x;
+  const int h4 = h / 4;
+  for (int c = threadIdx.x; c < h4; c += blockDim.x) {
+    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+    for (int j = 0; j < top_k; ++j) {
+      const int p = t * top_k + j;
+      const int e = ids[p];
+      if (e < 0 || e >= num_experts || local[e] < 0) continue;
+      const float4 v = reinterpret_cast<const float4*>(y + int64_t(p) * h)[c];
+      acc.x += v.x; acc.y += v.y; acc.z += v.z; acc.w += v.w;
+    }
+    reinterpret_cast<float4*>(out + int64_t(t) * h)[c] = acc;
+  }
+}
+
+void LaunchRouting(const RoutingArgs& r, cudaStream_t stream) {
+  const int pairs = r.tokens * r.top_k;
+  cudaMemsetAsync(r.meta, 0, sizeof(int32_t) * (3 * r.nh + 2), stream);
+  if (pairs == 0) return;
+  CountKernel<<<(pairs + 255) / 256, 256, 0, stream>>>(r.ids, pairs, r.local, r.num_experts, r.meta);
+  ScanKernel<<<1, 1024, 0, stream>>>(r.meta, r.nh, r.bm, r.tiles);
+  PlaceKernel<<<(pairs + 255) / 256, 256, 0, stream>>>(r.ids, pairs, r.local, r.num_experts, r.meta,
+                                                       r.nh, r.sorted);
+  GatherKernel<<<pairs, 256, 0, stream>>>(r.x, r.hidden, r.kp_h, r.kp_h / 128, r.top_k, r.sorted,
+                                          r.meta + 2 * r.nh, r.a);
+}
+
+void LaunchCombine(const float* y, const int32_t* ids, const int32_t* local, int num_experts,
+                   int tokens, int top_k, int h, float* out, cudaStream_t stream) {
+  if (tokens == 0) return;
+  CombineKernel<<<tokens, 256, 0, stream>>>(y, ids, local, num_experts, top_k, h, out);
+}
+
+// ---- the grouped GEMM ------------------------------------------------------------------------
+template <int MT, int NW, int WN, int WK, bool kGateUp>
+__global__ void __launch_bounds__(32 * WN * WK) MoeGemmKernel(const GemmArgs p) {
+  constexpr int kRed = WK > 1 ? (WK - 1) * WN * MT * NW * 4 * 32 : 1;
+  __shared__ float red[kRed];
+  const int tile = blockIdx.y;
+  if (tile >= *p.ntiles) return;
+  const int e = p.tiles[3 * tile], row0 = p.tiles[3 * tile + 1], rows = p.tiles[3 * tile + 2];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const int wn = warp % WN, wk = warp / WN;
+  const int nt0 = (blockIdx.x * WN + wn) * NW;
+  const int nt_total = p.n >> 3;
+  const int64_t rg_bytes = int64_t(4) * p.kp;  // 8 rows * kp/2
+  const uint8_t* qe = p.q + int64_t(e) * nt_total * rg_bytes;
+  const uint8_t* se = p.sc + int64_t(e) * nt_total * p.chunks * 32;
+
+  float acc[MT][NW][4];
+#pragma unroll
+  for (int m = 0; m < MT; ++m)
+#pragma unroll
+    for (int i = 0; i < NW; ++i)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) acc[m][i][j] = 0.f;
+
+  const uint16_t* arow[MT][2];
+  bool aval[MT][2];
+#pragma unroll
+  for (int m = 0; m < MT; ++m)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int lr = m * 16 + g + 8 * h;
+      aval[m][h] = lr < rows;
+      arow[m][h] = p.a + int64_t(row0 + (lr < rows ? lr : 0)) * p.kp;
+    }
+  bool nval[NW];
+#pragma unroll
+  for (int i = 0; i < NW; ++i) nval[i] = nt0 + i < nt_total;
+
+  auto load_b = [&](int c, uint4 (&bq)[NW], uint32_t (&bs)[NW]) {
+#pragma unroll
+    for (int i = 0; i < NW; ++i) {
+      if (nval[i]) {
+        bq[i] = LdStream16(qe + (nt0 + i) * rg_bytes + int64_t(c) * 512 + lane * 16);
+        bs[i] = __ldg(reinterpret_cast<const uint32_t*>(se + (int64_t(nt0 + i) * p.chunks + c) * 32 + g * 4));
+      } else {
+        bq[i] = make_uint4(0, 0, 0, 0);
+        bs[i] = 0x7F7F7F7Fu;
+      }
+    }
+  };
+  auto compute = [&](int c, const uint4 (&bq)[NW], const uint32_t (&bs)[NW]) {
+#pragma unroll
+    for (int b = 0; b < 4; ++b) {
+      uint4 alo[MT], ahi[MT];
+#pragma unroll
+      for (int m = 0; m < MT; ++m) {
+        const int off = c * 128 + t * 32 + 8 * b;
+        alo[m] = aval[m][0] ? __ldg(reinterpret_cast<const uint4*>(arow[m][0] + off)) : make_uint4(0, 0, 0, 0);
+        ahi[m] = aval[m][1] ? __ldg(reinterpret_cast<const uint4*>(arow[m][1] + off)) : make_uint4(0, 0, 0, 0);
+      }
+      uint32_t w[NW], sc[NW];
+#pragma unroll
+      for (int i = 0; i < NW; ++i) {
+        w[i] = b == 0 ? bq[i].x : b == 1 ? bq[i].y : b == 2 ? bq[i].z : bq[i].w;
+        sc[i] = ScaleBf16x2((bs[i] >> (8 * b)) & 0xFFu);
+      }
+      BlockMma<MT, NW>(acc, alo, ahi, w, sc);
+    }
+  };
+
+  int c = wk;
+  uint4 bq[NW];
+  uint32_t bs[NW];
+  if (c < p.nfull) load_b(c, bq, bs);
+  for (; c < p.nfull; c += WK) {
+    uint4 nq[NW];
+    uint32_t ns[NW];
+    const bool more = c + WK < p.nfull;
+    if (more) load_b(c + WK, nq, ns);
+    compute(c, bq, bs);
+    if (more) {
+#pragma unroll
+      for (int i = 0; i < NW; ++i) { bq[i] = nq[i]; bs[i] = ns[i]; }
+    }
+  }
+  // The 64-wide tail chunk goes to the warp that would have had chunk index nfull.
+  if (p.chunks > p.nfull && wk == p.nfull % WK) {
+    const int ct = p.nfull;
+    uint2 tq[NW];
+    uint32_t ts[NW];
+#pragma unroll
+    for (int i = 0; i < NW; ++i) {
+      if (nval[i]) {
+        tq[i] = LdStream8(qe + (nt0 + i) * rg_bytes + int64_t(ct) * 512 + lane * 8);
+        ts[i] = __ldg(reinterpret_cast<const uint32_t*>(se + (int64_t(nt0 + i) * p.chunks + ct) * 32 + g * 4));
+      } else {
+        tq[i] = make_uint2(0, 0);
+        ts[i] = 0x7F7F7F7Fu;
+      }
+    }
+#pragma unroll
+    for (int b = 0; b < 2; ++b) {
+      uint4 alo[MT], ahi[MT];
+#pragma unroll
+      for (int m = 0; m < MT; ++m) {
+        const int off = ct * 128 + t * 16 + 8 * b;
+        alo[m] = aval[m][0] ? __ldg(reinterpret_cast<const uint4*>(arow[m][0] + off)) : make_uint4(0, 0, 0, 0);
+        ahi[m] = aval[m][1] ? __ldg(reinterpret_cast<const uint4*>(arow[m][1] + off)) : make_uint4(0, 0, 0, 0);
+      }
+      uint32_t w[NW], sc[NW];
+#pragma unroll
+      for (int i = 0; i < NW; ++i) {
+        w[i] = b == 0 ? tq[i].x : tq[i].y;
+        sc[i] = ScaleBf16x2((ts[i] >> (8 * b)) & 0xFFu);
+      }
+      BlockMma<MT, NW>(acc, alo, ahi, w, sc);
+    }
+  }
+
+  if constexpr (WK > 1) {
+    constexpr int kRegs = MT * NW * 4;
+    if (wk > 0) {
+      float* dst = red + ((wk - 1) * WN + wn) * kRegs * 32;
+#pragma unroll
+      for (int m = 0; m < MT; ++m)
+#pragma unroll
+        for (int i = 0; i < NW; ++i)
+#pragma unroll
+          for (int j = 0; j < 4; ++j) dst[((m * NW + i) * 4 + j) * 32 + lane] = acc[m][i][j];
+    }
+    __syncthreads();
+    if (wk > 0) return;
+    for (int kk = 1; kk < WK; ++kk) {
+      const float* src = red + ((kk - 1) * WN + wn) * kRegs * 32;
+#pragma unroll
+      for (int m = 0; m < MT; ++m)
+#pragma unroll
+        for (int i = 0; i < NW; ++i)
+#pragma unroll
+          for (int j = 0; j < 4; ++j) acc[m][i][j] += src[((m * NW + i) * 4 + j) * 32 + lane];
+    }
+  }
+
+  const float* be = p.bias + int64_t(e) * p.n;
+#pragma unroll
+  for (int i = 0; i < NW; ++i) {
+    if (!nval[i]) continue;
+    const int n = (nt0 + i) * 8 + 2 * t;
+    const float b0 = be[n], b1 = be[n + 1];
+#pragma unroll
+    for (int m = 0; m < MT; ++m)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int lr = m * 16 + g + 8 * h;
+        if (lr >= rows) continue;
+        const float v0 = acc[m][i][2 * h] + b0, v1 = acc[m][i][2 * h + 1] + b1;
+        if constexpr (kGateUp) {
+          float gt = v0, up = v1;
+          if (gt > p.limit) gt = p.limit;
+          if (up > p.limit) up = p.limit;
+          if (up < -p.limit) up = -p.limit;
+          const float sig = 1.0f / (1.0f + expf(-p.alpha * gt));
+          const float act = (up + 1.0f) * gt * sig;
+          p.act[int64_t(row0 + lr) * p.kp_out + PermIndex(n >> 1, p.nfull_out)] = F2Bf16(act);
+        } else {
+          const int pair = p.sorted[row0 + lr];
+          const float w = p.route_w[pair];
+          *reinterpret_cast<float2*>(p.y + int64_t(pair) * p.n + n) = make_float2(w * v0, w * v1);
+        }
+      }
+  }
+}
+
+template <int MT, int NW, int WN, int WK>
+void LaunchGemmT(const GemmArgs& a, bool gate_up, int max_tiles, cudaStream_t stream) {
+  const int rows_per_cta = 8 * NW * WN;
+  dim3 grid((a.n + rows_per_cta - 1) / rows_per_cta, max_tiles);
+  if (gate_up) {
+    MoeGemmKernel<MT, NW, WN, WK, true><<<grid, 32 * WN * WK, 0, stream>>>(a);
+  } else {
+    MoeGemmKernel<MT, NW, WN, WK, false><<<grid, 32 * WN * WK, 0, stream>>>(a);
+  }
+}
+
+int PathBm(int path) { return path == 0 ? 16 : path == 1 ? 32 : 64; }
+
+void LaunchGemm(const GemmArgs& a, bool gate_up, int path, int max_tiles, cudaStream_t stream) {
+  if (max_tiles <= 0) return;
+  switch (path) {
+    case 0: LaunchGemmT<1, 2, 1, 8>(a, gate_up, max_tiles, stream); break;
+    case 1: LaunchGemmT<2, 2, 2, 4>(a, gate_up, max_tiles, stream); break;
+    default: LaunchGemmT<4, 4, 8, 1>(a, gate_up, max_tiles, stream); break;
+  }
+}
+
+}  // namespace mxserve::kernels::cuda::internal

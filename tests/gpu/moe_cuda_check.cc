@@ -1,0 +1,183 @@
+// mxserve-gpu-moe-check: the CUDA MoE path against kernels::MoeForwardReference (CPU, float32)
+// on fresh random inputs, one PASS/FAIL line per case. Run on a GPU machine (run_all.sh); not a
+// ctest (CI has no GPU).
+//
+// Bound (bf16 activations and bf16 SwiGLU output, fp32 accumulation; weights exact in bf16):
+//   rel_l2 = ||out - ref|| / ||ref|| over the checked tokens  <= 1e-2, and
+//   every element |out - ref| <= 0.05 * rms(ref of that token), no NaN/Inf.
+// Each bf16 rounding is <= 2^-9 relative, so an error of a few 1e-3 is expected.
+// Also: a second run of the same batch must give identical bits (determinism).
+#include <cuda_runtime.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/moe_cuda.h"
+#include "kernels/moe/moe.h"
+#include "tests/gpu/random_moe.h"
+
+namespace mxserve {
+namespace {
+
+using gpu_test::HostBatch;
+using gpu_test::HostLayer;
+namespace kc = kernels::cuda;
+
+struct Shape {
+  std::string name;
+  int H, I, E, k;
+  bool bias;
+  int pool;          // experts tokens route to (< E: some experts get none)
+  bool half_held;    // the layer holds only even experts (ids routed to those only)
+  std::vector<int> tokens;
+};
+
+int failures = 0;
+
+void CheckCase(const Shape& sh, HostLayer& hl, kc::CudaMoeLayer& dl, kc::CudaMoeRunner& runner,
+               int T, kc::CudaMoePath path, uint64_t seed) {
+  std::vector<int> pool;
+  for (int e = 0; e < sh.E && int(pool.size()) < sh.pool; e += sh.half_held ? 2 : 1) pool.push_back(e);
+  HostBatch b = gpu_test::MakeBatch(T, sh.k, sh.H, pool, 0.05, seed);
+  std::vector<float> out(size_t(T) * sh.H, std::nanf("")), out2(out.size(), std::nanf(""));
+  // Runner path (host memory in and out) with the chosen kernel path.
+  absl::Status s;
+  if (path == kc::CudaMoePath::kAuto) {
+    s = runner.Run(dl, hl.layer, b.batch(), out.data());
+    if (s.ok()) s = runner.Run(dl, hl.layer, b.batch(), out2.data());
+  } else {
+    // Device buffers by hand to force the path.
+    float *dx, *dout, *dw;
+    int32_t* dids;
+    cudaMalloc(&dx, 4 * b.x.size());
+    cudaMalloc(&dout, 4 * out.size());
+    cudaMalloc(&dw, 4 * b.w.size());
+    cudaMalloc(&dids, 4 * b.ids.size());
+    cudaMemcpy(dx, b.x.data(), 4 * b.x.size(), cudaMemcpyHostToDevice);
+    cudaMemcpy(dw, b.w.data(), 4 * b.w.size(), cudaMemcpyHostToDevice);
+    cudaMemcpy(dids, b.ids.data(), 4 * b.ids.size(), cudaMemcpyHostToDevice);
+    cudaMemset(dout, 0xFF, 4 * out.size());  // poison: NaN
+    kc::CudaMoeWorkspace ws;
+    kc::CudaMoeBatch db{T, sh.k, dx, dids, dw};
+    s = kc::MoeForwardCuda(dl, db, dout, ws, nullptr, path);
+    if (s.ok()) s = kc::CudaCheck(cudaDeviceSynchronize(), "forced path");
+    cudaMemcpy(out.data(), dout, 4 * out.size(), cudaMemcpyDeviceToHost);
+    if (s.ok()) s = kc::MoeForwardCuda(dl, db, dout, ws, nullptr, path);
+    if (s.ok()) s = kc::CudaCheck(cudaDeviceSynchronize(), "forced path");
+    cudaMemcpy(out2.data(), dout, 4 * out.size(), cudaMemcpyDeviceToHost);
+    cudaFree(dx);
+    cudaFree(dout);
+    cudaFree(dw);
+    cudaFree(dids);
+  }
+  const char* pname = path == kc::CudaMoePath::kAuto ? "auto" : path == kc::CudaMoePath::kDecode ? "decode"
+                      : path == kc::CudaMoePath::kMid ? "mid" : "prefill";
+  if (!s.ok()) {
+    std::printf("FAIL  %-14s T=%-6d k=%-2d path=%-7s error: %s\n", sh.name.c_str(), T, sh.k, pname,
+                std::string(s.message()).c_str());
+    ++failures;
+    return;
+  }
+  const bool same = std::memcmp(out.data(), out2.data(), 4 * out.size()) == 0;
+  // Reference on a sample of tokens (all when few), spread over the batch, in parallel.
+  std::vector<int> sample;
+  const int want = std::min(T, 32);
+  for (int i = 0; i < want; ++i) sample.push_back(int((int64_t(i) * T) / want));
+  std::vector<float> ref(size_t(sample.size()) * sh.H);
+  std::vector<absl::Status> st(sample.size());
+  gpu_test::ParallelFor(sample.size(), [&](size_t i) {
+    const int t = sample[i];
+    kernels::MoeBatch one{1, sh.k, b.x.data() + size_t(t) * sh.H, b.ids.data() + size_t(t) * sh.k,
+                          b.w.data() + size_t(t) * sh.k};
+    st[i] = kernels::MoeForwardReference(hl.layer, one, ref.data() + i * sh.H);
+  });
+  for (auto& x : st) {
+    if (!x.ok()) {
+      std::printf("FAIL  %-14s T=%-6d reference error: %s\n", sh.name.c_str(), T, std::string(x.message()).c_str());
+      ++failures;
+      return;
+    }
+  }
+  double num = 0, den = 0, worst = 0;
+  bool finite = true;
+  for (size_t i = 0; i < sample.size(); ++i) {
+    const float* o = out.data() + size_t(sample[i]) * sh.H;
+    const float* r = ref.data() + i * sh.H;
+    double ss = 0;
+    for (int h = 0; h < sh.H; ++h) ss += double(r[h]) * r[h];
+    const double rms = std::sqrt(ss / sh.H) + 1e-30;
+    for (int h = 0; h < sh.H; ++h) {
+      if (!std::isfinite(o[h])) finite = false;
+      const double d = double(o[h]) - r[h];
+      num += d * d;
+      den += double(r[h]) * r[h];
+      worst = std::max(worst, std::fabs(d) / rms);
+    }
+  }
+  // Tokens not sampled must still be written (poisoned NaN before a forced-path run).
+  for (float v : out) if (!std::isfinite(v)) finite = false;
+  const double rel = std::sqrt(num / std::max(den, 1e-300));
+  const bool pass = finite && same && rel <= 1e-2 && worst <= 0.05;
+  if (!pass) ++failures;
+  std::printf("%s  %-14s T=%-6d k=%-2d path=%-7s checked=%-3zu rel_l2=%.2e max_err/rms=%.2e %s%s\n",
+              pass ? "PASS" : "FAIL", sh.name.c_str(), T, sh.k, pname, sample.size(), rel, worst,
+              same ? "deterministic" : "NOT-DETERMINISTIC", finite ? "" : " NON-FINITE");
+  std::fflush(stdout);
+}
+
+int Main(int argc, char** argv) {
+  const std::string only = argc > 1 ? argv[1] : "";
+  std::vector<Shape> shapes = {
+      {"tiny-pad", 96, 160, 8, 2, true, 6, false, {1, 3, 17, 129}},
+      {"tiny-k1", 256, 128, 16, 1, true, 16, false, {1, 5, 300}},
+      {"half-held", 256, 320, 64, 6, false, 40, true, {2, 77, 1031}},
+      {"gpt-oss-20b", 2880, 2880, 32, 4, true, 32, false, {1, 7, 64, 333, 1024, 4097}},
+      {"gpt-oss-120b", 2880, 2880, 128, 4, true, 100, false, {1, 16, 256, 2049, 16384}},
+      {"kimi-k2-like", 7168, 2048, 384, 8, false, 384, false, {1, 64, 1000, 16384}},
+      {"k3-latent", 3584, 3072, 256, 16, false, 256, false, {1, 5, 300, 16384}},
+  };
+  auto runner_or = kc::CudaMoeRunner::Create(0);
+  if (!runner_or.ok()) {
+    std::printf("FAIL  no CUDA device: %s\n", std::string(runner_or.status().message()).c_str());
+    return 1;
+  }
+  auto& runner = **runner_or;
+  uint64_t seed = uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
+  std::printf("seed %llu\n", (unsigned long long)seed);
+  for (const Shape& sh : shapes) {
+    if (!only.empty() && only != sh.name) continue;
+    std::vector<bool> held;
+    if (sh.half_held) for (int e = 0; e < sh.E; ++e) held.push_back(e % 2 == 0);
+    const auto t0 = std::chrono::steady_clock::now();
+    auto hl = gpu_test::MakeLayer(sh.H, sh.I, sh.E, sh.bias, seed++, held);
+    auto dl_or = kc::CudaMoeLayer::Upload(hl->layer, runner.stream());
+    if (!dl_or.ok()) {
+      std::printf("FAIL  %s upload: %s\n", sh.name.c_str(), std::string(dl_or.status().message()).c_str());
+      ++failures;
+      continue;
+    }
+    const double up_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::printf("# %s: H=%d I=%d E=%d (held %d) k=%d bias=%d, %.2f GB on device, made+uploaded in %.1f s\n",
+                sh.name.c_str(), sh.H, sh.I, sh.E, (*dl_or)->num_held(), sh.k, sh.bias,
+                (*dl_or)->device_bytes() / 1e9, up_s);
+    for (int T : sh.tokens) {
+      CheckCase(sh, *hl, **dl_or, runner, T, kc::CudaMoePath::kAuto, seed++);
+      if (T <= 1031) {  // every kernel configuration on the small and mid counts
+        CheckCase(sh, *hl, **dl_or, runner, T, kc::CudaMoePath::kDecode, seed++);
+        CheckCase(sh, *hl, **dl_or, runner, T, kc::CudaMoePath::kPrefill, seed++);
+        if (T <= 333) CheckCase(sh, *hl, **dl_or, runner, T, kc::CudaMoePath::kMid, seed++);
+      }
+    }
+  }
+  std::printf("%s: %d failure(s)\n", failures == 0 ? "ALL PASS" : "FAILURES", failures);
+  return failures == 0 ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace mxserve
+
+int main(int argc, char** argv) { return mxserve::Main(argc, argv); }

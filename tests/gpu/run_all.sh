@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# One device call: correctness (PASS/FAIL per case), compute-sanitizer memcheck on small cases,
+# benchmark + same-run baselines. Builds nothing: carry a bundle made with
+#   cmake -S . -B build-cuda && cmake --build build-cuda --target mxserve-gpu-moe-check mxserve-bench-moe-gpu
+#   ../shared/tools/device-bundle bundle-cuda build-cuda/bin/mxserve-gpu-moe-check build-cuda/bin/mxserve-bench-moe-gpu
+# then, on the GPU machine from the repo root: tests/gpu/run_all.sh [check|sanitize|bench]...
+# Writes logs under $OUT (or /tmp/mxserve-gpu).
+set -uo pipefail
+OUT=${OUT:-/tmp/mxserve-gpu}
+mkdir -p "$OUT"
+source bundle-cuda/env.sh
+B=bundle-cuda/bin
+steps=${*:-check sanitize bench}
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader | tee "$OUT/card.txt"
+date -u | tee -a "$OUT/card.txt"
+rc=0
+for s in $steps; do
+  case $s in
+    check)
+      $B/mxserve-gpu-moe-check ${CHECK_ONLY:-} 2>&1 | tee "$OUT/check.txt" || rc=1 ;;
+    sanitize)
+      compute-sanitizer --tool memcheck --leak-check full --error-exitcode 9 $B/mxserve-gpu-moe-check tiny-pad \
+        > "$OUT/memcheck.txt" 2>&1; r=$?
+      tail -3 "$OUT/memcheck.txt"; echo "memcheck tiny-pad rc=$r"; [ $r -eq 0 ] || rc=1
+      compute-sanitizer --tool memcheck --error-exitcode 9 $B/mxserve-gpu-moe-check half-held \
+        > "$OUT/memcheck2.txt" 2>&1; r=$?
+      tail -2 "$OUT/memcheck2.txt"; echo "memcheck half-held rc=$r"; [ $r -eq 0 ] || rc=1 ;;
+    bench)
+      $B/mxserve-bench-moe-gpu "$OUT/ours.csv" ${BENCH_SHAPES:-gpt-oss-120b} ${BENCH_TOKENS:-1,4,16,64,256,1024,4096,16384} \
+        2>&1 | tee "$OUT/bench.txt" || rc=1
+      PYTHONUNBUFFERED=1 python3 bench/gpu/baselines.py "$OUT/ours.csv" ${BENCH_SHAPES:-gpt-oss-120b} \
+        ${BENCH_TOKENS:-1,4,16,64,256,1024,4096,16384} 2>&1 | tee "$OUT/table.txt" || rc=1 ;;
+  esac
+done
+exit $rc

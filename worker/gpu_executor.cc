@@ -1,0 +1,34 @@
+#include "worker/gpu_executor.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace mxserve {
+
+absl::StatusOr<std::unique_ptr<GpuExecutor>> GpuExecutor::Create(std::shared_ptr<const ExpertShard> shard,
+                                                                 int device) {
+  std::unique_ptr<GpuExecutor> ex(new GpuExecutor());
+  auto runner = kernels::cuda::CudaMoeRunner::Create(device);
+  if (!runner.ok()) return runner.status();
+  for (int l = 0; l < shard->num_layers(); ++l) {
+    auto layer = kernels::cuda::CudaMoeLayer::Upload(shard->layer(l), (*runner)->stream());
+    if (!layer.ok()) {
+      return absl::Status(layer.status().code(), absl::StrCat("layer ", l, ": ", layer.status().message()));
+    }
+    ex->device_bytes_ += (*layer)->device_bytes();
+    ex->layers_.push_back(*std::move(layer));
+  }
+  ex->shard_ = std::move(shard);
+  absl::MutexLock lock(&ex->mu_);
+  ex->runner_ = *std::move(runner);
+  return ex;
+}
+
+absl::Status GpuExecutor::Run(int layer, const kernels::MoeBatch& batch, float* out) {
+  if (layer < 0 || layer >= static_cast<int>(layers_.size())) {
+    return absl::InvalidArgumentError(absl::StrCat("layer ", layer, " not in [0, ", layers_.size(), ")"));
+  }
+  absl::MutexLock lock(&mu_);
+  return runner_->Run(*layers_[layer], shard_->layer(layer), batch, out);
+}
+
+}  // namespace mxserve

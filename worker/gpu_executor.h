@@ -1,0 +1,35 @@
+// Runs a worker's shard on one CUDA device: every layer's experts uploaded once in the kernel
+// layout (converted on the device from the checkpoint bytes), calls serialised on the
+// executor's own stream with pinned staging buffers. Built only with MXSERVE_HAVE_CUDA.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "kernels/cuda/moe_cuda.h"
+#include "worker/expert_executor.h"
+#include "worker/expert_shard.h"
+
+namespace mxserve {
+
+class GpuExecutor final : public ExpertExecutor {
+ public:
+  // device: the N of cuda:N. Uploads every layer before returning.
+  static absl::StatusOr<std::unique_ptr<GpuExecutor>> Create(std::shared_ptr<const ExpertShard> shard,
+                                                             int device);
+  absl::Status Run(int layer, const kernels::MoeBatch& batch, float* out) override;
+  size_t device_bytes() const { return device_bytes_; }
+
+ private:
+  GpuExecutor() = default;
+  std::shared_ptr<const ExpertShard> shard_;  // host layout: validation (ids held, shapes)
+  std::vector<std::unique_ptr<kernels::cuda::CudaMoeLayer>> layers_;
+  size_t device_bytes_ = 0;
+  absl::Mutex mu_;
+  std::unique_ptr<kernels::cuda::CudaMoeRunner> runner_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace mxserve
