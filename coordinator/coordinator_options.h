@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "worker/worker_auth.h"
 
 namespace mxserve {
 
@@ -20,6 +21,11 @@ struct CoordinatorOptions {
   std::string port_file;              // if set: {"http_port":P,"grpc_port":Q} written once listening
   int http_threads = 2;
   int64_t max_body_bytes = 8 << 20;
+  // Security and limits (coordinator/frontends/auth.h, request_deadline.h).
+  std::string api_key;                // non-empty: Bearer key required on HTTP and gRPC
+  int max_prompt_tokens = 0;          // > 0: longer prompts get 400
+  absl::Duration request_timeout = absl::ZeroDuration();  // > 0: longer requests end with 504
+  WorkerAuthOptions worker_auth;      // mTLS and/or token towards the workers
   // Experts: in-process (local_workers == 0 and no workers), local processes, or remote workers.
   int local_workers = 0;
   std::vector<std::string> workers;   // host:port of workers started elsewhere

@@ -34,7 +34,10 @@
 #include "worker/expert_executor.h"
 #include "worker/expert_service.h"
 #include "worker/expert_shard.h"
+#include "worker/worker_notify.h"
 #include "worker/worker_server.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "grpcpp/create_channel.h"
 #ifdef MXSERVE_HAVE_CUDA
 #include "worker/gpu_executor.h"
 #endif
@@ -46,6 +49,13 @@ ABSL_FLAG(int, port, 0, "port to listen on (0 = pick a free one; see --port-file
 ABSL_FLAG(std::string, port_file, "", "write the bound port here once listening (atomically)");
 ABSL_FLAG(int, threads, 0, "CPU threads for the expert kernels (0 = all cores)");
 ABSL_FLAG(std::string, device, "cpu", "where the expert kernels run: cpu or cuda:N");
+ABSL_FLAG(std::string, worker_token, "",
+          "accept ExpertWorker calls only with 'authorization: Bearer TOKEN' (env MXSERVE_WORKER_TOKEN)");
+ABSL_FLAG(std::string, tls_ca, "", "mutual TLS: CA PEM that client certificates must chain to (env MXSERVE_TLS_CA)");
+ABSL_FLAG(std::string, tls_cert, "", "mutual TLS: this worker's certificate PEM (env MXSERVE_TLS_CERT)");
+ABSL_FLAG(std::string, tls_key, "", "mutual TLS: this worker's private key PEM (env MXSERVE_TLS_KEY)");
+ABSL_FLAG(int, health_port, -1,
+          "with TLS: plaintext grpc.health.v1-only port for Kubernetes gRPC probes (-1 = none)");
 
 namespace mxserve {
 namespace {
@@ -60,6 +70,8 @@ struct WorkerOptions {
   std::string port_file;
   int threads = 0;
   std::string device;
+  WorkerAuthOptions auth;
+  int health_port = -1;
 };
 
 WorkerOptions OptionsFromFlags() {
@@ -71,6 +83,12 @@ WorkerOptions OptionsFromFlags() {
   o.port_file = absl::GetFlag(FLAGS_port_file);
   o.threads = absl::GetFlag(FLAGS_threads);
   o.device = absl::GetFlag(FLAGS_device);
+  o.auth.token = absl::GetFlag(FLAGS_worker_token);
+  o.auth.tls_ca = absl::GetFlag(FLAGS_tls_ca);
+  o.auth.tls_cert = absl::GetFlag(FLAGS_tls_cert);
+  o.auth.tls_key = absl::GetFlag(FLAGS_tls_key);
+  o.auth.FillFromEnv();
+  o.health_port = absl::GetFlag(FLAGS_health_port);
   return o;
 }
 
@@ -175,6 +193,8 @@ int Main(const WorkerOptions& opt) {
   WorkerServerOptions sopt;
   sopt.host = opt.host;
   sopt.port = opt.port;
+  sopt.auth = opt.auth;
+  sopt.plaintext_health_port = opt.health_port;
   absl::StatusOr<std::unique_ptr<WorkerServer>> server = WorkerServer::Start(sopt, service);
   if (!server.ok()) {
     Fail(server.status().code() == absl::StatusCode::kInvalidArgument ? kExitConfig : 1,
@@ -183,6 +203,9 @@ int Main(const WorkerOptions& opt) {
   Log(absl::StrCat("listening on ", (*server)->address(), " (NOT_SERVING until loaded); experts ",
                    experts.front(), "..", experts.back(), " (", experts.size(), ") of ",
                    config->num_local_experts, ", ", config->num_hidden_layers, " layers"));
+  // systemd (Type=notify): loading may outlast TimeoutStartSec; each layer extends it.
+  SystemdNotifier::ExtendTimeout(absl::Minutes(2));
+  SystemdNotifier::Status("loading experts");
   if (!opt.port_file.empty()) {
     if (absl::Status s = WritePortFile(opt.port_file, (*server)->port()); !s.ok()) {
       Fail(kExitConfig, std::string(s.message()));
@@ -197,6 +220,7 @@ int Main(const WorkerOptions& opt) {
     sigwait(&sigs, &sig);
     stopping = true;
     Log(absl::StrCat("signal ", sig, ": shutting down"));
+    SystemdNotifier::Stopping();
     // A worker holds no state but weights: while still loading, there is nothing to drain.
     if (!loaded) std::_Exit(0);
     srv->Shutdown(absl::Seconds(5));
@@ -208,6 +232,7 @@ int Main(const WorkerOptions& opt) {
   absl::StatusOr<std::unique_ptr<ExpertShard>> shard = ExpertShard::Load(
       **ckpt, *config, experts, [](int done, int total) {
         Log(absl::StrCat("loaded layer ", done, "/", total));
+        SystemdNotifier::ExtendTimeout(absl::Minutes(2));
       });
   if (!shard.ok()) Fail(kExitConfig, absl::StrCat("loading experts: ", shard.status().message()));
   ckpt->reset();  // weights are copied; drop the mapping
@@ -230,6 +255,28 @@ int Main(const WorkerOptions& opt) {
   if (!stopping) {
     srv->SetServing(true);
     Log("SERVING");
+    SystemdNotifier::Ready(absl::StrCat("SERVING on ", srv->address()));
+  }
+  // WatchdogSec=: ping only while our own health service answers over the network, so a wedged
+  // gRPC server stops the pings (behind mutual TLS: via the plaintext health port, if any).
+  SystemdNotifier notifier;
+  {
+    const std::string host = opt.host == "0.0.0.0" || opt.host == "::" ? "127.0.0.1" : opt.host;
+    int probe_port = opt.auth.tls() ? srv->plaintext_health_port() : srv->port();
+    std::shared_ptr<grpc::Channel> ch;
+    if (probe_port > 0) {
+      ch = grpc::CreateChannel(absl::StrCat(host.find(':') != std::string::npos ? "[" + host + "]" : host,
+                                            ":", probe_port),
+                               grpc::InsecureChannelCredentials());
+    }
+    notifier.StartWatchdog([ch] {
+      if (!ch) return true;
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+      grpc::health::v1::HealthCheckRequest req;
+      grpc::health::v1::HealthCheckResponse resp;
+      return grpc::health::v1::Health::NewStub(ch)->Check(&ctx, req, &resp).ok();
+    });
   }
   srv->Wait();  // returns once the signal thread has shut the server down
   signal_thread.join();

@@ -29,9 +29,21 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
   const std::string host = options.host.find(':') != std::string::npos
                                ? absl::StrCat("[", options.host, "]")  // IPv6 literal
                                : options.host;
-  builder.AddListeningPort(absl::StrCat(host, ":", options.port), grpc::InsecureServerCredentials(),
-                           &server->port_);
-  builder.RegisterService(server->service_.get());
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> creds =
+      WorkerServerCredentials(options.auth);
+  if (!creds.ok()) return creds.status();
+  builder.AddListeningPort(absl::StrCat(host, ":", options.port), *creds, &server->port_);
+  if (options.auth.tls() && options.plaintext_health_port >= 0) {
+    builder.AddListeningPort(absl::StrCat(host, ":", options.plaintext_health_port),
+                             grpc::InsecureServerCredentials(), &server->health_port_);
+  }
+  if (options.auth.enabled()) {
+    server->auth_service_ =
+        std::make_unique<AuthenticatedExpertService>(server->service_, options.auth);
+    builder.RegisterService(server->auth_service_.get());
+  } else {
+    builder.RegisterService(server->service_.get());
+  }
   builder.SetMaxReceiveMessageSize(options.max_message_bytes);
   builder.SetMaxSendMessageSize(options.max_message_bytes);
   // Let the coordinator's keepalive pings through (the server default is one per 5 min and a

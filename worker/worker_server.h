@@ -12,6 +12,7 @@
 #include "absl/time/time.h"
 #include "grpcpp/server.h"
 #include "worker/expert_service.h"
+#include "worker/worker_auth.h"
 
 namespace mxserve {
 
@@ -22,6 +23,11 @@ struct WorkerServerOptions {
   // Accept client keepalive pings this often (the coordinator pings every 1 s by default, so
   // that a hung worker is noticed within ~2 s; see WorkerClientOptions).
   absl::Duration min_recv_ping_interval = absl::Milliseconds(500);
+  // Who may call ExpertWorker (mutual TLS and/or a token; worker/worker_auth.h). Off = anyone.
+  WorkerAuthOptions auth;
+  // With TLS on: also listen in plaintext on this port (0 = pick) for Kubernetes gRPC health
+  // probes, which cannot speak TLS; the experts refuse calls arriving there. -1 = no such port.
+  int plaintext_health_port = -1;
 };
 
 class WorkerServer {
@@ -33,6 +39,7 @@ class WorkerServer {
   ~WorkerServer();
 
   int port() const { return port_; }
+  int plaintext_health_port() const { return health_port_; }  // 0 when there is none
   std::string address() const;  // host:port
   ExpertService& service() { return *service_; }
   // Flips grpc.health.v1 for "" and the ExpertWorker service.
@@ -46,6 +53,8 @@ class WorkerServer {
   std::string host_;
   int port_ = 0;
   std::shared_ptr<ExpertService> service_;
+  std::unique_ptr<grpc::Service> auth_service_;  // registered instead of service_ when auth is on
+  int health_port_ = 0;
   std::unique_ptr<grpc::Server> server_;
   std::atomic<bool> shut_down_{false};
 };

@@ -13,6 +13,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "coordinator/frontends/api_error.h"
+#include "coordinator/frontends/auth.h"
 #include "coordinator/frontends/openai_api.h"
 #include "core/status.h"
 #include "core/status_map.h"
@@ -113,8 +114,10 @@ class GenerateReactor : public grpc::ServerWriteReactor<pb::GenerateResponse> {
   GenerateReactor(const ServingContext& ctx, grpc::CallbackServerContext* call,
                   const pb::GenerateRequest* req)
       : ctx_(ctx) {
+    absl::Status auth = CheckApiKey(ctx_.api_key, call->client_metadata());
     absl::StatusOr<ParsedGenerate> parsed =
-        ctx_.IsReady() ? ParseGenerate(*req, ctx_)
+        !auth.ok()       ? absl::StatusOr<ParsedGenerate>(auth)
+        : ctx_.IsReady() ? ParseGenerate(*req, ctx_)
                        : absl::StatusOr<ParsedGenerate>(
                              absl::UnavailableError("the model is not ready yet"));
     if (!parsed.ok()) {
@@ -309,6 +312,11 @@ class InferenceService final : public pb::Inference::CallbackService {
   grpc::ServerUnaryReactor* ListModels(grpc::CallbackServerContext* call,
                                        const pb::ListModelsRequest*,
                                        pb::ListModelsResponse* resp) override {
+    if (absl::Status s = CheckApiKey(ctx_.api_key, call->client_metadata()); !s.ok()) {
+      auto* r = call->DefaultReactor();
+      r->Finish(ToGrpc(s));
+      return r;
+    }
     pb::ModelInfo* m = resp->add_models();
     m->set_id(ctx_.model_id);
     m->set_max_model_len(ctx_.max_model_len);
@@ -322,7 +330,8 @@ class InferenceService final : public pb::Inference::CallbackService {
                                      const pb::TokenizeRequest* req,
                                      pb::TokenizeResponse* resp) override {
     auto* r = call->DefaultReactor();
-    absl::Status s = CheckModel(req->model(), ctx_);
+    absl::Status s = CheckApiKey(ctx_.api_key, call->client_metadata());
+    if (s.ok()) s = CheckModel(req->model(), ctx_);
     if (s.ok() && !IsValidUtf8(req->text())) s = InvalidParam("text", "'text' is not valid UTF-8");
     if (!s.ok()) {
       r->Finish(ToGrpc(s));

@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "coordinator/frontends/api_error.h"
 #include "coordinator/frontends/openai_api.h"
+#include "coordinator/frontends/auth.h"
 #include "coordinator/frontends/openai_response.h"
 #include "core/status_map.h"
 #include "nlohmann/json.hpp"
@@ -215,6 +216,12 @@ struct HttpFrontend::Routes {
     if (ready && !ctx.IsReady()) {
       SendError(r, absl::UnavailableError("not ready"));
       return;
+    if (!ctx.api_key.empty() && !IsOpenPath(req.path)) {
+      if (absl::Status s = CheckApiKey(ctx.api_key, req.Header("authorization")); !s.ok()) {
+        r->Send(401, kJson, ErrorBody(s), {{"WWW-Authenticate", "Bearer"}});
+        return;
+      }
+    }
     }
     r->Send(200, "", "");
   }

@@ -354,6 +354,13 @@ absl::Status CheckPromptTokens(const std::vector<int32_t>& ids, const ServingCon
   if (ids.empty()) {
     return InvalidParam(param, absl::StrCat("'", param, "' must not be empty"));
   }
+  if (ctx.max_prompt_tokens > 0 && ids.size() > static_cast<size_t>(ctx.max_prompt_tokens)) {
+    return InvalidParam(param,
+                        absl::StrCat("the prompt is ", ids.size(),
+                                     " tokens, more than this server's limit of ",
+                                     ctx.max_prompt_tokens, " (--max-prompt-tokens)"),
+                        "prompt_too_long");
+  }
   const int vocab = ctx.tokenizer ? ctx.tokenizer->vocab_size() : 0;
   for (size_t i = 0; i < ids.size(); ++i) {
     if (ids[i] < 0 || (vocab > 0 && ids[i] >= vocab)) {

@@ -22,6 +22,11 @@ struct ServingContext {
   std::function<bool()> ready;
   // Prometheus text exposition for GET /metrics on the HTTP port. Empty = no /metrics route.
   std::function<std::string()> metrics;
+  // Non-empty: every route but the probes and /metrics needs "Authorization: Bearer <api_key>"
+  // (gRPC: metadata "authorization"), else 401 / UNAUTHENTICATED (frontends/auth.h).
+  std::string api_key;
+  // > 0: prompts longer than this many tokens are rejected with 400 (--max-prompt-tokens).
+  int max_prompt_tokens = 0;
 
   bool IsReady() const { return !ready || ready(); }
 };
