@@ -10,6 +10,7 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_split.h"
 #include "coordinator/coordinator.h"
+#include "coordinator/frontends/auth.h"
 #include "core/flags_util.h"
 
 ABSL_FLAG(std::string, model, "", "Model folder (config.json, *.safetensors, tokenizer.json)");
@@ -42,6 +43,19 @@ ABSL_FLAG(int, max_num_seqs, 64, "Running sequences at once");
 ABSL_FLAG(int, max_num_batched_tokens, 2048, "Token budget per step");
 ABSL_FLAG(int, max_waiting, 1024, "Queued requests before 429");
 ABSL_FLAG(int, block_size, 16, "Tokens per KV block");
+ABSL_FLAG(std::string, api_key, "",
+          "Require 'Authorization: Bearer KEY' on HTTP and gRPC (probes and /metrics stay open); "
+          "prefer the MXSERVE_API_KEY environment variable, which `ps` does not show");
+ABSL_FLAG(int, max_prompt_tokens, 0, "Reject longer prompts with 400 (0 = only the context bounds them)");
+ABSL_FLAG(double, request_timeout_s, 0,
+          "End a request running longer than this with an error (HTTP 504); 0 = no limit");
+ABSL_FLAG(std::string, worker_token, "",
+          "Shared token sent to workers (env MXSERVE_WORKER_TOKEN); must match theirs");
+ABSL_FLAG(std::string, tls_ca, "", "Mutual TLS to workers: CA PEM (env MXSERVE_TLS_CA)");
+ABSL_FLAG(std::string, tls_cert, "", "Mutual TLS to workers: our certificate PEM (env MXSERVE_TLS_CERT)");
+ABSL_FLAG(std::string, tls_key, "", "Mutual TLS to workers: our private key PEM (env MXSERVE_TLS_KEY)");
+ABSL_FLAG(std::string, tls_server_name, "",
+          "Name the workers' certificates carry, if not their address's host (env MXSERVE_TLS_SERVER_NAME)");
 ABSL_FLAG(int64_t, kv_cache_bytes, int64_t{1} << 30, "KV cache size in bytes");
 
 namespace {
@@ -96,6 +110,20 @@ int main(int argc, char** argv) {
   o.max_waiting = absl::GetFlag(FLAGS_max_waiting);
   o.block_size = absl::GetFlag(FLAGS_block_size);
   o.kv_cache_bytes = absl::GetFlag(FLAGS_kv_cache_bytes);
+  o.api_key = mxserve::frontends::ApiKeyFromFlagOrEnv(absl::GetFlag(FLAGS_api_key));
+  o.max_prompt_tokens = absl::GetFlag(FLAGS_max_prompt_tokens);
+  const double timeout_s = absl::GetFlag(FLAGS_request_timeout_s);
+  o.request_timeout = absl::Seconds(timeout_s);
+  o.worker_auth.token = absl::GetFlag(FLAGS_worker_token);
+  o.worker_auth.tls_ca = absl::GetFlag(FLAGS_tls_ca);
+  o.worker_auth.tls_cert = absl::GetFlag(FLAGS_tls_cert);
+  o.worker_auth.tls_key = absl::GetFlag(FLAGS_tls_key);
+  o.worker_auth.tls_server_name = absl::GetFlag(FLAGS_tls_server_name);
+  o.worker_auth.FillFromEnv();
+  if (o.max_prompt_tokens < 0 || !(timeout_s >= 0)) {
+    fprintf(stderr, "mxserve-coordinator: --max-prompt-tokens and --request-timeout-s must be >= 0\n");
+    return kExitConfig;
+  }
   if (o.local_workers < 0 || o.http_port < 0 || o.grpc_port < 0 || o.block_size <= 0 ||
       o.max_num_seqs <= 0 || o.max_num_batched_tokens <= 0 || o.kv_cache_bytes <= 0) {
     fprintf(stderr, "mxserve-coordinator: negative or zero value in a flag that needs > 0\n");
