@@ -142,7 +142,9 @@ int main(int argc, char** argv) {
     fprintf(stderr, "mxserve-coordinator: %s\n", coordinator.status().ToString().c_str());
     bool config_error = coordinator.status().code() == absl::StatusCode::kInvalidArgument ||
                         coordinator.status().code() == absl::StatusCode::kNotFound ||
-                        coordinator.status().code() == absl::StatusCode::kFailedPrecondition;
+                        coordinator.status().code() == absl::StatusCode::kFailedPrecondition ||
+                        // a worker refused our token or certificate: restarting cannot help
+                        coordinator.status().code() == absl::StatusCode::kUnauthenticated;
     return config_error ? kExitConfig : 1;
   }
   int sig = 0;
