@@ -4,7 +4,7 @@ set -euo pipefail
 PKGS=(build-essential cmake pkg-config git ca-certificates
       libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
       libabsl-dev nlohmann-json3-dev libpcre2-dev libopenblas-dev libboost-dev
-      libsystemd-dev libgtest-dev libgmock-dev googletest nodejs npm curl)
+      libsystemd-dev prometheus-cpp-dev libgtest-dev libgmock-dev googletest nodejs npm curl)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

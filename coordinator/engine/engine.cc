@@ -139,6 +139,7 @@ absl::Status Engine::Submit(GenerateRequest request, EventCallback callback) {
   RETURN_IF_ERROR(Validate(request));
   absl::MutexLock lock(&mu_);
   if (stopping_) return absl::UnavailableError("engine is shutting down");
+  if (!not_accepting_.empty()) return absl::UnavailableError(not_accepting_);
   if (!request.request_id.empty() && live_ids_.count(request.request_id) > 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("request_id: '", request.request_id, "' is already in flight"));
@@ -150,6 +151,9 @@ absl::Status Engine::Submit(GenerateRequest request, EventCallback callback) {
         ")"));
   }
   if (!request.request_id.empty()) live_ids_.insert(request.request_id);
+  // Work arriving at an idle engine starts the progress clock (health: "is it stepping?").
+  if (pending_ == 0) stats_.last_progress = absl::Now();
+  ++pending_;
   inbox_.push_back(std::make_shared<Sequence>(next_seq_id_++, std::move(request),
                                               std::move(callback), tokenizer_));
   work_cv_.Signal();
@@ -170,6 +174,12 @@ bool Engine::Step() {
     UpdateStats(nullptr, /*ok=*/true);
     return false;
   }
+  const absl::Time start = absl::Now();
+  {
+    absl::MutexLock lock(&mu_);
+    stats_.in_step = true;
+    stats_.step_started = start;
+  }
   absl::StatusOr<ForwardOutput> out = RunBatch(batch.forward);
   absl::StatusOr<std::vector<SampledChunk>> sampled =
       out.ok() ? sampler_.Sample(batch, *out) : out.status();
@@ -178,6 +188,22 @@ bool Engine::Step() {
                                        : scheduler_.FailBatch(batch, sampled.status());
   UpdateStats(&batch, sampled.ok());
   Emit(std::move(events));
+  if (options_.observer != nullptr) {
+    StepRecord rec;
+    rec.duration = absl::Now() - start;
+    rec.num_tokens = batch.num_batched_tokens;
+    rec.num_seqs = static_cast<int>(batch.seqs.size());
+    for (size_t i = 0; i < batch.seqs.size(); ++i) {
+      const int n = static_cast<int>(batch.forward.chunks[i].tokens.size());
+      if (batch.seqs[i].sample && n == 1) {
+        rec.num_decode_tokens += n;
+      } else {
+        rec.num_prefill_tokens += n;
+      }
+    }
+    rec.ok = sampled.ok();
+    options_.observer->OnStep(rec);
+  }
   return true;
 }
 
@@ -195,15 +221,25 @@ absl::StatusOr<ForwardOutput> Engine::RunBatch(const ForwardBatch& batch) {
 void Engine::DrainInbox() {
   std::deque<std::shared_ptr<Sequence>> inbox;
   std::vector<std::string> cancels;
+  absl::Status fail_all;
   {
     absl::MutexLock lock(&mu_);
     inbox.swap(inbox_);
     cancels.swap(cancels_);
+    fail_all.Update(fail_all_);
+    fail_all_ = absl::OkStatus();
   }
   for (std::shared_ptr<Sequence>& seq : inbox) scheduler_.Add(std::move(seq));
   std::vector<StepOutput> aborted;
   for (const std::string& id : cancels) {
     if (std::optional<StepOutput> o = scheduler_.Abort(id)) aborted.push_back(std::move(*o));
+  }
+  if (!fail_all.ok()) {
+    for (StepOutput& o : scheduler_.AbortAll()) {
+      o.event.finish_reason = FinishReason::kError;
+      o.event.error = fail_all;
+      aborted.push_back(std::move(o));
+    }
   }
   if (!inbox.empty() || !aborted.empty()) UpdateStats(nullptr, /*ok=*/true);
   Emit(std::move(aborted));
@@ -214,10 +250,43 @@ void Engine::Emit(std::vector<StepOutput> outputs) {
   {
     absl::MutexLock lock(&mu_);
     for (const StepOutput& o : outputs) {
-      if (o.event.finished && !o.seq->request_id().empty()) live_ids_.erase(o.seq->request_id());
+      if (!o.event.finished) continue;
+      if (!o.seq->request_id().empty()) live_ids_.erase(o.seq->request_id());
+      --pending_;
     }
   }
+  if (options_.observer != nullptr) {
+    const absl::Time now = absl::Now();
+    for (const StepOutput& o : outputs) Observe(*o.seq, o.event, now);
+  }
   for (StepOutput& o : outputs) o.seq->callback()(std::move(o.event));
+}
+
+void Engine::Observe(const Sequence& seq, const GenerationEvent& ev, absl::Time now) {
+  EngineObserver* obs = options_.observer;
+  const int n = static_cast<int>(ev.token_ids.size());
+  auto it = last_token_at_.find(seq.seq_id());
+  const bool had_first = it != last_token_at_.end();
+  if (n > 0) {
+    if (!had_first) {
+      obs->OnFirstToken(now - seq.arrival_time(), seq.num_prompt_tokens());
+      if (n > 1) obs->OnNextTokens(n - 1, absl::ZeroDuration());
+      last_token_at_[seq.seq_id()] = now;
+    } else {
+      obs->OnNextTokens(n, now - it->second);
+      it->second = now;
+    }
+  }
+  if (ev.finished) {
+    FinishedRequest f;
+    f.reason = ev.finish_reason;
+    f.prompt_tokens = seq.num_prompt_tokens();
+    f.generation_tokens = seq.num_output_tokens();
+    f.e2e = now - seq.arrival_time();
+    f.had_first_token = had_first || n > 0;
+    last_token_at_.erase(seq.seq_id());
+    obs->OnRequestFinished(f);
+  }
 }
 
 void Engine::UpdateStats(const ScheduledBatch* batch, bool ok) {
@@ -228,6 +297,8 @@ void Engine::UpdateStats(const ScheduledBatch* batch, bool ok) {
   stats_.kv_blocks_used = scheduler_.block_manager().num_used_blocks();
   scheduler_busy_ = scheduler_.HasWork();
   if (batch == nullptr) return;
+  stats_.in_step = false;
+  stats_.last_progress = absl::Now();
   ++stats_.num_steps;
   if (!ok) {
     ++stats_.num_failed_steps;
@@ -249,14 +320,37 @@ EngineStats Engine::stats() const {
   return s;
 }
 
+void Engine::StopAccepting(std::string reason) {
+  absl::MutexLock lock(&mu_);
+  not_accepting_ = reason.empty() ? "not accepting requests" : std::move(reason);
+  stats_.accepting = false;
+}
+
+void Engine::FailAll(absl::Status error) {
+  if (error.ok()) error = absl::UnavailableError("request aborted");
+  absl::MutexLock lock(&mu_);
+  fail_all_ = std::move(error);
+  work_cv_.Signal();
+}
+
+bool Engine::HasPendingRequests() const {
+  absl::MutexLock lock(&mu_);
+  return pending_ > 0;
+}
+
 void Engine::Loop() {
   bool progressed = true;
   while (true) {
     {
       absl::MutexLock lock(&mu_);
-      if (!stopping_ && inbox_.empty() && cancels_.empty()) {
+      stats_.loop_heartbeat = absl::Now();
+      if (!stopping_ && inbox_.empty() && cancels_.empty() && fail_all_.ok()) {
         if (!scheduler_busy_) {
-          while (!stopping_ && inbox_.empty() && cancels_.empty()) work_cv_.Wait(&mu_);
+          // Idle: wake at least every tick_interval so on_loop_tick (the watchdog) still runs.
+          const absl::Time until = absl::Now() + options_.tick_interval;
+          while (!stopping_ && inbox_.empty() && cancels_.empty() && fail_all_.ok()) {
+            if (work_cv_.WaitWithDeadline(&mu_, until)) break;
+          }
         } else if (!progressed) {
           // Work exists but nothing could be scheduled (should not happen: a lone sequence
           // always fits); back off instead of spinning.
@@ -264,7 +358,9 @@ void Engine::Loop() {
         }
       }
       if (stopping_) return;
+      stats_.loop_heartbeat = absl::Now();
     }
+    if (options_.on_loop_tick) options_.on_loop_tick();
     progressed = Step();
   }
 }

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <set>
 #include <string>
@@ -15,6 +16,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/time/time.h"
+#include "coordinator/engine/engine_observer.h"
 #include "coordinator/engine/model_runner.h"
 #include "coordinator/engine/request.h"
 #include "coordinator/engine/sampler.h"
@@ -28,6 +32,12 @@ struct EngineOptions {
   SchedulerOptions scheduler;
   // false: no loop thread; the owner calls Step() itself (deterministic tests, tools).
   bool start_loop = true;
+  // Called on the loop thread at every iteration, and at least every `tick_interval` while idle
+  // (systemd's WATCHDOG=1 comes from here: a loop that is stuck stops calling it).
+  std::function<void()> on_loop_tick;
+  absl::Duration tick_interval = absl::InfiniteDuration();
+  // Not owned; outlives the engine. Null = no per-request/per-step timings.
+  EngineObserver* observer = nullptr;
 };
 
 // A snapshot for /metrics.
@@ -42,6 +52,12 @@ struct EngineStats {
   int kv_blocks_used = 0;
   int kv_blocks_total = 0;
   int max_model_len = 0;
+  // Progress, for health checks ("is the scheduler stepping?").
+  bool in_step = false;             // a batch is running now
+  absl::Time step_started;          // when the current (or last) batch started
+  absl::Time last_progress;         // last step finished, or work arrived at an idle engine
+  absl::Time loop_heartbeat;        // the loop thread's last iteration (ticks while idle)
+  bool accepting = true;            // false after StopAccepting
 };
 
 class Engine : public GenerationService {
@@ -68,6 +84,13 @@ class Engine : public GenerationService {
   void Shutdown();
 
   EngineStats stats() const;
+  // Drain: from now on Submit returns Unavailable(reason); requests already in keep running.
+  void StopAccepting(std::string reason);
+  // Ends every pending request with kError carrying `error` (drain grace expired). Applied by
+  // the loop thread at its next iteration (after the step now running, if any).
+  void FailAll(absl::Status error);
+  // Requests submitted and not yet finished (inbox, waiting and running).
+  bool HasPendingRequests() const;
   int max_model_len() const { return max_model_len_; }
 
  private:
@@ -78,6 +101,7 @@ class Engine : public GenerationService {
   // Moves new submissions into the scheduler and applies cancels (loop thread only).
   void DrainInbox();
   void Emit(std::vector<StepOutput> outputs);
+  void Observe(const Sequence& seq, const GenerationEvent& ev, absl::Time now);
   void UpdateStats(const ScheduledBatch* batch, bool ok);
   absl::StatusOr<ForwardOutput> RunBatch(const ForwardBatch& batch);
 
@@ -97,9 +121,14 @@ class Engine : public GenerationService {
   std::vector<std::string> cancels_ ABSL_GUARDED_BY(mu_);
   std::set<std::string> live_ids_ ABSL_GUARDED_BY(mu_);  // submitted and not yet finished
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::string not_accepting_ ABSL_GUARDED_BY(mu_);  // non-empty: StopAccepting reason
+  absl::Status fail_all_ ABSL_GUARDED_BY(mu_);      // non-OK: FailAll pending
+  int64_t pending_ ABSL_GUARDED_BY(mu_) = 0;        // submitted, final event not yet emitted
   bool scheduler_busy_ ABSL_GUARDED_BY(mu_) = false;     // the scheduler still has work
   int64_t next_seq_id_ ABSL_GUARDED_BY(mu_) = 1;
   EngineStats stats_ ABSL_GUARDED_BY(mu_);
+  // Loop thread only: when each request last received tokens (for inter-token latency).
+  absl::flat_hash_map<int64_t, absl::Time> last_token_at_;
   std::thread loop_;
   absl::Mutex shutdown_mu_;
   bool joined_ ABSL_GUARDED_BY(shutdown_mu_) = false;
