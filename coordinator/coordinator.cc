@@ -3,11 +3,16 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <condition_variable>
 #include <cstdio>
+#include <mutex>
+#include <thread>
 #include <filesystem>
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "coordinator/chat/chat_template.h"
 #include "coordinator/engine/engine.h"
@@ -16,6 +21,10 @@
 #include "coordinator/frontends/request_deadline.h"
 #include "coordinator/models/cpu_model_runner.h"
 #include "coordinator/models/model.h"
+#include "coordinator/observability/health_monitor.h"
+#include "coordinator/observability/moe_call_probe.h"
+#include "coordinator/observability/serving_metrics.h"
+#include "coordinator/observability/sd_notifier.h"
 #include "coordinator/router/expert_router.h"
 #include "coordinator/router/in_process_backend.h"
 #include "coordinator/router/placement.h"
@@ -35,6 +44,14 @@ namespace fs = std::filesystem;
 
 // Declaration order is teardown order reversed: front doors go first, workers last.
 struct Coordinator::Parts {
+  // Observability outlives everything it watches (the front doors call into it).
+  SdNotifier notifier;
+  std::unique_ptr<ServingMetrics> metrics;
+  std::unique_ptr<HealthMonitor> health;
+  std::thread health_thread;  // re-checks health (logs changes, systemd STATUS=); stopped first
+  std::mutex health_mu;
+  std::condition_variable health_cv;
+  bool health_stop = false;   // guarded by health_mu
   CoordinatorOptions options;
   ModelConfig config;
   std::unique_ptr<Tokenizer> tokenizer;
@@ -43,6 +60,7 @@ struct Coordinator::Parts {
   std::unique_ptr<LocalWorkerPool> local_workers;
   std::unique_ptr<ExpertRouter> router;
   std::unique_ptr<Supervisor> supervisor;  // local mode; stopped before the router goes
+  std::unique_ptr<MoeCallProbe> moe_probe;  // the model's MoeExecutor, in front of the router
   std::unique_ptr<CpuModelRunner> runner;
   std::unique_ptr<Engine> engine;
   std::unique_ptr<frontends::DeadlineGenerationService> deadline;  // --request-timeout-s
@@ -59,6 +77,55 @@ std::string DefaultWorkerBinary() {
   std::error_code ec;
   fs::path self = fs::read_symlink("/proc/self/exe", ec);
   return (self.parent_path() / "mxserve-worker").string();
+}
+
+// Experts none of whose hosts is up, and why: "experts 16-31: no healthy worker (worker 1 at
+// 127.0.0.1:4567 down for 3.1 s: crashed ...)".
+std::string DescribeUnservedExperts(const ExpertRouter& router) {
+  const RouterStats st = router.Stats();
+  const Placement& pl = router.placement();
+  std::vector<std::string> parts;
+  for (int g = 0; g < pl.num_groups(); ++g) {
+    bool any = false;
+    for (int b : pl.GroupHosts(g)) any = any || st.backends[b].state == BackendState::kUp;
+    if (any) continue;
+    std::vector<std::string> hosts;
+    for (int b : pl.GroupHosts(g)) {
+      const BackendStats& bs = st.backends[b];
+      hosts.push_back(absl::StrCat("worker ", b, bs.address.empty() ? "" : " at ", bs.address,
+                                   " down for ", absl::StrFormat("%.1f s", bs.seconds_in_state),
+                                   ": ", bs.reason));
+    }
+    auto [begin, end] = pl.GroupRange(g);
+    parts.push_back(absl::StrCat("experts ", begin, "-", end - 1, ": no healthy worker (",
+                                 absl::StrJoin(hosts, "; "), ")"));
+  }
+  return absl::StrJoin(parts, "; ");
+}
+
+// What the MoE call in flight waits on: "in layer 3 expert call (2 tokens, for 4.0 s) to
+// worker 1 at 127.0.0.1:4567 (up)".
+std::string DescribeMoeActivity(const MoeCallProbe& probe, const ExpertRouter& router) {
+  std::optional<MoeCallActivity> a = probe.Current();
+  if (!a) return "in the dense model (no expert call in flight)";
+  const RouterStats st = router.Stats();
+  const std::vector<int> waiting = probe.Waiting(*a);
+  std::vector<std::string> names, answered;
+  for (int b : a->hosts) {
+    const BackendStats& bs = st.backends[b];
+    if (std::find(waiting.begin(), waiting.end(), b) == waiting.end()) {
+      answered.push_back(absl::StrCat("worker ", b));
+      continue;
+    }
+    names.push_back(absl::StrCat("worker ", b, bs.address.empty() ? "" : " at ", bs.address, " (",
+                                 BackendStateName(bs.state),
+                                 bs.state == BackendState::kUp ? "" : ": " + bs.reason, ")"));
+  }
+  return absl::StrCat("in layer ", a->layer, " expert call (", a->num_tokens, " token",
+                      a->num_tokens == 1 ? "" : "s", ", for ",
+                      absl::StrFormat("%.1f s", absl::ToDoubleSeconds(absl::Now() - a->started)),
+                      ") waiting on ", names.empty() ? "no worker (summing)" : absl::StrJoin(names, ", "),
+                      answered.empty() ? "" : absl::StrCat("; answered: ", absl::StrJoin(answered, ", ")));
 }
 
 absl::Status WritePortFile(const std::string& path, int http_port, int grpc_port) {
@@ -84,12 +151,50 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(CoordinatorOptio
   if (options.served_model_name.empty()) options.served_model_name = "model";
   p.options = options;
 
+  // Start-up: each stage asks systemd for more time (EXTEND_TIMEOUT_USEC), from this thread,
+  // so a stage that hangs is not covered for ever.
+  const absl::Duration stage_budget =
+      std::max(absl::Seconds(90), options.worker_startup_timeout + absl::Seconds(60));
+  auto stage = [&p, stage_budget](const std::string& what) {
+    p.notifier.ExtendTimeout(stage_budget, "loading: " + what);
+  };
+  stage("model config and tokenizer");
+  p.metrics = std::make_unique<ServingMetrics>(options.served_model_name);
+  HealthMonitorOptions hmo;
+  hmo.progress_timeout = options.progress_timeout;
+  hmo.loop_timeout = std::max(options.progress_timeout, absl::Seconds(10));
+  Parts* pp = &p;
+  p.health = std::make_unique<HealthMonitor>(
+      hmo,
+      [pp] {
+        HealthInputs in;
+        if (pp->engine) {
+          const EngineStats e = pp->engine->stats();
+          in.running = e.num_running;
+          in.waiting = e.num_waiting;
+          in.in_step = e.in_step;
+          in.step_started = e.step_started;
+          in.last_progress = e.last_progress;
+          in.loop_heartbeat = e.loop_heartbeat;
+        }
+        if (pp->router && !pp->router->AllExpertsServed()) {
+          in.experts_served = false;
+          in.experts_reason = DescribeUnservedExperts(*pp->router);
+        }
+        return in;
+      },
+      [pp]() -> std::string {
+        if (!pp->moe_probe || !pp->router) return "";
+        return DescribeMoeActivity(*pp->moe_probe, *pp->router);
+      });
+
   ASSIGN_OR_RETURN(p.config, ModelConfig::Load(options.model_dir));
   ASSIGN_OR_RETURN(p.tokenizer, Tokenizer::FromDir(options.model_dir));
   ASSIGN_OR_RETURN(p.chat, ChatTemplate::ForModel(p.config.model_type, p.tokenizer.get()));
   p.pool = std::make_shared<ThreadPool>(options.threads);
   ASSIGN_OR_RETURN(auto checkpoint, Checkpoint::Open(options.model_dir));
 
+  stage("experts");
   // Experts.
   if (options.local_workers > 0 && !options.workers.empty())
     return absl::InvalidArgumentError("--local-workers and --workers are exclusive");
@@ -154,8 +259,12 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(CoordinatorOptio
   Log("placement: " + p.router->placement().DebugString());
 
   // Dense model and KV cache.
+  stage("dense model");
+  p.moe_probe = std::make_unique<MoeCallProbe>(
+      p.router.get(), &p.router->placement(),
+      [r = p.router.get()](int b) { return r->backend(b).bytes_received(); });
   ASSIGN_OR_RETURN(std::unique_ptr<CausalLM> model,
-                   CreateCausalLM(p.config, *checkpoint, p.router.get(), p.pool.get()));
+                   CreateCausalLM(p.config, *checkpoint, p.moe_probe.get(), p.pool.get()));
   checkpoint.reset();  // the dense weights are copied; unmap the files
   const int64_t bytes_per_block = int64_t{2} * model->num_layers() * options.block_size *
                                   model->num_kv_heads() * model->head_dim() * sizeof(float);
@@ -181,6 +290,13 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(CoordinatorOptio
   eo.scheduler.max_num_batched_tokens = options.max_num_batched_tokens;
   eo.scheduler.max_model_len = max_model_len;
   eo.scheduler.max_waiting = options.max_waiting;
+  eo.observer = p.metrics.get();
+  // WATCHDOG=1 comes from the engine loop itself: a loop stuck in a step stops the pings. Idle,
+  // the loop still wakes every tick (well inside WatchdogSec/2) to ping and to show it lives.
+  eo.on_loop_tick = [n = &p.notifier] { n->WatchdogPing(); };
+  eo.tick_interval = absl::Seconds(1);
+  if (p.notifier.watchdog_interval() > absl::ZeroDuration())
+    eo.tick_interval = std::min(eo.tick_interval, p.notifier.watchdog_interval() / 4);
   std::vector<int32_t> eos(p.config.eos_token_ids.begin(), p.config.eos_token_ids.end());
   for (int32_t id : p.chat->StopTokenIds())
     if (std::find(eos.begin(), eos.end(), id) == eos.end()) eos.push_back(id);
@@ -196,6 +312,38 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(CoordinatorOptio
                                                                       options.request_timeout);
   ctx.engine = p.deadline.get();
   ctx.api_key = options.api_key;
+  // Admission follows the lifecycle (serving, not draining); the probes also follow worker
+  // health and progress, so a load balancer routes around a degraded coordinator while the
+  // requests that still reach it wait for the router's bounded failover.
+  ctx.ready = [pp] { return pp->health->phase() == ServingPhase::kServing; };
+  ctx.not_ready_message = [pp]() -> std::string {
+    if (pp->health->phase() == ServingPhase::kDraining || pp->health->phase() == ServingPhase::kStopped)
+      return "the server is shutting down (draining); retry on another replica";
+    return "the model is not ready yet";
+  };
+  ctx.readiness = [pp](std::string* json) {
+    HealthReport r = pp->health->Check();
+    if (json) *json = r.Json();
+    return r.ready;
+  };
+  ctx.metrics = [pp] { return pp->metrics->Exposition(); };
+  ctx.workers = [pp] {
+    if (pp->supervisor) {
+      SupervisorStats s = pp->supervisor->Stats();
+      return pp->router->PlacementJson(&s);
+    }
+    return pp->router->PlacementJson();
+  };
+  {
+    MetricsSources ms;
+    ms.engine = [pp] { return pp->engine->stats(); };
+    ms.router = [pp]() -> std::optional<RouterStats> { return pp->router->Stats(); };
+    if (p.supervisor)
+      ms.supervisor = [pp]() -> std::optional<SupervisorStats> { return pp->supervisor->Stats(); };
+    ms.ready = [pp] { return pp->health->Check().ready; };
+    p.metrics->SetSources(std::move(ms));
+  }
+  p.health->SetPhase(ServingPhase::kServing);
   ctx.max_prompt_tokens = options.max_prompt_tokens;
   frontends::HttpServerOptions ho;
   ho.host = options.host;
@@ -211,6 +359,40 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(CoordinatorOptio
                    p.http->port(), ", gRPC on ", options.host, ":", p.grpc->port()));
   if (!options.port_file.empty())
     RETURN_IF_ERROR(WritePortFile(options.port_file, p.http->port(), p.grpc->port()));
+  p.notifier.Ready(absl::StrCat("serving '", options.served_model_name, "' on HTTP ",
+                                p.http->port(), ", gRPC ", p.grpc->port()));
+  // A step may legitimately wait for a down worker (worker_down_wait) plus a call deadline; a
+  // watchdog shorter than that would kill the coordinator for a worker's fault.
+  const absl::Duration longest_wait = options.worker_down_wait + 2 * options.expert_call_timeout;
+  if (p.notifier.watchdog_interval() > absl::ZeroDuration() &&
+      p.notifier.watchdog_interval() <= longest_wait)
+    Log(absl::StrCat("WARNING: WatchdogSec (", absl::FormatDuration(p.notifier.watchdog_interval()),
+                     ") is not above --worker-down-wait-ms + 2 x --expert-call-timeout-ms (",
+                     absl::FormatDuration(longest_wait),
+                     "): systemd may kill the coordinator while a step waits for a worker"));
+  if (p.notifier.enabled())
+    Log(absl::StrCat("systemd: READY=1 sent", p.notifier.watchdog_interval() > absl::ZeroDuration()
+                                                  ? absl::StrCat("; watchdog every ",
+                                                                 absl::FormatDuration(p.notifier.watchdog_interval()))
+                                                  : ""));
+  // Re-check health a few times a second: logs every change (naming what is stuck) even when
+  // nobody probes, and keeps systemd's STATUS= line current.
+  p.health_thread = std::thread([pp] {
+    int last = -1;
+    std::unique_lock<std::mutex> lock(pp->health_mu);
+    while (!pp->health_stop) {
+      pp->health_cv.wait_for(lock, std::chrono::milliseconds(250));
+      if (pp->health_stop) break;
+      lock.unlock();
+      HealthReport r = pp->health->Check();
+      if (static_cast<int>(r.ready) != last) {
+        last = r.ready;
+        pp->notifier.Status(r.ready ? "serving: ready"
+                                    : "NOT READY: " + absl::StrJoin(r.reasons, "; "));
+      }
+      lock.lock();
+    }
+  });
   return self;
 }
 
@@ -219,9 +401,58 @@ Coordinator::~Coordinator() { Shutdown(); }
 int Coordinator::http_port() const { return parts_->http->port(); }
 int Coordinator::grpc_port() const { return parts_->grpc->port(); }
 
+bool Coordinator::Drain(absl::Duration grace) {
+  if (!parts_ || parts_->shut_down) return true;
+  Parts& p = *parts_;
+  const ServingPhase was = p.health->phase();
+  if (was == ServingPhase::kDraining || was == ServingPhase::kStopped) return true;
+  p.health->SetPhase(ServingPhase::kDraining);
+  p.engine->StopAccepting("the server is shutting down (draining); retry on another replica");
+  if (p.grpc) p.grpc->RefreshHealth();
+  const EngineStats e = p.engine->stats();
+  const std::string what = absl::StrCat("draining: ", e.num_running, " running, ", e.num_waiting,
+                                        " waiting; grace ", absl::FormatDuration(grace));
+  Log(what);
+  p.notifier.Stopping(what);
+  p.notifier.ExtendTimeout(grace + absl::Seconds(30));
+  const absl::Time start = absl::Now();
+  const absl::Time deadline = start + grace;
+  while (p.engine->HasPendingRequests() && absl::Now() < deadline)
+    absl::SleepFor(absl::Milliseconds(20));
+  bool clean = !p.engine->HasPendingRequests();
+  if (!clean) {
+    const EngineStats left = p.engine->stats();
+    Log(absl::StrCat("drain grace of ", absl::FormatDuration(grace), " expired: ending ",
+                     left.num_running + left.num_waiting, " request(s) with an error"));
+    p.engine->FailAll(absl::UnavailableError(absl::StrCat(
+        "the server shut down before this request finished (drain grace period of ",
+        absl::FormatDuration(grace), " expired)")));
+    const absl::Time until = absl::Now() + absl::Seconds(5);
+    while (p.engine->HasPendingRequests() && absl::Now() < until)
+      absl::SleepFor(absl::Milliseconds(20));
+  } else {
+    Log(absl::StrCat("drained in ", absl::FormatDuration(absl::Trunc(absl::Now() - start,
+                                                                        absl::Milliseconds(1)))));
+  }
+  // The last responses are queued on the connections' strands: let them leave before the
+  // connections are closed (bounded; idle keep-alive connections just wait it out).
+  const absl::Time flush_until = absl::Now() + absl::Seconds(1);
+  while (p.http && p.http->open_connections() > 0 && absl::Now() < flush_until)
+    absl::SleepFor(absl::Milliseconds(10));
+  Shutdown();
+  return clean;
+}
+
 void Coordinator::Shutdown() {
   if (!parts_ || parts_->shut_down) return;
   parts_->shut_down = true;
+  if (parts_->health) parts_->health->SetPhase(ServingPhase::kStopped);
+  {
+    std::lock_guard<std::mutex> lock(parts_->health_mu);
+    parts_->health_stop = true;
+  }
+  parts_->health_cv.notify_all();
+  if (parts_->health_thread.joinable()) parts_->health_thread.join();
   if (parts_->http) parts_->http->Shutdown();
   if (parts_->grpc) parts_->grpc->Shutdown();
   parts_->http.reset();
@@ -229,6 +460,7 @@ void Coordinator::Shutdown() {
   parts_->deadline.reset();
   parts_->engine.reset();
   parts_->runner.reset();
+  parts_->moe_probe.reset();
   parts_->supervisor.reset();  // before the router it reports to
   parts_->router.reset();
   if (parts_->local_workers) parts_->local_workers->Stop();

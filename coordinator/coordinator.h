@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "coordinator/coordinator_options.h"
 
 namespace mxserve {
@@ -20,6 +21,10 @@ class Coordinator {
 
   int http_port() const;
   int grpc_port() const;
+  // Graceful drain (SIGTERM): readiness goes false and new requests get 503 at once (systemd
+  // hears STOPPING=1); requests in flight run to completion for up to `grace`, then end with a
+  // clear error; then Shutdown(). Returns true if everything finished within the grace.
+  bool Drain(absl::Duration grace);
   // Stops the front doors, then the engine (pending requests end), then the workers.
   void Shutdown();
 

@@ -51,6 +51,9 @@ struct CoordinatorOptions {
   int max_waiting = 1024;             // queue bound; beyond it requests get 429
   int block_size = 16;                // tokens per KV block
   int64_t kv_cache_bytes = int64_t{1} << 30;
+  // Health and lifecycle (coordinator/observability).
+  absl::Duration progress_timeout = absl::Seconds(30);  // requests in flight, no step: not ready
+  absl::Duration drain_grace = absl::Seconds(30);       // SIGTERM: in-flight requests get this long
 };
 
 }  // namespace mxserve

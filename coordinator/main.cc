@@ -1,8 +1,13 @@
 // mxserve-coordinator: flags → CoordinatorOptions → Coordinator::Start; serves until SIGTERM/SIGINT.
 #include <signal.h>
+#include <time.h>
+#include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -57,6 +62,12 @@ ABSL_FLAG(std::string, tls_key, "", "Mutual TLS to workers: our private key PEM 
 ABSL_FLAG(std::string, tls_server_name, "",
           "Name the workers' certificates carry, if not their address's host (env MXSERVE_TLS_SERVER_NAME)");
 ABSL_FLAG(int64_t, kv_cache_bytes, int64_t{1} << 30, "KV cache size in bytes");
+ABSL_FLAG(double, progress_timeout_s, 30,
+          "With requests in flight and no engine step completed for this long, /health/ready "
+          "fails and the log names what is stuck");
+ABSL_FLAG(double, drain_grace_s, 30,
+          "SIGTERM/SIGINT: requests in flight get this long to finish (then end with an error); "
+          "a second signal exits at once");
 
 namespace {
 constexpr int kExitConfig = 78;  // EX_CONFIG: systemd's RestartPreventExitStatus
@@ -124,6 +135,14 @@ int main(int argc, char** argv) {
     fprintf(stderr, "mxserve-coordinator: --max-prompt-tokens and --request-timeout-s must be >= 0\n");
     return kExitConfig;
   }
+  const double progress_s = absl::GetFlag(FLAGS_progress_timeout_s);
+  const double grace_s = absl::GetFlag(FLAGS_drain_grace_s);
+  if (!(progress_s > 0) || !(grace_s >= 0)) {
+    fprintf(stderr, "mxserve-coordinator: --progress-timeout-s must be > 0, --drain-grace-s >= 0\n");
+    return kExitConfig;
+  }
+  o.progress_timeout = absl::Seconds(progress_s);
+  o.drain_grace = absl::Seconds(grace_s);
   if (o.local_workers < 0 || o.http_port < 0 || o.grpc_port < 0 || o.block_size <= 0 ||
       o.max_num_seqs <= 0 || o.max_num_batched_tokens <= 0 || o.kv_cache_bytes <= 0) {
     fprintf(stderr, "mxserve-coordinator: negative or zero value in a flag that needs > 0\n");
@@ -137,7 +156,22 @@ int main(int argc, char** argv) {
   sigaddset(&stop, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
 
+  // A stop signal while loading: nothing is in flight, exit now (local workers die with us).
+  std::atomic<bool> started{false};
+  std::thread early_stop([&started, stop] {
+    while (!started.load()) {
+      timespec tick{0, 100 * 1000 * 1000};
+      siginfo_t info;
+      int sig = sigtimedwait(&stop, &info, &tick);
+      if (sig > 0) {
+        fprintf(stderr, "mxserve-coordinator: signal %d while starting, exiting\n", sig);
+        _exit(128 + sig);
+      }
+    }
+  });
   auto coordinator = mxserve::Coordinator::Start(o);
+  started.store(true);
+  early_stop.join();
   if (!coordinator.ok()) {
     fprintf(stderr, "mxserve-coordinator: %s\n", coordinator.status().ToString().c_str());
     bool config_error = coordinator.status().code() == absl::StatusCode::kInvalidArgument ||
@@ -149,7 +183,31 @@ int main(int argc, char** argv) {
   }
   int sig = 0;
   sigwait(&stop, &sig);
-  fprintf(stderr, "mxserve-coordinator: signal %d, shutting down\n", sig);
-  (*coordinator)->Shutdown();
+  fprintf(stderr, "mxserve-coordinator: signal %d, draining (a second signal exits at once)\n", sig);
+  // Drain on a helper thread; this one keeps listening: a second signal ends the process now,
+  // and so does a drain that overruns its grace by far (a stuck step that never returns).
+  std::atomic<bool> done{false};
+  std::thread drainer([&] {
+    (*coordinator)->Drain(o.drain_grace);
+    done.store(true);
+  });
+  const auto hard_deadline = std::chrono::steady_clock::now() +
+                             std::chrono::milliseconds(absl::ToInt64Milliseconds(o.drain_grace)) +
+                             std::chrono::seconds(30);
+  while (!done.load()) {
+    timespec tick{0, 50 * 1000 * 1000};
+    siginfo_t info;
+    int again = sigtimedwait(&stop, &info, &tick);
+    if (again > 0) {
+      fprintf(stderr, "mxserve-coordinator: second signal %d, exiting now\n", again);
+      _exit(128 + again);
+    }
+    if (std::chrono::steady_clock::now() > hard_deadline) {
+      fprintf(stderr, "mxserve-coordinator: shutdown overran the drain grace by 30 s, exiting now\n");
+      _exit(1);
+    }
+  }
+  drainer.join();
+  fprintf(stderr, "mxserve-coordinator: stopped\n");
   return 0;
 }

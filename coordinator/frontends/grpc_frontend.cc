@@ -119,7 +119,7 @@ class GenerateReactor : public grpc::ServerWriteReactor<pb::GenerateResponse> {
         !auth.ok()       ? absl::StatusOr<ParsedGenerate>(auth)
         : ctx_.IsReady() ? ParseGenerate(*req, ctx_)
                        : absl::StatusOr<ParsedGenerate>(
-                             absl::UnavailableError("the model is not ready yet"));
+                             absl::UnavailableError(ctx_.NotReadyMessage()));
     if (!parsed.ok()) {
       engine_done_ = true;
       FinishNow(ToGrpc(parsed.status()));
@@ -365,7 +365,8 @@ struct GrpcFrontend::Impl {
   std::thread health_thread;
 
   void Refresh() {
-    const bool ready = ctx.IsReady();
+    std::string why;
+    const bool ready = ctx.IsProbeReady(&why);  // readiness, not just "accepting"
     std::lock_guard<std::mutex> lock(mu);
     if (stop || last_ready == static_cast<int>(ready)) return;
     last_ready = ready;

@@ -122,6 +122,15 @@ struct HttpFrontend::Routes {
     table["/health"]["GET"] = [this](auto& q, auto& r) { Health(q, r, /*ready=*/false); };
     table["/health/live"]["GET"] = [this](auto& q, auto& r) { Health(q, r, false); };
     table["/health/ready"]["GET"] = [this](auto& q, auto& r) { Health(q, r, /*ready=*/true); };
+    // KServe v2 / Open Inference Protocol aliases: 200 = true, 503 = false.
+    table["/v2/health/live"]["GET"] = [this](auto& q, auto& r) { Health(q, r, false); };
+    table["/v2/health/ready"]["GET"] = [this](auto& q, auto& r) { Health(q, r, true); };
+    table["/v2/models/" + ctx.model_id + "/ready"]["GET"] = [this](auto& q, auto& r) {
+      Health(q, r, true);
+    };
+    if (ctx.workers) {
+      table["/v1/workers"]["GET"] = [this](auto&, auto& r) { r->Send(200, kJson, ctx.workers()); };
+    }
     // SageMaker's probe, as vLLM has it.
     table["/ping"]["GET"] = [this](auto& q, auto& r) { Health(q, r, false); };
     table["/ping"]["POST"] = [this](auto& q, auto& r) { Health(q, r, false); };
@@ -158,7 +167,7 @@ struct HttpFrontend::Routes {
   }
 
   absl::Status CheckReady() const {
-    if (!ctx.IsReady()) return absl::UnavailableError("the model is not ready yet");
+    if (!ctx.IsReady()) return absl::UnavailableError(ctx.NotReadyMessage());
     if (!ctx.engine) return absl::UnavailableError("no engine attached");
     return absl::OkStatus();
   }
@@ -212,7 +221,14 @@ struct HttpFrontend::Routes {
 
   // /health and /health/live: the process answers (vLLM's /health is liveness too).
   // /health/ready: 503 until the engine takes requests.
+  // With ctx.readiness the body is JSON saying why (worker down, no step for N s, draining).
   void Health(const HttpRequest&, const Responder& r, bool ready) {
+    if (ready && ctx.readiness) {
+      std::string body;
+      const bool ok = ctx.readiness(&body);
+      r->Send(ok ? 200 : 503, kJson, std::move(body));
+      return;
+    }
     if (ready && !ctx.IsReady()) {
       SendError(r, absl::UnavailableError("not ready"));
       return;

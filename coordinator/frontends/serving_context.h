@@ -28,7 +28,23 @@ struct ServingContext {
   // > 0: prompts longer than this many tokens are rejected with 400 (--max-prompt-tokens).
   int max_prompt_tokens = 0;
 
+  // Readiness for the probes (/health/ready, /v2/health/ready, gRPC grpc.health.v1): `ready`
+  // and also worker health and scheduler progress. Returns whether ready, and sets `*json` to
+  // a JSON object saying why not (coordinator/observability/health_monitor.h). Empty = `ready`.
+  std::function<bool(std::string* json)> readiness;
+  // The message new requests get with their 503 while `ready` is false ("draining ..").
+  std::function<std::string()> not_ready_message;
+  // GET /v1/workers: placement and worker states as JSON. Empty = no such route.
+  std::function<std::string()> workers;
+
   bool IsReady() const { return !ready || ready(); }
+  bool IsProbeReady(std::string* json) const {
+    if (readiness) return readiness(json);
+    return IsReady();
+  }
+  std::string NotReadyMessage() const {
+    return not_ready_message ? not_ready_message() : "the model is not ready yet";
+  }
 };
 
 }  // namespace mxserve
