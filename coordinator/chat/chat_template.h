@@ -31,6 +31,11 @@ struct ChatRenderOptions {
   // The OpenAI request's "tools" array as JSON text ("" = none); key order is kept, as the HF
   // template renders parameters in the order given.
   std::string tools_json;
+  // tool_choice that forces a call: "" = the model decides (auto, none); "*" = some function
+  // (required); else the function's name (named). The template ends the generation prompt
+  // inside the call's header, so the model can only write the (rest of the) call, and
+  // NewParserFor(options) starts as if it had read that header.
+  std::string forced_tool;
 };
 
 // Streaming parser of the model's output tokens into OpenAI fields.
@@ -71,6 +76,13 @@ class ChatTemplate {
   // Tokens that end an assistant turn (harmony: <|return|>, <|call|>).
   virtual std::vector<int32_t> StopTokenIds() const = 0;
   virtual std::unique_ptr<ChatOutputParser> NewParser() const = 0;
+  // Whether Render honours ChatRenderOptions::forced_tool (else the front door rejects it).
+  virtual bool CanForceToolCalls() const { return false; }
+  // The parser for a turn rendered with `options` (forced_tool: the forced header is already
+  // read, and the call's name is reported by the first Push or Finish).
+  virtual std::unique_ptr<ChatOutputParser> NewParserFor(const ChatRenderOptions& options) const {
+    return NewParser();
+  }
 };
 
 }  // namespace mxserve

@@ -282,12 +282,37 @@ absl::StatusOr<std::string> HarmonyChatTemplate::RenderWithSpans(
           "\" (expected system, developer, user, assistant or tool)"));
     }
   }
-  if (options.add_generation_prompt) out += "<|start|>assistant";
+  if (options.add_generation_prompt) {
+    out += "<|start|>assistant";
+    if (options.forced_tool == "*") {
+      out += HarmonyForcedToolHeader("*");
+    } else if (!options.forced_tool.empty()) {
+      out += "<|channel|>commentary to=functions.";
+      C(options.forced_tool);  // the client's text: never special tokens
+      out += " <|constrain|>json<|message|>";
+    }
+  }
   return out;
+}
+
+std::string HarmonyForcedToolHeader(const std::string& forced_tool) {
+  if (forced_tool.empty()) return "";
+  if (forced_tool == "*") return "<|channel|>commentary to=functions.";
+  return absl::StrCat("<|channel|>commentary to=functions.", forced_tool,
+                      " <|constrain|>json<|message|>");
 }
 
 std::unique_ptr<ChatOutputParser> HarmonyChatTemplate::NewParser() const {
   return std::make_unique<HarmonyOutputParser>(tok_, tokens_);
+}
+
+std::unique_ptr<ChatOutputParser> HarmonyChatTemplate::NewParserFor(
+    const ChatRenderOptions& options) const {
+  auto p = std::make_unique<HarmonyOutputParser>(tok_, tokens_);
+  if (!options.forced_tool.empty() && options.add_generation_prompt) {
+    p->Prime(tok_->Encode(HarmonyForcedToolHeader(options.forced_tool), /*allow_special=*/true));
+  }
+  return p;
 }
 
 }  // namespace mxserve

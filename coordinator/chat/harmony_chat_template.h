@@ -27,6 +27,8 @@ class HarmonyChatTemplate : public ChatTemplate {
                                                  const ChatRenderOptions& options) const override;
   std::vector<int32_t> StopTokenIds() const override { return {tokens_.ret, tokens_.call}; }
   std::unique_ptr<ChatOutputParser> NewParser() const override;
+  bool CanForceToolCalls() const override { return true; }
+  std::unique_ptr<ChatOutputParser> NewParserFor(const ChatRenderOptions& options) const override;
 
  private:
   HarmonyChatTemplate(const Tokenizer* tok, HarmonyTokens t) : tok_(tok), tokens_(t) {}
@@ -37,6 +39,11 @@ class HarmonyChatTemplate : public ChatTemplate {
   const Tokenizer* tok_;
   HarmonyTokens tokens_;
 };
+
+// The harmony text that follows "<|start|>assistant" to force a tool call (forced_tool as in
+// ChatRenderOptions; "" for none): named "<|channel|>commentary to=functions.NAME
+// <|constrain|>json<|message|>", required "<|channel|>commentary to=functions.".
+std::string HarmonyForcedToolHeader(const std::string& forced_tool);
 
 // Python's json.dumps(s, ensure_ascii=False): what the HF template's `tojson` filter produces.
 std::string JsonQuote(const std::string& s);

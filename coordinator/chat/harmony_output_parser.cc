@@ -61,8 +61,16 @@ void HarmonyOutputParser::EndBody(Delta* d) {
   detok_.reset();
 }
 
+void HarmonyOutputParser::Prime(const std::vector<int32_t>& ids) {
+  for (int32_t id : ids) {
+    Delta d = Push(id);  // starts from pending_, so nothing is lost
+    pending_ = std::move(d);
+  }
+}
+
 ChatOutputParser::Delta HarmonyOutputParser::Push(int32_t id) {
-  Delta d;
+  Delta d = std::move(pending_);
+  pending_ = Delta();
   if (where_ == Where::kDone) return d;
   if (id == t_.ret || id == t_.call) {
     EndBody(&d);
@@ -118,7 +126,8 @@ ChatOutputParser::Delta HarmonyOutputParser::Push(int32_t id) {
 }
 
 ChatOutputParser::Delta HarmonyOutputParser::Finish() {
-  Delta d;
+  Delta d = std::move(pending_);
+  pending_ = Delta();
   if (where_ == Where::kBody) {
     EndBody(&d);
   } else if (where_ == Where::kHeader && !header_has_special_ && !header_ids_.empty()) {

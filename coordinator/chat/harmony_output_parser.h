@@ -18,6 +18,9 @@ class HarmonyOutputParser : public ChatOutputParser {
   HarmonyOutputParser(const Tokenizer* tok, HarmonyTokens t);
   Delta Push(int32_t token_id) override;
   Delta Finish() override;
+  // Reads `ids` as if the model had written them (a header the prompt forced); what they
+  // produce (a tool call's name) comes out of the next Push or Finish.
+  void Prime(const std::vector<int32_t>& ids);
 
   // Header text longer than this without <|message|> is not a header: the model is not
   // speaking harmony (e.g. random weights), and its text is shown as content instead.
@@ -40,6 +43,7 @@ class HarmonyOutputParser : public ChatOutputParser {
   Route route_ = Route::kContent;
   std::optional<IncrementalDetokenizer> detok_;
   int tool_calls_ = 0;
+  Delta pending_;  // from Prime, not yet returned
 };
 
 }  // namespace mxserve

@@ -5,6 +5,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <type_traits>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -108,6 +109,77 @@ struct Generation {
   }
 };
 
+// n > 1: n engine requests (ChoiceRequests) behind one response (ChoicesResponder). A choice
+// that fails fails the response; the others run out unseen (an engine callback must not call
+// back into the engine to cancel them; a client that goes away cancels them all).
+template <typename R>
+struct ChoicesGeneration {
+  ChoicesGeneration(Responder r, std::unique_ptr<ChoicesResponder<R>> b, bool s)
+      : http(std::move(r)), builder(std::move(b)), stream(s) {}
+  Responder http;
+  std::unique_ptr<ChoicesResponder<R>> builder;
+  const bool stream;
+  std::atomic<bool> finished{false};
+
+  std::mutex order;  // one choice's chunks go out together, [DONE] after all of them
+  std::mutex mu;
+  bool started = false;            // guarded by mu: stream headers sent
+  std::vector<std::string> early;  // guarded by mu; "" marks the end
+
+  void Emit(std::string s) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!started) {
+      early.push_back(std::move(s));
+      return;
+    }
+    if (s.empty()) {
+      http->End();
+    } else {
+      http->Write(std::move(s));
+    }
+  }
+  void StartStream() {
+    std::lock_guard<std::mutex> lock(mu);
+    http->StartStream(200, "text/event-stream; charset=utf-8");
+    started = true;
+    for (auto& s : early) {
+      if (s.empty()) {
+        http->End();
+      } else {
+        http->Write(std::move(s));
+      }
+    }
+    early.clear();
+  }
+
+  void OnEvent(int i, GenerationEvent ev) {
+    std::lock_guard<std::mutex> lock(order);
+    if (finished.load()) return;
+    if (ev.finish_reason == FinishReason::kError) {
+      finished.store(true);
+      absl::Status err = ev.error.ok() ? absl::InternalError("generation failed") : ev.error;
+      if (!stream) return SendError(http, err);
+      Emit(Sse(ErrorBody(err)));
+      Emit(Sse("[DONE]"));
+      Emit("");
+      return;
+    }
+    if (stream) {
+      for (std::string& c : builder->Chunks(i, ev)) Emit(Sse(c));
+      if (builder->done()) {
+        finished.store(true);
+        Emit(Sse("[DONE]"));
+        Emit("");
+      }
+      return;
+    }
+    if (builder->Add(i, ev)) {
+      finished.store(true);
+      http->Send(200, kJson, builder->Body());
+    }
+  }
+};
+
 }  // namespace
 
 struct HttpFrontend::Routes {
@@ -192,10 +264,51 @@ struct HttpFrontend::Routes {
     if (r->disconnected() && !g->finished.load()) engine->Cancel(id);  // gone before Submit
   }
 
+  // n > 1 (parsed.n): one responder per choice, one engine request per choice.
+  template <typename R, typename Parsed>
+  void RunChoices(const Responder& r, const Parsed& parsed) {
+    std::vector<GenerateRequest> reqs = ChoiceRequests(parsed.generate, parsed.n);
+    std::vector<std::unique_ptr<R>> choices;
+    const int64_t created = std::time(nullptr);
+    for (int i = 0; i < parsed.n; ++i) choices.push_back(std::make_unique<R>(ctx, parsed, created));
+    json head{{"id", parsed.generate.request_id},
+              {"object", std::is_same_v<R, ChatCompletionResponder> ? "chat.completion.chunk"
+                                                                    : "text_completion"},
+              {"created", created},
+              {"model", ctx.model_id}};
+    auto g = std::make_shared<ChoicesGeneration<R>>(
+        r, std::make_unique<ChoicesResponder<R>>(std::move(choices), parsed.include_usage, head),
+        parsed.stream);
+    GenerationService* engine = ctx.engine;
+    std::vector<std::string> ids;
+    for (const auto& q : reqs) ids.push_back(q.request_id);
+    r->OnDisconnect([engine, ids, g] {
+      if (!g->finished.load()) {
+        for (const auto& id : ids) engine->Cancel(id);
+      }
+    });
+    for (int i = 0; i < parsed.n; ++i) {
+      absl::Status s = engine->Submit(std::move(reqs[i]), [g, i](GenerationEvent ev) {
+        g->OnEvent(i, std::move(ev));
+      });
+      if (!s.ok()) {
+        g->finished.store(true);
+        for (int k = 0; k < i; ++k) engine->Cancel(ids[k]);
+        SendError(r, s);
+        return;
+      }
+    }
+    if (parsed.stream) g->StartStream();
+    if (r->disconnected() && !g->finished.load()) {
+      for (const auto& id : ids) engine->Cancel(id);
+    }
+  }
+
   void Chat(const HttpRequest& req, const Responder& r) {
     absl::StatusOr<ChatCompletionRequest> parsed = ParseChatCompletionRequest(req.body, ctx);
     if (!parsed.ok()) return SendError(r, parsed.status());
     if (absl::Status s = CheckReady(); !s.ok()) return SendError(r, s);
+    if (parsed->n > 1) return RunChoices<ChatCompletionResponder>(r, *parsed);
     auto b = std::make_unique<ChatCompletionResponder>(ctx, *parsed, std::time(nullptr));
     Run(r, std::move(parsed->generate), parsed->stream, std::move(b));
   }
@@ -204,6 +317,7 @@ struct HttpFrontend::Routes {
     absl::StatusOr<CompletionRequest> parsed = ParseCompletionRequest(req.body, ctx);
     if (!parsed.ok()) return SendError(r, parsed.status());
     if (absl::Status s = CheckReady(); !s.ok()) return SendError(r, s);
+    if (parsed->n > 1) return RunChoices<CompletionResponder>(r, *parsed);
     auto b = std::make_unique<CompletionResponder>(ctx, *parsed, std::time(nullptr));
     Run(r, std::move(parsed->generate), parsed->stream, std::move(b));
   }

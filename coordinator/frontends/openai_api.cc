@@ -121,13 +121,13 @@ absl::Status GetModel(const json& j, const ServingContext& ctx) {
   return CheckModel(model.value_or(""), ctx);
 }
 
-absl::Status RejectN(const json& j, const char* key) {
-  ASSIGN_OR_RETURN(auto n, GetInt(j, key));
-  if (n && *n != 1) {
-    return InvalidParam(key, absl::StrCat("'", key, "' must be 1 (only one choice per request is "
-                                          "supported), got ", *n));
+absl::StatusOr<int> ReadN(const json& j) {
+  ASSIGN_OR_RETURN(auto n, GetInt(j, "n"));
+  if (!n) return 1;
+  if (*n < 1 || *n > kMaxChoices) {
+    return InvalidParam("n", absl::StrCat("'n' must be in [1, ", kMaxChoices, "], got ", *n));
   }
-  return absl::OkStatus();
+  return static_cast<int>(*n);
 }
 
 // Penalties we do not implement: accepted only at their neutral value, rather than ignored.
@@ -495,8 +495,9 @@ absl::StatusOr<ChatCompletionRequest> ParseChatCompletionRequest(absl::string_vi
   ASSIGN_OR_RETURN(json j, ParseBody(body));
   RETURN_IF_ERROR(GetModel(j, ctx));
   ASSIGN_OR_RETURN(std::vector<ChatMessage> messages, ReadMessages(j));
-  RETURN_IF_ERROR(RejectN(j, "n"));
+  ASSIGN_OR_RETURN(const int n_choices, ReadN(j));
   ChatRenderOptions render;
+  std::vector<std::string> tool_names;
   if (const json* tools = Field(j, "tools")) {
     if (!tools->is_array()) return WrongType("tools", "an array", *tools);
     for (size_t i = 0; i < tools->size(); ++i) {
@@ -516,22 +517,53 @@ absl::StatusOr<ChatCompletionRequest> ParseChatCompletionRequest(absl::string_vi
         return InvalidParam(p + ".function.name",
                             absl::StrCat("'", p, ".function.name' must be a non-empty string"));
       }
+      tool_names.push_back(name->get<std::string>());
     }
     if (!tools->empty()) render.tools_json = tools->dump();
   }
   if (const json* choice = Field(j, "tool_choice")) {
-    // "auto" is what the model does anyway; forcing a call needs constrained decoding.
-    if (!choice->is_string()) {
-      return InvalidParam("tool_choice", "only 'auto' and 'none' are supported for 'tool_choice'",
-                          "unsupported_parameter");
+    // auto: the model decides; none: no tools shown; required and named force the call by
+    // ending the prompt inside its header (ChatRenderOptions::forced_tool).
+    std::string forced;
+    if (choice->is_string()) {
+      const std::string c = choice->get<std::string>();
+      if (c == "none") {
+        render.tools_json.clear();
+      } else if (c == "required") {
+        // One tool: a call to it is the only way to comply, so its whole header is forced.
+        forced = tool_names.size() == 1 ? tool_names[0] : "*";
+      } else if (c != "auto") {
+        return InvalidParam("tool_choice", absl::StrCat("'tool_choice' must be \"none\", "
+                                                        "\"auto\", \"required\" or {\"type\": "
+                                                        "\"function\", \"function\": {\"name\": "
+                                                        "...}}, got \"", c, "\""));
+      }
+    } else if (choice->is_object()) {
+      const json* type = Field(*choice, "type");
+      const json* fn = Field(*choice, "function");
+      const json* name = fn && fn->is_object() ? Field(*fn, "name") : nullptr;
+      if (!type || !type->is_string() || type->get<std::string>() != "function" || !name ||
+          !name->is_string()) {
+        return InvalidParam("tool_choice", "'tool_choice' as an object must be {\"type\": "
+                            "\"function\", \"function\": {\"name\": \"...\"}}");
+      }
+      forced = name->get<std::string>();
+      if (std::find(tool_names.begin(), tool_names.end(), forced) == tool_names.end()) {
+        return InvalidParam("tool_choice", absl::StrCat("'tool_choice' names function '", forced,
+                                                        "', which is not in 'tools'"));
+      }
+    } else {
+      return WrongType("tool_choice", "a string or an object", *choice);
     }
-    const std::string c = choice->get<std::string>();
-    if (c == "none") {
-      render.tools_json.clear();
-    } else if (c != "auto") {
-      return InvalidParam("tool_choice", absl::StrCat("'tool_choice' \"", c, "\" is not supported "
-                                                      "(only 'auto' and 'none')"),
-                          "unsupported_parameter");
+    if (!forced.empty()) {
+      if (tool_names.empty()) {
+        return InvalidParam("tool_choice", "'tool_choice' requires 'tools' to be given");
+      }
+      if (!ctx.chat_template || !ctx.chat_template->CanForceToolCalls()) {
+        return InvalidParam("tool_choice", "this model's chat template cannot force tool calls",
+                            "unsupported_parameter");
+      }
+      render.forced_tool = forced;
     }
   }
   if (const json* rf = Field(j, "response_format")) {
@@ -592,6 +624,10 @@ absl::StatusOr<ChatCompletionRequest> ParseChatCompletionRequest(absl::string_vi
   for (int32_t id : ctx.chat_template->StopTokenIds()) params.stop_token_ids.push_back(id);
 
   out.tools = !render.tools_json.empty();
+  out.n = n_choices;
+  ASSIGN_OR_RETURN(auto as_ids, GetBool(j, "return_tokens_as_token_ids"));  // vLLM extension
+  out.tokens_as_ids = as_ids.value_or(false);
+  out.render = render;
   out.generate.request_id = NewRequestId("chatcmpl");
   out.generate.prompt_tokens = std::move(prompt);
   out.generate.params = std::move(params);
@@ -633,8 +669,15 @@ absl::StatusOr<CompletionRequest> ParseCompletionRequest(absl::string_view body,
   }
   RETURN_IF_ERROR(CheckPromptTokens(ids, ctx, "prompt"));
 
-  RETURN_IF_ERROR(RejectN(j, "n"));
-  RETURN_IF_ERROR(RejectN(j, "best_of"));
+  ASSIGN_OR_RETURN(out.n, ReadN(j));
+  ASSIGN_OR_RETURN(auto best_of, GetInt(j, "best_of"));
+  if (best_of && *best_of != out.n) {
+    return InvalidParam("best_of", absl::StrCat("'best_of' must equal 'n' (", out.n,
+                                                "): choosing among more samples is not "
+                                                "supported, got ", *best_of));
+  }
+  ASSIGN_OR_RETURN(auto as_ids, GetBool(j, "return_tokens_as_token_ids"));  // vLLM extension
+  out.tokens_as_ids = as_ids.value_or(false);
   if (const json* suffix = Field(j, "suffix")) {
     if (!suffix->is_string()) return WrongType("suffix", "a string", *suffix);
     if (!suffix->get_ref<const std::string&>().empty()) {
@@ -660,6 +703,16 @@ absl::StatusOr<CompletionRequest> ParseCompletionRequest(absl::string_view body,
   out.generate.request_id = NewRequestId("cmpl");
   out.generate.prompt_tokens = std::move(ids);
   out.generate.params = std::move(params);
+  return out;
+}
+
+std::vector<GenerateRequest> ChoiceRequests(const GenerateRequest& request, int n) {
+  if (n <= 1) return {request};
+  std::vector<GenerateRequest> out(n, request);
+  for (int i = 0; i < n; ++i) {
+    out[i].request_id = absl::StrCat(request.request_id, "-", i);
+    if (request.params.seed) out[i].params.seed = *request.params.seed + static_cast<uint64_t>(i);
+  }
   return out;
 }
 

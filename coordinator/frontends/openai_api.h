@@ -67,6 +67,9 @@ std::string NewRequestId(absl::string_view prefix);
 
 struct ChatCompletionRequest {
   GenerateRequest generate;      // request_id "chatcmpl-…", prompt tokens, sampling
+  int n = 1;                     // choices (ChoiceRequests)
+  bool tokens_as_ids = false;    // vLLM's return_tokens_as_token_ids: "token_id:N" in logprobs
+  ChatRenderOptions render;      // how the prompt was rendered (forced_tool: for the parser)
   bool stream = false;
   bool include_usage = false;    // stream_options.include_usage
   bool logprobs = false;
@@ -76,12 +79,21 @@ struct ChatCompletionRequest {
 
 struct CompletionRequest {
   GenerateRequest generate;      // request_id "cmpl-…"
+  int n = 1;                     // choices (ChoiceRequests)
+  bool tokens_as_ids = false;    // vLLM's return_tokens_as_token_ids: "token_id:N" in logprobs
   bool stream = false;
   bool include_usage = false;
   bool echo = false;
   int logprobs = -1;             // -1 = none; else top-N per token
   std::string prompt_text;       // the prompt as text (decoded when given as token ids), for echo
 };
+
+// Most choices one request may ask for ("n").
+inline constexpr int kMaxChoices = 16;
+
+// The engine requests behind n choices: choice i is "<request_id>-<i>", and with a seed, seed + i
+// (so each choice is reproducible and they differ). n == 1: the request itself.
+std::vector<GenerateRequest> ChoiceRequests(const GenerateRequest& request, int n);
 
 absl::StatusOr<ChatCompletionRequest> ParseChatCompletionRequest(absl::string_view body,
                                                                  const ServingContext& ctx);

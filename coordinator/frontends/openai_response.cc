@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "absl/strings/str_cat.h"
 #include "coordinator/frontends/api_error.h"
 #include "core/status_map.h"
 
@@ -44,6 +45,12 @@ json Usage(int prompt, int completion) {
 
 json StopReason(const std::string& s) { return s.empty() ? json(nullptr) : json(s); }
 
+// A token as logprobs name it: its text, or "token_id:N" (vLLM's return_tokens_as_token_ids,
+// exact where text is ambiguous: partial UTF-8, special tokens).
+std::string TokenName(const ServingContext& ctx, int32_t id, bool as_ids) {
+  return as_ids ? absl::StrCat("token_id:", id) : ctx.tokenizer->TokenString(id);
+}
+
 }  // namespace
 
 std::string ErrorBody(absl::string_view message, absl::string_view type, absl::string_view param,
@@ -82,8 +89,9 @@ ChatCompletionResponder::ChatCompletionResponder(const ServingContext& ctx,
       created_(created),
       logprobs_(request.logprobs),
       include_usage_(request.include_usage),
+      tokens_as_ids_(request.tokens_as_ids),
       prompt_tokens_(static_cast<int>(request.generate.prompt_tokens.size())),
-      parser_(ctx.chat_template ? ctx.chat_template->NewParser() : nullptr) {}
+      parser_(ctx.chat_template ? ctx.chat_template->NewParserFor(request.render) : nullptr) {}
 
 ChatCompletionResponder::Piece ChatCompletionResponder::Parse(const GenerationEvent& event) {
   Piece p;
@@ -142,11 +150,11 @@ std::string ChatCompletionResponder::LogprobsJson(const std::vector<int32_t>& id
     json top = json::array();
     for (const TopLogprob& t : lp.top) {
       std::string tb = TokenBytes(ctx_, t.token_id);
-      top.push_back(json{{"token", ctx_.tokenizer->TokenString(t.token_id)},
+      top.push_back(json{{"token", TokenName(ctx_, t.token_id, tokens_as_ids_)},
                          {"logprob", FiniteLogprob(t.logprob)},
                          {"bytes", Bytes(tb)}});
     }
-    content.push_back(json{{"token", ctx_.tokenizer->TokenString(id)},
+    content.push_back(json{{"token", TokenName(ctx_, id, tokens_as_ids_)},
                            {"logprob", FiniteLogprob(lp.logprob)},
                            {"bytes", Bytes(bytes)},
                            {"top_logprobs", std::move(top)}});
@@ -161,7 +169,7 @@ std::vector<std::string> ChatCompletionResponder::Chunks(const GenerationEvent& 
            {"object", "chat.completion.chunk"},
            {"created", created_},
            {"model", ctx_.model_id},
-           {"choices", json::array({json{{"index", 0},
+           {"choices", json::array({json{{"index", index_},
                                          {"delta", std::move(delta)},
                                          {"logprobs", std::move(logprobs)},
                                          {"finish_reason", std::move(finish)}}})}};
@@ -187,7 +195,7 @@ std::vector<std::string> ChatCompletionResponder::Chunks(const GenerationEvent& 
   }
   if (event.finished) {
     chunk(json::object(), nullptr, Finish(event.finish_reason));
-    if (include_usage_) {
+    if (include_usage_ && !per_choice_) {
       int prompt = event.prompt_tokens > 0 ? event.prompt_tokens : prompt_tokens_;
       int completion = event.completion_tokens > 0 ? event.completion_tokens : completion_count_;
       out.push_back(Dump(json{{"id", id_},
@@ -237,7 +245,7 @@ std::string ChatCompletionResponder::Body() const {
             {"object", "chat.completion"},
             {"created", created_},
             {"model", ctx_.model_id},
-            {"choices", json::array({json{{"index", 0},
+            {"choices", json::array({json{{"index", index_},
                                           {"message", std::move(message)},
                                           {"logprobs", std::move(lp)},
                                           {"finish_reason", Finish(finish_)},
@@ -257,6 +265,7 @@ CompletionResponder::CompletionResponder(const ServingContext& ctx,
       echo_(request.echo),
       logprobs_(request.logprobs),
       include_usage_(request.include_usage),
+      tokens_as_ids_(request.tokens_as_ids),
       prompt_ids_(request.generate.prompt_tokens),
       prompt_text_(request.prompt_text),
       prompt_tokens_(static_cast<int>(request.generate.prompt_tokens.size())),
@@ -270,7 +279,7 @@ void CompletionResponder::Collect(const GenerationEvent& event, std::string* tex
   completion_count_ += static_cast<int>(event.token_ids.size());
   auto add = [&](int32_t id, const TokenLogprob* lp) {
     std::string tok = ctx_.tokenizer->TokenString(id);
-    (*logprobs)["tokens"].push_back(tok);
+    (*logprobs)["tokens"].push_back(tokens_as_ids_ ? TokenName(ctx_, id, true) : tok);
     (*logprobs)["text_offset"].push_back(text_offset_);
     text_offset_ += CharCount(tok);
     if (lp == nullptr || std::isnan(lp->logprob)) {  // the first prompt token has no context
@@ -281,7 +290,7 @@ void CompletionResponder::Collect(const GenerationEvent& event, std::string* tex
     (*logprobs)["token_logprobs"].push_back(FiniteLogprob(lp->logprob));
     json top = json::object();
     for (const TopLogprob& t : lp->top) {
-      top[ctx_.tokenizer->TokenString(t.token_id)] = FiniteLogprob(t.logprob);
+      top[TokenName(ctx_, t.token_id, tokens_as_ids_)] = FiniteLogprob(t.logprob);
     }
     (*logprobs)["top_logprobs"].push_back(std::move(top));
   };
@@ -318,7 +327,7 @@ std::vector<std::string> CompletionResponder::Chunks(const GenerationEvent& even
            {"object", "text_completion"},
            {"created", created_},
            {"model", ctx_.model_id},
-           {"choices", json::array({json{{"index", 0},
+           {"choices", json::array({json{{"index", index_},
                                          {"text", std::move(t)},
                                          {"logprobs", std::move(logprobs)},
                                          {"finish_reason", std::move(finish)},
@@ -332,7 +341,7 @@ std::vector<std::string> CompletionResponder::Chunks(const GenerationEvent& even
   }
   if (event.finished) {
     chunk("", nullptr, FinishReasonString(event.finish_reason), StopReason(event.stop_reason));
-    if (include_usage_) {
+    if (include_usage_ && !per_choice_) {
       int prompt = event.prompt_tokens > 0 ? event.prompt_tokens : prompt_tokens_;
       int completion = event.completion_tokens > 0 ? event.completion_tokens : completion_count_;
       out.push_back(Dump(json{{"id", id_},
@@ -361,7 +370,7 @@ std::string CompletionResponder::Body() const {
             {"object", "text_completion"},
             {"created", created_},
             {"model", ctx_.model_id},
-            {"choices", json::array({json{{"index", 0},
+            {"choices", json::array({json{{"index", index_},
                                           {"text", text_},
                                           {"logprobs", logprobs_ >= 0 ? logprobs_json_
                                                                       : json(nullptr)},
@@ -369,6 +378,51 @@ std::string CompletionResponder::Body() const {
                                           {"stop_reason", StopReason(stop_reason_)}}})},
             {"usage", Usage(usage_prompt_, usage_completion_)}};
   return Dump(body);
+}
+
+// ---------------------------------------------------------------------------------------------
+// n > 1
+
+std::string ChoicesUsage::Count(int i, const GenerationEvent& event) {
+  if (finished_[i]) return "";
+  completion_[i] = event.completion_tokens > 0
+                       ? event.completion_tokens
+                       : completion_[i] + static_cast<int>(event.token_ids.size());
+  if (!event.finished) return "";
+  finished_[i] = true;
+  if (event.prompt_tokens > 0) prompt_ = event.prompt_tokens;
+  if (!done() || !include_usage_) return "";
+  int completion = 0;
+  for (int c : completion_) completion += c;
+  json u = head_;
+  u["choices"] = json::array();
+  u["usage"] = Usage(prompt_, completion);
+  return Dump(u);
+}
+
+bool ChoicesUsage::done() const {
+  for (bool f : finished_) {
+    if (!f) return false;
+  }
+  return true;
+}
+
+std::string ChoicesUsage::Merge(const std::vector<std::string>& bodies) const {
+  json out;
+  json choices = json::array();
+  int prompt = 0, completion = 0;
+  for (const std::string& b : bodies) {
+    json j = json::parse(b, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded()) continue;  // our own Dump output: cannot happen
+    for (auto& c : j["choices"]) choices.push_back(std::move(c));
+    prompt = j["usage"].value("prompt_tokens", 0);
+    completion += j["usage"].value("completion_tokens", 0);
+    if (out.is_null()) out = std::move(j);
+  }
+  if (out.is_null()) return "{}";
+  out["choices"] = std::move(choices);
+  out["usage"] = Usage(prompt, completion);
+  return Dump(out);
 }
 
 }  // namespace mxserve::frontends

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,9 @@ class ChatCompletionResponder {
  public:
   ChatCompletionResponder(const ServingContext& ctx, const ChatCompletionRequest& request,
                           int64_t created);
+  // Answers choice `index` of n (ChoicesResponder): chunks and body carry that index, and the
+  // usage chunk is left to ChoicesResponder.
+  void ForChoice(int index) { index_ = index, per_choice_ = true; }
   std::vector<std::string> Chunks(const GenerationEvent& event);
   void Add(const GenerationEvent& event);
   std::string Body() const;
@@ -58,6 +62,9 @@ class ChatCompletionResponder {
   int64_t created_;
   bool logprobs_;
   bool include_usage_;
+  bool tokens_as_ids_;
+  int index_ = 0;
+  bool per_choice_ = false;
   int prompt_tokens_;
   std::unique_ptr<ChatOutputParser> parser_;
   bool sent_role_ = false;
@@ -77,6 +84,7 @@ class CompletionResponder {
  public:
   CompletionResponder(const ServingContext& ctx, const CompletionRequest& request,
                       int64_t created);
+  void ForChoice(int index) { index_ = index, per_choice_ = true; }  // as the chat one
   std::vector<std::string> Chunks(const GenerationEvent& event);
   void Add(const GenerationEvent& event);
   std::string Body() const;
@@ -93,6 +101,9 @@ class CompletionResponder {
   bool echo_;
   int logprobs_;
   bool include_usage_;
+  bool tokens_as_ids_;
+  int index_ = 0;
+  bool per_choice_ = false;
   std::vector<int32_t> prompt_ids_;
   std::string prompt_text_;
   bool first_ = true;
@@ -105,6 +116,71 @@ class CompletionResponder {
   std::string stop_reason_;
   int usage_prompt_ = 0, usage_completion_ = 0;
   int completion_count_ = 0;
+};
+
+// n > 1 choices behind one response (R: ChatCompletionResponder or CompletionResponder). Choice
+// i is answered by choices[i] (its engine request is ChoiceRequests(...)[i]); streamed chunks
+// pass through with index i, and one usage chunk (prompt once, completions summed, as OpenAI)
+// follows the last choice's finish; whole mode merges the n bodies. Thread-safe.
+class ChoicesUsage {
+ public:
+  // `head`: the id/object/created/model fields of the response's chunks.
+  ChoicesUsage(int n, bool include_usage, nlohmann::json head)
+      : finished_(n, false), completion_(n, 0), include_usage_(include_usage),
+        head_(std::move(head)) {}
+  // Counts choice i's event; the usage chunk once every choice has finished ("" otherwise).
+  std::string Count(int i, const GenerationEvent& event);
+  bool done() const;
+  // Merges the choices' whole bodies (each with one choice) into one.
+  std::string Merge(const std::vector<std::string>& bodies) const;
+
+ private:
+  std::vector<bool> finished_;
+  std::vector<int> completion_;
+  int prompt_ = 0;
+  bool include_usage_;
+  nlohmann::json head_;
+};
+
+template <typename R>
+class ChoicesResponder {
+ public:
+  ChoicesResponder(std::vector<std::unique_ptr<R>> choices, bool include_usage,
+                   nlohmann::json head)
+      : choices_(std::move(choices)),
+        usage_(static_cast<int>(choices_.size()), include_usage, std::move(head)) {
+    for (size_t i = 0; i < choices_.size(); ++i) choices_[i]->ForChoice(static_cast<int>(i));
+  }
+  int n() const { return static_cast<int>(choices_.size()); }
+  bool done() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return usage_.done();
+  }
+  std::vector<std::string> Chunks(int i, const GenerationEvent& event) {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<std::string> out = choices_[i]->Chunks(event);
+    std::string usage = usage_.Count(i, event);
+    if (!usage.empty()) out.push_back(std::move(usage));
+    return out;
+  }
+  // Whole mode; true once every choice has finished (then Body()).
+  bool Add(int i, const GenerationEvent& event) {
+    std::lock_guard<std::mutex> lock(mu_);
+    choices_[i]->Add(event);
+    usage_.Count(i, event);
+    return usage_.done();
+  }
+  std::string Body() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<std::string> bodies;
+    for (const auto& c : choices_) bodies.push_back(c->Body());
+    return usage_.Merge(bodies);
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<std::unique_ptr<R>> choices_;
+  ChoicesUsage usage_;
 };
 
 }  // namespace mxserve::frontends
