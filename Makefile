@@ -8,6 +8,7 @@ HTTP_PORT ?= 8000
 GRPC_PORT ?= 50051
 HOST      ?= 0.0.0.0
 CMAKE_ARGS ?=
+MAKEFLAGS += --no-print-directory
 
 .PHONY: all deps configure build serve test test-cpu client-deps tiny-model bench clean
 
@@ -36,6 +37,19 @@ client-deps: deps
 
 test: build client-deps
 	@cd $(BUILD) && ctest --output-on-failure -j$(JOBS) --timeout 600
+
+# libFuzzer targets (clang, ASan + UBSan) in their own build dir; FUZZ_SECONDS per target.
+# docs/FUZZING.md records runs and findings.
+FUZZ_BUILD   ?= build-fuzz
+FUZZ_SECONDS ?= 60
+.PHONY: fuzz lint-deploy
+fuzz: deps
+	@FUZZ_BUILD=$(FUZZ_BUILD) FUZZ_JOBS=$(JOBS) fuzz/run.sh $(FUZZ_SECONDS)
+
+# The deployment checks alone (they also run in `make test`): systemd units, Dockerfile,
+# Kubernetes manifests and the Helm chart.
+lint-deploy: deps
+	@deploy/lint.sh
 
 bench: build tiny-model
 	@bench/run_all.sh $(BUILD)
