@@ -4,7 +4,7 @@ set -euo pipefail
 BUILD=${1:-build}
 HERE=$(cd "$(dirname "$0")" && pwd)
 echo "# mxserve CPU benchmarks — $(date -u +%Y-%m-%dT%H:%MZ) — $(lscpu | sed -n 's/^Model name: *//p') — $(nproc) cores"
-[[ -x "$HERE/moe_cpu.sh" ]] && "$HERE/moe_cpu.sh" "$BUILD"
-[[ -x "$HERE/rpc.sh" ]] && "$HERE/rpc.sh" "$BUILD"
+MXSERVE_BUILD_DIR="$BUILD" "$HERE/moe_cpu.sh"
+"$HERE/rpc.sh" "$BUILD"
 "$HERE/tokenizer.sh" "$BUILD"
 node "$HERE/e2e_decode.mjs" "$BUILD" 8 64
