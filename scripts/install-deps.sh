@@ -5,6 +5,9 @@ PKGS=(build-essential cmake pkg-config git ca-certificates
       libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
       libabsl-dev nlohmann-json3-dev libpcre2-dev libopenblas-dev libboost-dev
       libsystemd-dev prometheus-cpp-dev libgtest-dev libgmock-dev googletest nodejs npm curl)
+# openssl: the mutual-TLS tests make their certificates with it; systemd: systemd-analyze
+# checks deploy/systemd; clang + libclang-rt-dev (libFuzzer): the fuzz targets (make fuzz).
+PKGS+=(openssl systemd clang libclang-rt-dev)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
