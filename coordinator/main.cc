@@ -157,12 +157,18 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
 
   // A stop signal while loading: nothing is in flight, exit now (local workers die with us).
+  // One that lands just after start-up is handed over to the drain below.
   std::atomic<bool> started{false};
-  std::thread early_stop([&started, stop] {
+  std::atomic<int> early_signal{0};
+  std::thread early_stop([&started, &early_signal, stop] {
     while (!started.load()) {
       timespec tick{0, 100 * 1000 * 1000};
       siginfo_t info;
       int sig = sigtimedwait(&stop, &info, &tick);
+      if (sig > 0 && started.load()) {
+        early_signal.store(sig);
+        return;
+      }
       if (sig > 0) {
         fprintf(stderr, "mxserve-coordinator: signal %d while starting, exiting\n", sig);
         _exit(128 + sig);
@@ -181,8 +187,8 @@ int main(int argc, char** argv) {
                         coordinator.status().code() == absl::StatusCode::kUnauthenticated;
     return config_error ? kExitConfig : 1;
   }
-  int sig = 0;
-  sigwait(&stop, &sig);
+  int sig = early_signal.load();
+  if (sig == 0) sigwait(&stop, &sig);
   fprintf(stderr, "mxserve-coordinator: signal %d, draining (a second signal exits at once)\n", sig);
   // Drain on a helper thread; this one keeps listening: a second signal ends the process now,
   // and so does a drain that overruns its grace by far (a stuck step that never returns).
