@@ -388,7 +388,9 @@ absl::StatusOr<SamplingParams> ResolveSampling(const SamplingFields& f, int prom
       const std::string n = name("top_p");
       return InvalidParam(n, absl::StrCat("'", n, "' must be in (0, 1], got ", *f.top_p));
     }
-    p.top_p = static_cast<float>(*f.top_p);
+    // A tiny positive double (1e-98) rounds to 0.0f, which would leave the sampler no
+    // candidate at all (found by fuzz_openai_api): keep it positive, i.e. the top token only.
+    p.top_p = std::max(static_cast<float>(*f.top_p), std::numeric_limits<float>::min());
   }
   if (f.top_k) {
     if (*f.top_k < -1 || *f.top_k > std::numeric_limits<int32_t>::max()) {

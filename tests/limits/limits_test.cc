@@ -165,6 +165,17 @@ TEST_F(LimitsTest, MaxTokensIsBoundedByTheContext) {
   EXPECT_EQ(Generate(g).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
 }
 
+// fuzz_openai_api finding: a positive top_p below FLT_MIN became 0.0f, an empty nucleus.
+TEST_F(LimitsTest, TinyTopPStaysPositive) {
+  Start();
+  HttpResult r = Post("/v1/completions",
+                      json{{"model", "tiny-model"}, {"prompt", "ab"}, {"max_tokens", 2},
+                           {"top_p", 1e-98}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  ASSERT_EQ(engine_.num_requests(), 1u);
+  EXPECT_GT(engine_.requests()[0].params.top_p, 0.0f);
+}
+
 TEST_F(LimitsTest, FullQueueIs429WithRetryAfterAndResourceExhaustedOnGrpc) {
   Start();
   engine_.set_next_status(absl::ResourceExhaustedError("queue full: 1 requests waiting"));
