@@ -92,7 +92,8 @@ def grouped_layer(H, I, E, k, T):
         flat = ids.reshape(-1)
         order = torch.argsort(flat, stable=True)
         e_sorted = flat[order]
-        counts = torch.bincount(flat, minlength=E)
+        counts = torch.zeros(E, dtype=torch.int64, device=dev).index_add_(
+            0, flat.long(), torch.ones_like(flat, dtype=torch.int64))  # bincount syncs: no graph
         offs = torch.cumsum(counts, 0).to(torch.int32)
         tok = order // k
         a = x[tok]

@@ -131,6 +131,10 @@ absl::StatusOr<std::unique_ptr<CudaMoeLayer>> CudaMoeLayer::Upload(const MoeLaye
   uint8_t* ss[2] = {d_stage + 2 * st_q, d_stage + 2 * st_q + st_s};
   for (int h = 0; h < nh && s.ok(); ++h) {
     const ExpertWeights& w = *host.experts[held[h]];
+    for (const Mxfp4Matrix* m : {&w.gate_up, &w.down}) {
+      const size_t n = size_t(m->rows) * (m->cols / 32);
+      for (size_t i = 0; i < n && L->small_scales_; ++i) L->small_scales_ = m->scales[i] <= 128;
+    }
     const size_t gq = size_t(2 * I) * (H / 2), gs = size_t(2 * I) * (H / 32);
     const size_t dq = size_t(H) * (I / 2), ds = size_t(H) * (I / 32);
     ok(CudaCheck(cudaMemcpyAsync(sq[0], w.gate_up.blocks, gq, cudaMemcpyHostToDevice, stream), "upload gate_up"));
@@ -181,7 +185,7 @@ absl::Status CudaMoeWorkspace::Reserve(const CudaMoeLayer& layer, int num_tokens
   const size_t nh = std::max(1, layer.num_held());
   const size_t kph = RoundUp(layer.hidden(), 64), kpi = RoundUp(layer.intermediate(), 64);
   const size_t h = layer.hidden();
-  const size_t tiles = pairs / 16 + std::min(nh, pairs) + 1;
+  const size_t tiles = pairs / 8 + std::min(nh, pairs) + 1;  // smallest tile: 8 rows
   if (pairs <= pairs_cap_ && nh <= experts_cap_ && kph <= kp_h_cap_ && kpi <= kp_i_cap_ &&
       h <= h_cap_ && tiles <= tiles_cap_) {
     return absl::OkStatus();

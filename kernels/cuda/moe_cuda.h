@@ -44,6 +44,7 @@ class CudaMoeLayer {
   int kp_h_ = 0, kp_i_ = 0;  // K padded to 64 for gate_up (H) and down (I)
   float alpha_ = 1.702f, limit_ = 7.0f;
   bool has_gu_bias_ = false, has_down_bias_ = false;
+  bool small_scales_ = true;  // every scale byte <= 128 (no 0xFF): one-multiply decode
   size_t device_bytes_ = 0;
   int32_t* d_local_ = nullptr;        // [E] global id -> held index or -1
   uint8_t* d_gu_q_ = nullptr;         // [held][2I/8][Kp_h/... ] swizzled nibbles
@@ -85,8 +86,9 @@ struct CudaMoeBatch {
   const float* weights = nullptr;        // [T, k] device
 };
 
-// Which kernel configuration to run (kAuto picks by tokens per held expert).
-enum class CudaMoePath { kAuto, kDecode, kMid, kPrefill };
+// Which kernel configuration to run (kAuto picks by token-slots per expert hit): decode =
+// 8-row tiles, decode16 = 16-row tiles (both the weight-streaming kernel), mid = 32, prefill = 64.
+enum class CudaMoePath { kAuto, kDecode, kDecode16, kMid, kPrefill };
 
 // out [T, H] (device) is overwritten. Enqueues on `stream`; does not synchronise. Deterministic:
 // the same inputs give the same bits (per-slot outputs are summed per token in slot order).

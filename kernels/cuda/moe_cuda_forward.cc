@@ -1,6 +1,9 @@
 // MoeForwardCuda (the launch sequence) and CudaMoeRunner (host memory in and out through pinned
 // buffers on the runner's own stream).
 #include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <string>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -13,7 +16,7 @@ namespace mxserve::kernels::cuda {
 struct LayerAccess {
   static absl::Status Forward(const CudaMoeLayer& L, const CudaMoeBatch& b, float* out,
                               CudaMoeWorkspace& ws, cudaStream_t stream, CudaMoePath path) {
-    if (b.num_tokens < 0 || b.top_k < 1) {
+    if (b.num_tokens < 0 || b.top_k < 1 || b.top_k > 32) {
       return absl::InvalidArgumentError(absl::StrCat("MoeForwardCuda: num_tokens ", b.num_tokens,
                                                      ", top_k ", b.top_k));
     }
@@ -22,11 +25,20 @@ struct LayerAccess {
     const int H = L.hidden_, I = L.intermediate_, nh = std::max(1, L.num_held_);
     const int64_t pairs = int64_t(b.num_tokens) * b.top_k;
     int p = 0;
-    if (path == CudaMoePath::kAuto) {
+    // MXSERVE_CUDA_MOE_PATH=decode|decode16|mid|prefill pins the configuration (benchmarks).
+    static const int forced = [] {
+      const char* v = std::getenv("MXSERVE_CUDA_MOE_PATH");
+      if (v == nullptr) return -1;
+      const std::string s(v);
+      return s == "decode" ? 0 : s == "decode16" ? 1 : s == "mid" ? 2 : s == "prefill" ? 3 : -1;
+    }();
+    if (path == CudaMoePath::kAuto && forced >= 0) {
+      p = forced;
+    } else if (path == CudaMoePath::kAuto) {
       const int64_t avg = pairs / std::max<int64_t>(1, std::min<int64_t>(nh, pairs));
-      p = avg <= 8 ? 0 : avg <= 24 ? 1 : 2;
+      p = avg <= 4 ? 0 : avg <= 16 ? 1 : 3;  // from bench/gpu paths runs (docs/PERFORMANCE.md)
     } else {
-      p = path == CudaMoePath::kDecode ? 0 : path == CudaMoePath::kMid ? 1 : 2;
+      p = path == CudaMoePath::kDecode ? 0 : path == CudaMoePath::kDecode16 ? 1 : path == CudaMoePath::kMid ? 2 : 3;
     }
     const int bm = internal::PathBm(p);
     const int64_t max_tiles = (pairs + bm - 1) / bm + std::min<int64_t>(nh, pairs);
@@ -34,6 +46,9 @@ struct LayerAccess {
       return absl::InvalidArgumentError(absl::StrCat("MoeForwardCuda: ", pairs,
                                                      " token-slots is more than one launch takes"));
     }
+    // Non-empty tiles, roughly: distinct experts hit (uniform routing) times tiles per expert.
+    const double hit = nh * (1.0 - std::pow(1.0 - 1.0 / nh, double(pairs)));
+    const int64_t est_tiles = std::max<int64_t>(1, std::llround(hit * std::ceil(pairs / std::max(1.0, hit) / bm)));
     internal::RoutingArgs r{};
     r.ids = b.expert_ids;
     r.local = L.d_local_;
@@ -69,7 +84,7 @@ struct LayerAccess {
     g.nfull_out = L.kp_i_ / 128;
     g.alpha = L.alpha_;
     g.limit = L.limit_;
-    internal::LaunchGemm(g, true, p, static_cast<int>(max_tiles), stream);
+    internal::LaunchGemm(g, true, p, L.small_scales_, static_cast<int>(max_tiles), static_cast<int>(est_tiles), stream);
     g.q = L.d_dn_q_;
     g.sc = L.d_dn_s_;
     g.bias = L.d_dn_b_;
@@ -81,7 +96,7 @@ struct LayerAccess {
     g.y = ws.d_y_;
     g.sorted = ws.d_sorted_;
     g.route_w = b.weights;
-    internal::LaunchGemm(g, false, p, static_cast<int>(max_tiles), stream);
+    internal::LaunchGemm(g, false, p, L.small_scales_, static_cast<int>(max_tiles), static_cast<int>(est_tiles), stream);
     internal::LaunchCombine(ws.d_y_, b.expert_ids, L.d_local_, L.num_experts_, b.num_tokens, b.top_k,
                             H, out, stream);
     return CudaCheck(cudaGetLastError(), "MoeForwardCuda launch");

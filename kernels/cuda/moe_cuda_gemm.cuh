@@ -72,6 +72,14 @@ __device__ __forceinline__ uint16_t F2Bf16(float f) {
   return *reinterpret_cast<uint16_t*>(&b);
 }
 
+// Fast-path scales (every byte of the layer <= 128, none 0xFF; checked at upload): the E2M1
+// bias 2^126 and the block scale 2^(s-127) fold into one bf16 multiplier 2^(s-1), whose bf16
+// exponent field is s + 126. sw: the scale word with 0x7E added to every byte (no carries).
+__device__ __forceinline__ uint32_t FoldedScale(uint32_t sw, int b) {
+  const uint32_t v = ((sw >> (8 * b)) & 0xFFu) << 7;
+  return v | (v << 16);
+}
+
 // One k32 block (two k16 steps) for all (mt, nt) of the warp. w[i]: the lane's packed word of
 // this block for n-tile i (registers: step 2b k-lo, k-hi, step 2b+1 k-lo, k-hi); sc[i]: its
 // scale as bf16x2. a_lo/a_hi: rows g and g+8, this block's 8 elements each in lane order.

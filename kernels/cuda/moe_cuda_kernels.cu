@@ -3,6 +3,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "kernels/cuda/moe_cuda_gemm.cuh"
@@ -134,22 +135,104 @@ __global__ void PlaceKernel(const int32_t* __restrict__ ids, int pairs, const in
   sorted[pos] = p;
 }
 
+// Small batches (pairs <= kSmallPairs, nh <= 1024): count, scan, tile list, placement and (for
+// very small ones) the gather in one CTA, so decode pays one launch for routing, not five.
+constexpr int kSmallPairs = 8192;
+constexpr int kFusedGatherPairs = 64;
+
+// 8 consecutive elements of a permuted activation row (one lane's k32 block: two k16 steps,
+// each k 2tt,2tt+1 then 2tt+8,2tt+9) from four float2 of the token's row: one 16-byte store.
+__device__ __forceinline__ void GatherItem(const float* __restrict__ xr, uint16_t* __restrict__ ar,
+                                           int item, int nfull, int h) {
+  const int d = item * 8, c = d >> 7, w = d & 127;
+  const int s4 = c < nfull ? 32 : 16;
+  const int tt = w / s4, b = (w % s4) >> 3;
+  const int k0 = (c << 7) + 2 * tt + 32 * b;  // step 2b; step 2b+1 is k0 + 16
+  uint32_t v[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int k = k0 + (i >> 1) * 16 + (i & 1) * 8;
+    const float2 f = k < h ? __ldg(reinterpret_cast<const float2*>(xr + k)) : make_float2(0.f, 0.f);
+    v[i] = uint32_t(F2Bf16(f.x)) | (uint32_t(F2Bf16(f.y)) << 16);
+  }
+  *reinterpret_cast<uint4*>(ar + d) = make_uint4(v[0], v[1], v[2], v[3]);
+}
+
+__global__ void __launch_bounds__(1024) RouteSmallKernel(const int32_t* __restrict__ ids, int pairs,
+                                                         const int32_t* __restrict__ local, int num_experts,
+                                                         int nh, int bm, int32_t* __restrict__ meta,
+                                                         int32_t* __restrict__ tiles, int32_t* __restrict__ sorted,
+                                                         const float* __restrict__ x, int hidden, int kp_h,
+                                                         int top_k, uint16_t* __restrict__ a, bool gather) {
+  __shared__ int32_t cnt[1024], cur[1024], s_rows[1024], s_tiles[1024];
+  const int tid = threadIdx.x;
+  cnt[tid] = 0;
+  cur[tid] = 0;
+  __syncthreads();
+  for (int p = tid; p < pairs; p += 1024) {
+    const int e = ids[p];
+    if (e < 0 || e >= num_experts) continue;
+    const int hh = local[e];
+    if (hh >= 0) atomicAdd(&cnt[hh], 1);
+  }
+  __syncthreads();
+  const int c = tid < nh ? cnt[tid] : 0;
+  const int tl = (c + bm - 1) / bm;
+  s_rows[tid] = c;
+  s_tiles[tid] = tl;
+  __syncthreads();
+  for (int d = 1; d < 1024; d <<= 1) {
+    const int r = tid >= d ? s_rows[tid - d] : 0;
+    const int q = tid >= d ? s_tiles[tid - d] : 0;
+    __syncthreads();
+    s_rows[tid] += r;
+    s_tiles[tid] += q;
+    __syncthreads();
+  }
+  const int row = s_rows[tid] - c;
+  int tile = s_tiles[tid] - tl;
+  if (tid < nh) {
+    meta[nh + tid] = row;
+    for (int i = 0; i < c; i += bm, ++tile) {
+      tiles[3 * tile] = tid;
+      tiles[3 * tile + 1] = row + i;
+      tiles[3 * tile + 2] = min(bm, c - i);
+    }
+  }
+  if (tid == 1023) {
+    meta[2 * nh] = s_rows[1023];
+    meta[3 * nh + 1] = s_tiles[1023];
+  }
+  __syncthreads();
+  if (tid < nh) cnt[tid] = row;  // now: first row of each expert
+  __syncthreads();
+  for (int p = tid; p < pairs; p += 1024) {
+    const int e = ids[p];
+    if (e < 0 || e >= num_experts) continue;
+    const int hh = local[e];
+    if (hh < 0) continue;
+    sorted[cnt[hh] + atomicAdd(&cur[hh], 1)] = p;
+  }
+  if (!gather) return;
+  __syncthreads();
+  const int total = s_rows[1023];
+  const int items = kp_h / 8;
+  for (int i = tid; i < total * items; i += 1024) {
+    const int row = i / items;
+    GatherItem(x + int64_t(sorted[row] / top_k) * hidden, a + int64_t(row) * kp_h, i - row * items,
+               kp_h / 128, hidden);
+  }
+}
+
 // a[row][d] = bf16(x[token(row)][k(d)]) in the permuted order (0 in the K padding).
 __global__ void GatherKernel(const float* __restrict__ x, int h, int kp, int nfull, int top_k,
                              const int32_t* __restrict__ sorted, const int32_t* __restrict__ total,
                              uint16_t* __restrict__ a) {
   const int row = blockIdx.x;
   if (row >= *total) return;
-  const int token = sorted[row] / top_k;
-  const float* xr = x + int64_t(token) * h;
+  const float* xr = x + int64_t(sorted[row] / top_k) * h;
   uint16_t* ar = a + int64_t(row) * kp;
-  for (int d = threadIdx.x; d < kp; d += blockDim.x) {
-    const int c = d >> 7, w = d & 127;
-    const int s4 = (c < nfull) ? 32 : 16;
-    const int tt = w / s4, rem = w % s4, s = rem >> 2, sub = rem & 3;
-    const int k = (c << 7) + 16 * s + 2 * tt + (sub & 1) + ((sub >> 1) << 3);
-    ar[d] = k < h ? F2Bf16(xr[k]) : uint16_t{0};
-  }
+  for (int i = threadIdx.x; i < kp / 8; i += blockDim.x) GatherItem(xr, ar, i, nfull, h);
 }
 
 // out[t][:] = sum over valid slots j (in slot order) of y[t*k+j][:].
@@ -157,14 +240,19 @@ __global__ void CombineKernel(const float* __restrict__ y, const int32_t* __rest
                               const int32_t* __restrict__ local, int num_experts, int top_k, int h,
                               float* __restrict__ out) {
   const int t = blockIdx.x;
+  // Which slots hold an expert of this worker, decided once (k <= 32).
+  uint32_t valid = 0;
+  for (int j = 0; j < top_k; ++j) {
+    const int e = __ldg(ids + t * top_k + j);
+    if (e >= 0 && e < num_experts && __ldg(local + e) >= 0) valid |= 1u << j;
+  }
   const int h4 = h / 4;
   for (int c = threadIdx.x; c < h4; c += blockDim.x) {
     float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll 4
     for (int j = 0; j < top_k; ++j) {
-      const int p = t * top_k + j;
-      const int e = ids[p];
-      if (e < 0 || e >= num_experts || local[e] < 0) continue;
-      const float4 v = reinterpret_cast<const float4*>(y + int64_t(p) * h)[c];
+      if (!(valid >> j & 1u)) continue;
+      const float4 v = __ldg(reinterpret_cast<const float4*>(y + int64_t(t * top_k + j) * h) + c);
       acc.x += v.x; acc.y += v.y; acc.z += v.z; acc.w += v.w;
     }
     reinterpret_cast<float4*>(out + int64_t(t) * h)[c] = acc;
@@ -173,8 +261,18 @@ __global__ void CombineKernel(const float* __restrict__ y, const int32_t* __rest
 
 void LaunchRouting(const RoutingArgs& r, cudaStream_t stream) {
   const int pairs = r.tokens * r.top_k;
-  cudaMemsetAsync(r.meta, 0, sizeof(int32_t) * (3 * r.nh + 2), stream);
   if (pairs == 0) return;
+  if (pairs <= kSmallPairs && r.nh <= 1024) {
+    const bool gather = pairs <= kFusedGatherPairs;
+    RouteSmallKernel<<<1, 1024, 0, stream>>>(r.ids, pairs, r.local, r.num_experts, r.nh, r.bm, r.meta,
+                                             r.tiles, r.sorted, r.x, r.hidden, r.kp_h, r.top_k, r.a, gather);
+    if (!gather) {
+      GatherKernel<<<pairs, 256, 0, stream>>>(r.x, r.hidden, r.kp_h, r.kp_h / 128, r.top_k, r.sorted,
+                                              r.meta + 2 * r.nh, r.a);
+    }
+    return;
+  }
+  cudaMemsetAsync(r.meta, 0, sizeof(int32_t) * (3 * r.nh + 2), stream);
   CountKernel<<<(pairs + 255) / 256, 256, 0, stream>>>(r.ids, pairs, r.local, r.num_experts, r.meta);
   ScanKernel<<<1, 1024, 0, stream>>>(r.meta, r.nh, r.bm, r.tiles);
   PlaceKernel<<<(pairs + 255) / 256, 256, 0, stream>>>(r.ids, pairs, r.local, r.num_experts, r.meta,
@@ -186,7 +284,8 @@ void LaunchRouting(const RoutingArgs& r, cudaStream_t stream) {
 void LaunchCombine(const float* y, const int32_t* ids, const int32_t* local, int num_experts,
                    int tokens, int top_k, int h, float* out, cudaStream_t stream) {
   if (tokens == 0) return;
-  CombineKernel<<<tokens, 256, 0, stream>>>(y, ids, local, num_experts, top_k, h, out);
+  const int threads = std::min(1024, (h / 4 + 31) / 32 * 32);
+  CombineKernel<<<tokens, threads, 0, stream>>>(y, ids, local, num_experts, top_k, h, out);
 }
 
 // ---- the grouped GEMM ------------------------------------------------------------------------
@@ -195,8 +294,10 @@ __global__ void __launch_bounds__(32 * WN * WK) MoeGemmKernel(const GemmArgs p) 
   constexpr int kRed = WK > 1 ? (WK - 1) * WN * MT * NW * 4 * 32 : 1;
   __shared__ float red[kRed];
   const int tile = blockIdx.y;
-  if (tile >= *p.ntiles) return;
-  const int e = p.tiles[3 * tile], row0 = p.tiles[3 * tile + 1], rows = p.tiles[3 * tile + 2];
+  const int valid_tiles = __ldg(p.ntiles);
+  const int e = __ldg(p.tiles + 3 * tile), row0 = __ldg(p.tiles + 3 * tile + 1),
+            rows = __ldg(p.tiles + 3 * tile + 2);
+  if (tile >= valid_tiles) return;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int wn = warp % WN, wk = warp / WN;
   const int nt0 = (blockIdx.x * WN + wn) * NW;
@@ -373,13 +474,16 @@ void LaunchGemmT(const GemmArgs& a, bool gate_up, int max_tiles, cudaStream_t st
   }
 }
 
-int PathBm(int path) { return path == 0 ? 16 : path == 1 ? 32 : 64; }
+int PathBm(int path) { return path == 0 ? 8 : path == 1 ? 16 : path == 2 ? 32 : 64; }
 
-void LaunchGemm(const GemmArgs& a, bool gate_up, int path, int max_tiles, cudaStream_t stream) {
+void LaunchGemm(const GemmArgs& a, bool gate_up, int path, bool one_mul, int max_tiles, int est_tiles,
+                cudaStream_t stream) {
   if (max_tiles <= 0) return;
+  if (path <= 1 && !DecodeSupports(a.chunks)) path = 2;
   switch (path) {
-    case 0: LaunchGemmT<1, 2, 1, 8>(a, gate_up, max_tiles, stream); break;
-    case 1: LaunchGemmT<2, 2, 2, 4>(a, gate_up, max_tiles, stream); break;
+    case 0: LaunchDecodeGemm(a, gate_up, false, one_mul, max_tiles, est_tiles, stream); break;
+    case 1: LaunchDecodeGemm(a, gate_up, true, one_mul, max_tiles, est_tiles, stream); break;
+    case 2: LaunchGemmT<2, 2, 2, 4>(a, gate_up, max_tiles, stream); break;
     default: LaunchGemmT<4, 4, 8, 1>(a, gate_up, max_tiles, stream); break;
   }
 }

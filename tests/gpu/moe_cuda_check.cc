@@ -34,6 +34,8 @@ struct Shape {
   int pool;          // experts tokens route to (< E: some experts get none)
   bool half_held;    // the layer holds only even experts (ids routed to those only)
   std::vector<int> tokens;
+  int scale_lo = 118, scale_span = 10;  // > 128 somewhere: the two-multiply decode path
+  float x_scale = 1.0f;  // keeps gate_up outputs near the SwiGLU clamp range when scales are big
 };
 
 int failures = 0;
@@ -43,6 +45,7 @@ void CheckCase(const Shape& sh, HostLayer& hl, kc::CudaMoeLayer& dl, kc::CudaMoe
   std::vector<int> pool;
   for (int e = 0; e < sh.E && int(pool.size()) < sh.pool; e += sh.half_held ? 2 : 1) pool.push_back(e);
   HostBatch b = gpu_test::MakeBatch(T, sh.k, sh.H, pool, 0.05, seed);
+  for (float& v : b.x) v *= sh.x_scale;
   std::vector<float> out(size_t(T) * sh.H, std::nanf("")), out2(out.size(), std::nanf(""));
   // Runner path (host memory in and out) with the chosen kernel path.
   absl::Status s;
@@ -75,9 +78,10 @@ void CheckCase(const Shape& sh, HostLayer& hl, kc::CudaMoeLayer& dl, kc::CudaMoe
     cudaFree(dids);
   }
   const char* pname = path == kc::CudaMoePath::kAuto ? "auto" : path == kc::CudaMoePath::kDecode ? "decode"
-                      : path == kc::CudaMoePath::kMid ? "mid" : "prefill";
+                      : path == kc::CudaMoePath::kDecode16 ? "decode16" : path == kc::CudaMoePath::kMid ? "mid"
+                      : "prefill";
   if (!s.ok()) {
-    std::printf("FAIL  %-14s T=%-6d k=%-2d path=%-7s error: %s\n", sh.name.c_str(), T, sh.k, pname,
+    std::printf("FAIL  %-14s T=%-6d k=%-2d path=%-8s error: %s\n", sh.name.c_str(), T, sh.k, pname,
                 std::string(s.message()).c_str());
     ++failures;
     return;
@@ -123,7 +127,7 @@ void CheckCase(const Shape& sh, HostLayer& hl, kc::CudaMoeLayer& dl, kc::CudaMoe
   const double rel = std::sqrt(num / std::max(den, 1e-300));
   const bool pass = finite && same && rel <= 1e-2 && worst <= 0.05;
   if (!pass) ++failures;
-  std::printf("%s  %-14s T=%-6d k=%-2d path=%-7s checked=%-3zu rel_l2=%.2e max_err/rms=%.2e %s%s\n",
+  std::printf("%s  %-14s T=%-6d k=%-2d path=%-8s checked=%-3zu rel_l2=%.2e max_err/rms=%.2e %s%s\n",
               pass ? "PASS" : "FAIL", sh.name.c_str(), T, sh.k, pname, sample.size(), rel, worst,
               same ? "deterministic" : "NOT-DETERMINISTIC", finite ? "" : " NON-FINITE");
   std::fflush(stdout);
@@ -135,6 +139,10 @@ int Main(int argc, char** argv) {
       {"tiny-pad", 96, 160, 8, 2, true, 6, false, {1, 3, 17, 129}},
       {"tiny-k1", 256, 128, 16, 1, true, 16, false, {1, 5, 300}},
       {"half-held", 256, 320, 64, 6, false, 40, true, {2, 77, 1031}},
+      // Scale bytes up to 135 (weights up to 6 * 2^8) with x scaled by 2^-8: with x ~ N(0, 1)
+      // the gate/up pre-activations would be ~1e4, far past the clamp at 7, where the bf16
+      // rounding of x (~1e4 * 2^-9 absolute) decides which side of the clamp a value lands.
+      {"big-scales", 2880, 2880, 16, 4, true, 16, false, {1, 40, 300}, 112, 24, 1.0f / 256},
       {"gpt-oss-20b", 2880, 2880, 32, 4, true, 32, false, {1, 7, 64, 333, 1024, 4097}},
       {"gpt-oss-120b", 2880, 2880, 128, 4, true, 100, false, {1, 16, 256, 2049, 16384}},
       {"kimi-k2-like", 7168, 2048, 384, 8, false, 384, false, {1, 64, 1000, 16384}},
@@ -153,7 +161,7 @@ int Main(int argc, char** argv) {
     std::vector<bool> held;
     if (sh.half_held) for (int e = 0; e < sh.E; ++e) held.push_back(e % 2 == 0);
     const auto t0 = std::chrono::steady_clock::now();
-    auto hl = gpu_test::MakeLayer(sh.H, sh.I, sh.E, sh.bias, seed++, held);
+    auto hl = gpu_test::MakeLayer(sh.H, sh.I, sh.E, sh.bias, seed++, held, sh.scale_lo, sh.scale_span);
     auto dl_or = kc::CudaMoeLayer::Upload(hl->layer, runner.stream());
     if (!dl_or.ok()) {
       std::printf("FAIL  %s upload: %s\n", sh.name.c_str(), std::string(dl_or.status().message()).c_str());
@@ -168,6 +176,7 @@ int Main(int argc, char** argv) {
       CheckCase(sh, *hl, **dl_or, runner, T, kc::CudaMoePath::kAuto, seed++);
       if (T <= 1031) {  // every kernel configuration on the small and mid counts
         CheckCase(sh, *hl, **dl_or, runner, T, kc::CudaMoePath::kDecode, seed++);
+        CheckCase(sh, *hl, **dl_or, runner, T, kc::CudaMoePath::kDecode16, seed++);
         CheckCase(sh, *hl, **dl_or, runner, T, kc::CudaMoePath::kPrefill, seed++);
         if (T <= 333) CheckCase(sh, *hl, **dl_or, runner, T, kc::CudaMoePath::kMid, seed++);
       }

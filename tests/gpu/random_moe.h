@@ -1,5 +1,5 @@
 // Random MoE layers and batches for the GPU correctness program and benchmark: checkpoint-layout
-// MXFP4 bytes (scale bytes 118..127, as kernels/moe/moe_test.cc), biases, activations, routing.
+// MXFP4 bytes (scale bytes 118..127 by default, as kernels/moe/moe_test.cc), biases, activations, routing.
 // Filled by several threads with a counter-based generator, so gigabytes take seconds.
 #pragma once
 
@@ -44,8 +44,10 @@ struct HostLayer {
 };
 
 // held[e] false: expert absent (nullptr in layer.experts).
+// Scale bytes are drawn from [scale_lo, scale_lo + scale_span).
 inline std::unique_ptr<HostLayer> MakeLayer(int H, int I, int E, bool bias, uint64_t seed,
-                                            const std::vector<bool>& held = {}) {
+                                            const std::vector<bool>& held = {}, int scale_lo = 118,
+                                            int scale_span = 10) {
   auto L = std::make_unique<HostLayer>();
   L->hidden = H;
   L->intermediate = I;
@@ -64,7 +66,7 @@ inline std::unique_ptr<HostLayer> MakeLayer(int H, int I, int E, bool bias, uint
         uint64_t r = Mix(seed * 0x1000193 + salt * 0x100000001B3ull + i);
         for (int b = 0; b < 8 && i * 8 + b < v.size(); ++b) {
           const uint8_t byte = uint8_t(r >> (8 * b));
-          v[i * 8 + b] = scale ? uint8_t(118 + byte % 10) : byte;
+          v[i * 8 + b] = scale ? uint8_t(scale_lo + byte % scale_span) : byte;
         }
       }
     });

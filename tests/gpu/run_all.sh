@@ -30,6 +30,24 @@ for s in $steps; do
         2>&1 | tee "$OUT/bench.txt" || rc=1
       PYTHONUNBUFFERED=1 python3 bench/gpu/baselines.py "$OUT/ours.csv" ${BENCH_SHAPES:-gpt-oss-120b} \
         ${BENCH_TOKENS:-1,4,16,64,256,1024,4096,16384} 2>&1 | tee "$OUT/table.txt" || rc=1 ;;
+    paths)
+      # The same layer with each kernel configuration pinned (what kAuto's thresholds rest on).
+      for P in decode decode16 mid prefill; do
+        echo "## path $P"
+        MXSERVE_CUDA_MOE_PATH=$P $B/mxserve-bench-moe-gpu "/tmp/paths_$P.csv" gpt-oss-120b ${PATH_TOKENS:-16,256,1024,4096} | grep '^| gpt'
+      done 2>&1 | tee "$OUT/paths.txt" ;;
+    smemoff)
+      echo "## decode with activations from L1/L2 instead of shared memory"
+      MXSERVE_CUDA_MOE_SMEM_A=0 $B/mxserve-bench-moe-gpu /tmp/smemoff.csv gpt-oss-120b 1,4,16,64 | grep '^| gpt' | tee -a "$OUT/paths.txt" ;;
+    shapes)
+      # The other layer shapes (ours only; the python baselines for them cost too much device time).
+      $B/mxserve-bench-moe-gpu /tmp/shapes.csv gpt-oss-20b,kimi-k2-like,k3-latent ${SHAPE_TOKENS:-1,16,256,4096} \
+        2>&1 | tee "$OUT/shapes.txt" ;;
+    profile)
+      # Per-kernel time, DRAM and SM throughput for the first layers of the 1- and 64-token runs.
+      ncu --clock-control none --section SpeedOfLight -k regex:'Gemm|Route|Combine|Gather' -c ${NCU_COUNT:-20} \
+        $B/mxserve-bench-moe-gpu /tmp/ncu.csv gpt-oss-120b ${NCU_TOKENS:-1} > "$OUT/ncu.txt" 2>&1
+      grep -E "Kernel|Duration|DRAM Throughput|Compute \(SM\) Throughput|  [A-Za-z]+Kernel" "$OUT/ncu.txt" | head -60 ;;
   esac
 done
 exit $rc
