@@ -316,9 +316,13 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(CoordinatorOptio
   // health and progress, so a load balancer routes around a degraded coordinator while the
   // requests that still reach it wait for the router's bounded failover.
   ctx.ready = [pp] { return pp->health->phase() == ServingPhase::kServing; };
+  // Asked once per request refused at the door, so it also counts them.
   ctx.not_ready_message = [pp]() -> std::string {
-    if (pp->health->phase() == ServingPhase::kDraining || pp->health->phase() == ServingPhase::kStopped)
+    if (pp->health->phase() == ServingPhase::kDraining || pp->health->phase() == ServingPhase::kStopped) {
+      pp->metrics->CountRejected("draining");
       return "the server is shutting down (draining); retry on another replica";
+    }
+    pp->metrics->CountRejected("not_ready");
     return "the model is not ready yet";
   };
   ctx.readiness = [pp](std::string* json) {

@@ -76,6 +76,8 @@ Engine::Engine(EngineOptions options, ModelRunner* runner, const Tokenizer* toke
                  std::move(eos_ids)) {
   stats_.kv_blocks_total = runner->num_blocks();
   stats_.max_model_len = max_model_len;
+  // The loop starts now: a health check before its first iteration must not see "never ran".
+  stats_.loop_heartbeat = stats_.last_progress = absl::Now();
 }
 
 Engine::~Engine() { Shutdown(); }
@@ -139,13 +141,17 @@ absl::Status Engine::Submit(GenerateRequest request, EventCallback callback) {
   RETURN_IF_ERROR(Validate(request));
   absl::MutexLock lock(&mu_);
   if (stopping_) return absl::UnavailableError("engine is shutting down");
-  if (!not_accepting_.empty()) return absl::UnavailableError(not_accepting_);
+  if (!not_accepting_.empty()) {
+    if (options_.observer != nullptr) options_.observer->OnRejected("draining");
+    return absl::UnavailableError(not_accepting_);
+  }
   if (!request.request_id.empty() && live_ids_.count(request.request_id) > 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("request_id: '", request.request_id, "' is already in flight"));
   }
   const int64_t queued = static_cast<int64_t>(inbox_.size()) + stats_.num_waiting;
   if (queued >= options_.scheduler.max_waiting) {
+    if (options_.observer != nullptr) options_.observer->OnRejected("queue_full");
     return absl::ResourceExhaustedError(absl::StrCat(
         "queue full: ", queued, " requests waiting (max_waiting ", options_.scheduler.max_waiting,
         ")"));

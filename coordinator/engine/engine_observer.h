@@ -37,6 +37,9 @@ class EngineObserver {
   // the n counts as one inter-token interval of since_previous / n).
   virtual void OnNextTokens(int n, absl::Duration since_previous) = 0;
   virtual void OnRequestFinished(const FinishedRequest& request) = 0;
+  // Submit refused a valid request: "draining" (StopAccepting) or "queue_full" (max_waiting).
+  // Called on the submitting thread.
+  virtual void OnRejected(const char* reason) {}
 };
 
 }  // namespace mxserve

@@ -59,8 +59,10 @@ class ServingMetrics final : public EngineObserver {
   void OnFirstToken(absl::Duration ttft, int prompt_tokens) override;
   void OnNextTokens(int n, absl::Duration since_previous) override;
   void OnRequestFinished(const FinishedRequest& request) override;
+  void OnRejected(const char* reason) override { CountRejected(reason); }
 
-  // Requests refused at the door (503 while draining or not ready, 429 queue full), by reason.
+  // Requests refused before they started (503 while draining or not ready, 429 queue full),
+  // by reason: mxserve:requests_rejected_total{reason}.
   void CountRejected(const std::string& reason);
 
  private:

@@ -287,6 +287,11 @@ TEST(Observability, DrainUnderLoad) {
   json err = json::parse(refused.body, nullptr, false);
   EXPECT_TRUE(err.is_object() && err.contains("error")) << refused.body;
   EXPECT_EQ(HttpCall(port, "GET", "/health/live").status, 200);
+  PromPage during = ParsePrometheusText(HttpCall(port, "GET", "/metrics").body);
+  EXPECT_EQ(during.error, "");
+  EXPECT_GE(during.Sum("mxserve:requests_rejected_total", {{"reason", "draining"}}), 1);
+  EXPECT_EQ(during.Get("mxserve:accepting_requests"), 0);
+  EXPECT_EQ(during.Get("mxserve:ready"), 0);
   for (auto& f : load) ExpectCompleteStream(f.get());
   const int status = WaitExit(*c->process, std::chrono::seconds(30));
   ASSERT_TRUE(WIFEXITED(status)) << status;

@@ -73,6 +73,10 @@ class CountingObserver : public EngineObserver {
     std::lock_guard<std::mutex> l(mu);
     next += n;
   }
+  void OnRejected(const char* reason) override {
+    std::lock_guard<std::mutex> l(mu);
+    rejected.push_back(reason);
+  }
   void OnRequestFinished(const FinishedRequest& f) override {
     std::lock_guard<std::mutex> l(mu);
     ++finished;
@@ -82,6 +86,7 @@ class CountingObserver : public EngineObserver {
   std::mutex mu;
   int steps = 0, step_tokens = 0, first = 0, next = 0, finished = 0, prompt_tokens = 0, generated = 0;
   std::vector<FinishReason> reasons;
+  std::vector<std::string> rejected;
 };
 
 GenerateRequest Req(const std::string& id, int prompt_len, int max_tokens) {
@@ -155,7 +160,9 @@ TEST(EngineHooks, ObserverSeesEveryTokenAndRequest) {
 
 TEST(EngineHooks, ProgressShowsAStuckStepAndDrainEndsIt) {
   GateRunner runner;
+  CountingObserver obs;
   EngineOptions o;
+  o.observer = &obs;
   auto engine = Engine::Create(o, &runner, nullptr, {});
   ASSERT_TRUE(engine.ok());
   runner.Hold(true);
@@ -175,6 +182,10 @@ TEST(EngineHooks, ProgressShowsAStuckStepAndDrainEndsIt) {
   absl::Status refused = (*engine)->Submit(Req("late", 2, 2), late.Callback());
   EXPECT_EQ(refused.code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(refused.message(), "draining for a test");
+  {
+    std::lock_guard<std::mutex> l(obs.mu);
+    EXPECT_EQ(obs.rejected, std::vector<std::string>{"draining"});
+  }
   EXPECT_FALSE((*engine)->stats().accepting);
   (*engine)->FailAll(absl::UnavailableError("grace expired"));
   runner.Hold(false);
@@ -189,6 +200,8 @@ TEST(EngineHooks, ProgressShowsAStuckStepAndDrainEndsIt) {
   s = (*engine)->stats();
   EXPECT_FALSE(s.in_step);
   EXPECT_GE(s.last_progress, s.step_started);
+  std::lock_guard<std::mutex> l(obs.mu);
+  EXPECT_EQ(obs.reasons, std::vector<FinishReason>{FinishReason::kError});
 }
 
 }  // namespace
