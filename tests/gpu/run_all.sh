@@ -36,9 +36,9 @@ for s in $steps; do
         echo "## path $P"
         MXSERVE_CUDA_MOE_PATH=$P $B/mxserve-bench-moe-gpu "/tmp/paths_$P.csv" gpt-oss-120b ${PATH_TOKENS:-16,256,1024,4096} | grep '^| gpt'
       done 2>&1 | tee "$OUT/paths.txt" ;;
-    smemoff)
-      echo "## decode with activations from L1/L2 instead of shared memory"
-      MXSERVE_CUDA_MOE_SMEM_A=0 $B/mxserve-bench-moe-gpu /tmp/smemoff.csv gpt-oss-120b 1,4,16,64 | grep '^| gpt' | tee -a "$OUT/paths.txt" ;;
+    smem)
+      echo "## decode with activations through shared memory (MXSERVE_CUDA_MOE_SMEM_A=1)"
+      MXSERVE_CUDA_MOE_SMEM_A=1 $B/mxserve-bench-moe-gpu /tmp/smemoff.csv gpt-oss-120b 1,4,16,64 | grep '^| gpt' | tee -a "$OUT/paths.txt" ;;
     shapes)
       # The other layer shapes (ours only; the python baselines for them cost too much device time).
       $B/mxserve-bench-moe-gpu /tmp/shapes.csv gpt-oss-20b,kimi-k2-like,k3-latent ${SHAPE_TOKENS:-1,16,256,4096} \
