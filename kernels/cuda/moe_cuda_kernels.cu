@@ -1,5 +1,5 @@
-// The device kernels of the CUDA MoE path (layout conversion, routing, gather, GEMMs, combine)
-// and their launchers. Host-side objects live in moe_cuda.cc... (kept in moe_cuda.cu).
+// The device kernels of the CUDA MoE path other than the decode GEMM (moe_cuda_decode.cu): layout
+// conversion, routing, gather, the general (mid/prefill) grouped GEMM, combine; and launchers.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
