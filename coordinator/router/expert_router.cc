@@ -135,8 +135,9 @@ void ExpertRouter::OnWorkerHealth(int index, bool up, bool unresponsive, const s
       ++h.changes;
     }
     if (!up && unresponsive && !h.unresponsive) h.unresponsive_since = absl::Now();
+    // While down, keep the cause: "unreachable" after "killed by signal 9" says less.
+    if (changed || up || !unresponsive) h.reason = reason;
     h.unresponsive = !up && unresponsive;
-    h.reason = reason;
   }
   if (changed && options_.log_state_changes) {
     const std::string addr = backends_[index]->address();

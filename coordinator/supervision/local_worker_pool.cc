@@ -98,7 +98,10 @@ absl::Status LocalWorkerPool::Spawn(int i) {
                                                               options_.num_workers,
                                                               options_.replicas));
   w.experts = IdRanges(placement.ExpertsOf(i));
-  // Everything the child needs is built before fork: after it only async-signal-safe calls.
+  // Everything the child needs is built before vfork: after it only raw system calls.
+  // vfork, not fork: fork runs pthread_atfork handlers, and OpenBLAS's shuts its thread pool
+  // down under a GEMM running on the engine thread, which then spins forever (restarts fork
+  // while the coordinator serves). vfork runs none, copies nothing and the child execs at once.
   std::vector<std::string> args = {
       options_.worker_binary,
       absl::StrCat("--model=", options_.model_dir),
@@ -111,9 +114,9 @@ absl::Status LocalWorkerPool::Spawn(int i) {
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
   const pid_t parent = getpid();
-  const pid_t pid = fork();
+  const pid_t pid = vfork();
   if (pid < 0) {
-    return absl::InternalError(absl::StrCat("local worker ", i, ": fork: ", std::strerror(errno)));
+    return absl::InternalError(absl::StrCat("local worker ", i, ": vfork: ", std::strerror(errno)));
   }
   if (pid == 0) {
     // Die with the parent; and undo a signal mask / ignored signals inherited from it.

@@ -56,6 +56,7 @@ class LocalWorkerPool {
 
   // For the Supervisor (one thread; not safe against concurrent Stop):
   // Starts worker i again (its previous process must be reaped); its port becomes known later.
+  // The new process dies with the calling thread (PR_SET_PDEATHSIG), i.e. the supervisor's.
   absl::Status Respawn(int i);
   // If worker i's process has ended: reaps it and returns its wait status.
   std::optional<int> Reap(int i);

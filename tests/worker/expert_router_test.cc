@@ -175,7 +175,9 @@ TEST(ExpertRouterTest, BackendFailureIsReturned) {
   backends.push_back(std::make_unique<FakeBackend>(absl::ZeroDuration(), absl::OkStatus(), 1.f));
   backends.push_back(std::make_unique<FakeBackend>(absl::ZeroDuration(),
                                                    absl::UnavailableError("worker@x:1: gone"), 1.f));
-  auto router = ExpertRouter::Create(std::move(backends), *Placement::Contiguous(4, 2));
+  // No replica and no wait: the failure comes back at once (as UNAVAILABLE, naming it).
+  auto router = ExpertRouter::Create(std::move(backends), *Placement::Contiguous(4, 2),
+                                     {.down_wait = absl::ZeroDuration()});
   ASSERT_TRUE(router.ok());
   std::vector<float> x(4, 1.f), w = {1, 1}, out(4);
   std::vector<int32_t> ids = {0, 3};
@@ -290,14 +292,18 @@ TEST(ExpertRouterTest, SlowWorkerHitsTheCallDeadline) {
   std::vector<std::unique_ptr<ExpertBackend>> backends;
   backends.push_back(std::move(*client));
   auto router = ExpertRouter::Create(std::move(backends), *Placement::Contiguous(4, 1),
-                                     {.call_timeout = absl::Milliseconds(300)});
+                                     {.call_timeout = absl::Milliseconds(300),
+                                      .down_wait = absl::ZeroDuration()});
   ASSERT_TRUE(router.ok());
   std::vector<float> x(32, 1.f), w = {1.f}, out(32);
   std::vector<int32_t> ids = {2};
   const absl::Time t0 = absl::Now();
   absl::Status s = (*router)->Run(0, 1, 32, 1, x.data(), ids.data(), w.data(), out.data());
-  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+  // The late call marks the worker down; with no replica and no wait that is UNAVAILABLE.
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("Deadline"));
   EXPECT_LT(absl::Now() - t0, absl::Milliseconds(1500));
+  EXPECT_FALSE((*router)->IsUp(0));
   (*server)->Shutdown(absl::Seconds(3));  // lets the slow call finish
 }
 

@@ -61,7 +61,8 @@ TEST(LocalWorkerPoolTest, TwoRealWorkersServeAndStop) {
     EXPECT_EQ(d->experts(0), w.first_expert);
     backends.push_back(std::move(*c));
   }
-  auto router = ExpertRouter::Create(std::move(backends), *Placement::Contiguous(spec.experts, 2));
+  auto router = ExpertRouter::Create(std::move(backends), *Placement::Contiguous(spec.experts, 2),
+                                     {.down_wait = absl::ZeroDuration()});
   ASSERT_TRUE(router.ok());
 
   auto config = ModelConfig::Load(dir);
