@@ -60,7 +60,7 @@ int Main(int argc, char** argv) {
   }
   FILE* csv = std::fopen(argv[1], "w");
   if (!csv) return 1;
-  std::fprintf(csv, "shape,tokens,ms,weight_bytes,gbps,tflops,path_bm\n");
+  std::fprintf(csv, "shape,tokens,ms,weight_bytes,gbps,tflops\n");
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
   std::printf("# %s, %d SMs, L2 %d MB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
@@ -137,7 +137,7 @@ int Main(int argc, char** argv) {
       const double flops = 6.0 * T * sh.k * double(sh.H) * sh.I;
       const double gbps = bytes / (med * 1e-3) / 1e9, tf = flops / (med * 1e-3) / 1e12;
       std::printf("| %s | %d | %.4f | %.1f | %.0f | %.1f |\n", sh.name.c_str(), T, med, bytes / 1e6, gbps, tf);
-      std::fprintf(csv, "%s,%d,%.5f,%.0f,%.1f,%.2f,%d\n", sh.name.c_str(), T, med, bytes, gbps, tf, 0);
+      std::fprintf(csv, "%s,%d,%.5f,%.0f,%.1f,%.2f\n", sh.name.c_str(), T, med, bytes, gbps, tf);
       std::fflush(stdout);
       std::fflush(csv);
       for (auto g : graphs) cudaGraphExecDestroy(g);

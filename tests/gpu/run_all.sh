@@ -3,8 +3,12 @@
 # benchmark + same-run baselines. Builds nothing: carry a bundle made with
 #   cmake -S . -B build-cuda && cmake --build build-cuda --target mxserve-gpu-moe-check mxserve-bench-moe-gpu
 #   ../shared/tools/device-bundle bundle-cuda build-cuda/bin/mxserve-gpu-moe-check build-cuda/bin/mxserve-bench-moe-gpu
-# then, on the GPU machine from the repo root: tests/gpu/run_all.sh [check|sanitize|bench]...
-# Writes logs under $OUT (or /tmp/mxserve-gpu).
+# then, on the GPU machine from the repo root: tests/gpu/run_all.sh [STEP]...
+# Steps: check (PASS/FAIL per case; CHECK_ONLY=<shape> for one), sanitize (compute-sanitizer
+# memcheck on two small shapes), bench (gpt-oss-120b + same-run baselines: one table),
+# paths (each kernel configuration pinned), smem (decode with activations in shared memory),
+# shapes (20b, Kimi-K2-like, K3-like), profile (ncu SpeedOfLight, one token).
+# Default: check sanitize bench. Writes logs under $OUT (or /tmp/mxserve-gpu).
 set -uo pipefail
 OUT=${OUT:-/tmp/mxserve-gpu}
 mkdir -p "$OUT"
