@@ -20,6 +20,7 @@
 #include "nlohmann/json.hpp"
 #include "tests/worker/test_checkpoint.h"
 #include "tests/worker/test_worker.h"
+#include "worker/expert_executor.h"
 
 namespace mxserve {
 namespace {
@@ -348,6 +349,53 @@ TEST(WorkerWatcherTest, FollowsAWorkersHealth) {
   ASSERT_TRUE(wait_for(false));
   EXPECT_LT(absl::Now() - t0, absl::Seconds(2));
   router->reset();
+  std::filesystem::remove_all(dir);
+}
+
+// Remote mode: a worker restarted elsewhere (systemd, kubelet) at the same address is
+// re-admitted by the watcher, and calls go to it again.
+TEST(WorkerWatcherTest, ReadmitsAWorkerBackAtTheSameAddress) {
+  testing::ExpertCheckpointSpec spec;
+  const std::string dir = testing::NewTempDir();
+  ASSERT_TRUE(testing::WriteExpertCheckpoint(dir, spec).ok());
+  auto w0 = testing::StartWorker(dir, {0, 1, 2, 3, 4, 5, 6, 7});
+  ASSERT_TRUE(w0.ok()) << w0.status();
+  const int port = (*w0)->server->port();
+  auto config = ModelConfig::Load(dir);
+  ASSERT_TRUE(config.ok());
+  RemoteWorkersOptions opt;
+  opt.ready_timeout = absl::Seconds(10);
+  opt.router.log_state_changes = false;
+  opt.router.down_wait = absl::Seconds(15);
+  auto router = ConnectToWorkers({(*w0)->server->address()}, *config, opt);
+  ASSERT_TRUE(router.ok()) << router.status();
+  const Batch batch = RandomBatch(6, spec.hidden, spec.top_k, spec.experts, 21);
+  std::vector<float> before, after;
+  ASSERT_TRUE(RunLayer(**router, 1, batch, &before).ok());
+  auto wait_for = [&](bool up, absl::Duration bound) {
+    const absl::Time until = absl::Now() + bound;
+    while ((*router)->IsUp(0) != up && absl::Now() < until) absl::SleepFor(absl::Milliseconds(5));
+    return (*router)->IsUp(0) == up;
+  };
+  std::shared_ptr<const ExpertShard> shard = (*w0)->shard;
+  (*w0)->server->Shutdown(absl::ZeroDuration());
+  w0->reset();
+  ASSERT_TRUE(wait_for(false, absl::Seconds(2)));
+  absl::SleepFor(absl::Milliseconds(300));  // a few failed reconnects, as after a crash
+  auto service = std::make_shared<ExpertService>(testing::InfoFor(*config, shard->experts()));
+  WorkerServerOptions so;
+  so.port = port;
+  auto again = WorkerServer::Start(so, service);
+  ASSERT_TRUE(again.ok()) << again.status();
+  service->SetReady(std::make_shared<ShardExecutor>(shard, nullptr));
+  (*again)->SetServing(true);
+  const absl::Time t0 = absl::Now();
+  ASSERT_TRUE(wait_for(true, absl::Seconds(5)));
+  EXPECT_LT(absl::Now() - t0, absl::Seconds(3)) << "reconnect backoff <= 1 s, watcher <= 1 s";
+  ASSERT_TRUE(RunLayer(**router, 1, batch, &after).ok());
+  EXPECT_EQ(after, before);
+  router->reset();
+  (*again)->Shutdown(absl::ZeroDuration());
   std::filesystem::remove_all(dir);
 }
 
