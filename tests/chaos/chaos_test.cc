@@ -29,7 +29,8 @@ using Clock = std::chrono::steady_clock;
 
 // Bounds this test holds the implementation to (docs/PERFORMANCE.md "Fault tolerance").
 constexpr auto kRestartBound = std::chrono::seconds(5);  // kill -> SERVING again
-constexpr auto kHangDetectBound = std::chrono::seconds(3);  // SIGSTOP -> DOWN
+// SIGSTOP -> DOWN: keepalive 1 s + 1 s (~2.1 s measured); slack for a shared 2-core box.
+constexpr auto kHangDetectBound = std::chrono::seconds(4);
 
 std::string ReadLog(const std::string& path) {
   std::ifstream f(path);
@@ -120,6 +121,13 @@ std::vector<std::string> RunWave(int port, const Workload& w) {
 
 bool Alive(pid_t pid) { return kill(pid, 0) == 0; }
 
+// GET /v1/workers (ExpertRouter::PlacementJson with the supervisor's counters).
+json Workers(int port) {
+  auto r = HttpCall(port, "GET", "/v1/workers");
+  EXPECT_EQ(r.status, 200) << r.body;
+  return json::parse(r.body, nullptr, /*allow_exceptions=*/false);
+}
+
 class ChaosTest : public ::testing::Test {
  protected:
   void SetUp() override { logs_ = std::make_unique<TempDir>(); }
@@ -182,6 +190,13 @@ TEST_F(ChaosTest, SigkillUnderLoadLosesNothing) {
   std::cerr << "[chaos] " << waves << " waves of 24 streams; 10 SIGKILLs; worst kill->SERVING "
             << worst << " s" << std::endl;
   EXPECT_GE(waves, 2);
+  const json workers = Workers(c->http_port);
+  int restarts = 0;
+  for (const auto& wk : workers["workers"]) {
+    restarts += wk.value("restarts", 0);
+    EXPECT_EQ(wk["state"], "up") << wk;
+  }
+  EXPECT_EQ(restarts, 10) << workers;
   EXPECT_EQ(HttpCall(c->http_port, "GET", "/health").status, 200);
   EXPECT_TRUE(c->process->Alive());
 }
@@ -191,10 +206,11 @@ TEST_F(ChaosTest, SigkillUnderLoadLosesNothing) {
 TEST_F(ChaosTest, SigstopIsDetectedFailedOverAndRestarted) {
   auto c = Start({"--local-workers", "3", "--expert-replicas", "2"});
   ASSERT_TRUE(c.has_value());
-  const Workload w = MakeWorkload(24, 96, 31);
+  // Long enough (~1-2 s fault-free) that the stop lands mid-wave.
+  const Workload w = MakeWorkload(24, 600, 31);
   const std::vector<std::string> want = RunWave(c->http_port, w);
   auto wave = std::async(std::launch::async, [&] { return RunWave(c->http_port, w); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
   const pid_t pid = WorkerPids(ReadLog(c->log_path))[1];
   ASSERT_GT(pid, 0);
   const auto t0 = Clock::now();
@@ -209,6 +225,10 @@ TEST_F(ChaosTest, SigstopIsDetectedFailedOverAndRestarted) {
   const std::vector<std::string> got = wave.get();
   for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i], want[i]) << "request " << i;
   EXPECT_FALSE(Alive(pid));
+  const json workers = Workers(c->http_port);
+  EXPECT_GE(workers.value("failovers", 0), 1) << workers;  // calls in flight moved over
+  EXPECT_EQ(workers["workers"][1].value("hang_kills", 0), 1) << workers;
+  EXPECT_EQ(workers["workers"][1].value("restarts", 0), 1) << workers;
   if (down) std::cerr << "[chaos] SIGSTOP -> DOWN in " << std::chrono::duration<double>(*down).count() << " s" << std::endl;
   // And it serves again, the restarted worker included.
   const std::vector<std::string> again = RunWave(c->http_port, w);
@@ -223,16 +243,19 @@ TEST_F(ChaosTest, SingleCopyPausesAndResumesOrFailsClearly) {
   {
     auto c = Start({"--local-workers", "2"});
     ASSERT_TRUE(c.has_value());
-    const Workload w = MakeWorkload(8, 96, 5);
+    const Workload w = MakeWorkload(8, 600, 5);
     const std::vector<std::string> want = RunWave(c->http_port, w);
     auto wave = std::async(std::launch::async, [&] { return RunWave(c->http_port, w); });
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
     const pid_t pid = WorkerPids(ReadLog(c->log_path))[0];
     ASSERT_GT(pid, 0);
     kill(pid, SIGKILL);
     const std::vector<std::string> got = wave.get();
     for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i], want[i]) << "request " << i;
     EXPECT_EQ(CountLines(ReadLog(c->log_path), "worker 0 restarted as pid"), 1);
+    const json workers = Workers(c->http_port);
+    EXPECT_GE(workers.value("waits", 0), 1) << "no step waited for the restart: " << workers;
+    EXPECT_EQ(workers.value("failed_calls", -1), 0) << workers;
   }
   auto c = Start({"--local-workers", "2", "--no-restart", "--worker-down-wait-ms", "1500"});
   ASSERT_TRUE(c.has_value());
