@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# End to end on one GPU (issue 5, item 5): writes a random-weight gpt-oss-120b-shaped expert set
+# (NUM_LAYERS layers, never committed) with mxserve-make-model, starts mxserve-worker on cuda:0,
+# and runs mxserve-gpu-worker-e2e against it (PASS/FAIL per layer and token count, and the
+# per-layer time including the gRPC hop). Carry a bundle with the three binaries:
+#   ../shared/tools/device-bundle bundle-e2e build-cuda/bin/mxserve-make-model \
+#     build-cuda/bin/mxserve-worker build-cuda/bin/mxserve-gpu-worker-e2e
+set -uo pipefail
+BUNDLE=${BUNDLE:-bundle-e2e}
+source "$BUNDLE/env.sh"
+B=$BUNDLE/bin
+OUT=${OUT:-/tmp/mxserve-gpu}
+M=${MODEL_DIR:-/tmp/mxserve-120b}
+mkdir -p "$OUT"
+t0=$(date +%s)
+$B/mxserve-make-model --preset gpt-oss-120b --num-layers ${NUM_LAYERS:-1} --out "$M" --threads "$(nproc)" \
+  > "$OUT/make_model.txt" 2>&1 || { tail -5 "$OUT/make_model.txt"; exit 1; }
+echo "model written in $(( $(date +%s) - t0 )) s: $(du -sh "$M" | cut -f1)"
+rm -f /tmp/w.port
+$B/mxserve-worker --model "$M" --device cuda:0 --port 0 --port-file /tmp/w.port > "$OUT/worker.txt" 2>&1 &
+wpid=$!
+for i in $(seq 1 600); do [ -s /tmp/w.port ] && break; sleep 0.1; done
+$B/mxserve-gpu-worker-e2e --model "$M" --address "127.0.0.1:$(cat /tmp/w.port)" --tokens ${E2E_TOKENS:-1,64,1024} \
+  2>&1 | tee "$OUT/e2e.txt"
+rc=${PIPESTATUS[0]}
+kill -TERM $wpid; wait $wpid; echo "worker exit $?"
+tail -4 "$OUT/worker.txt"
+exit $rc
