@@ -461,6 +461,7 @@ void Coordinator::Shutdown() {
   if (parts_->grpc) parts_->grpc->Shutdown();
   parts_->http.reset();
   parts_->grpc.reset();
+  if (parts_->router) parts_->router->Shutdown();  // a step waiting for a down worker ends now
   parts_->deadline.reset();
   parts_->engine.reset();
   parts_->runner.reset();

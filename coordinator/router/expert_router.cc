@@ -155,6 +155,11 @@ absl::Status ExpertRouter::ReconnectBackend(int b, const std::string& address) {
   return absl::OkStatus();
 }
 
+void ExpertRouter::Shutdown() {
+  absl::MutexLock l(&health_mu_);
+  shutting_down_ = true;
+}
+
 bool ExpertRouter::IsUp(int b) const {
   absl::MutexLock l(&health_mu_);
   return health_[b].state == BackendState::kUp;
@@ -219,6 +224,11 @@ absl::Status ExpertRouter::RunGroup(int g, const ExpertCall& call, float* out) {
     int b = -1;
     {
       absl::MutexLock l(&health_mu_);
+      if (shutting_down_) {
+        ++failed_calls_;
+        return absl::UnavailableError(absl::StrCat(GroupName(g), ": the coordinator is shutting down",
+                                                   last_error.ok() ? "" : absl::StrCat("; last error: ", last_error.message())));
+      }
       b = PickHost(g, call.layer);
       if (b < 0) {
         if (give_up == absl::InfiniteFuture()) give_up = absl::Now() + options_.down_wait;
@@ -226,9 +236,9 @@ absl::Status ExpertRouter::RunGroup(int g, const ExpertCall& call, float* out) {
           ++waits_;
           counted_wait = true;
         }
-        auto some_up = [this, g] { return PickHost(g, 0) >= 0; };
+        auto some_up = [this, g] { return shutting_down_ || PickHost(g, 0) >= 0; };
         health_mu_.AwaitWithDeadline(absl::Condition(&some_up), give_up);
-        b = PickHost(g, call.layer);
+        b = shutting_down_ ? -1 : PickHost(g, call.layer);
         if (b < 0) {
           ++failed_calls_;
           std::vector<std::string> names;

@@ -51,6 +51,9 @@ class ExpertRouter final : public MoeExecutor, public HealthSink {
   // Backend b now listens at `address` (a restarted local worker): reconnects, marks it down
   // until it says SERVING there.
   absl::Status ReconnectBackend(int b, const std::string& address);
+  // The process is stopping: calls waiting for a down group, and retries, end now with
+  // UNAVAILABLE instead of holding the engine (and shutdown) for up to down_wait.
+  void Shutdown() ABSL_LOCKS_EXCLUDED(health_mu_);
   // Marks b down (the supervisor saw its process exit), with a reason for the log.
   void MarkDown(int b, const std::string& reason) { OnWorkerHealth(b, false, false, reason); }
 
@@ -115,6 +118,7 @@ class ExpertRouter final : public MoeExecutor, public HealthSink {
   uint64_t failovers_ ABSL_GUARDED_BY(health_mu_) = 0;
   uint64_t waits_ ABSL_GUARDED_BY(health_mu_) = 0;
   uint64_t failed_calls_ ABSL_GUARDED_BY(health_mu_) = 0;
+  bool shutting_down_ ABSL_GUARDED_BY(health_mu_) = false;
   std::unique_ptr<WorkerWatcher> watcher_;  // set once, before serving
 };
 

@@ -265,6 +265,22 @@ TEST(FailoverTest, NoHostUpPastTheBoundIsUnavailable) {
   EXPECT_EQ(rig.router->Stats().failed_calls, 1u);
 }
 
+TEST(FailoverTest, ShutdownEndsAWaitAtOnce) {
+  Rig rig = MakeRig(*Placement::Contiguous(8, 2), {.down_wait = absl::Seconds(30)});
+  rig.router->OnWorkerHealth(1, false, false, "process 9 was killed by signal 9");
+  const Batch batch = RandomBatch(8, 8, 2, 8, 3);
+  const absl::Time t0 = absl::Now();
+  auto result = std::async(std::launch::async, [&] {
+    std::vector<float> got;
+    return RunLayer(*rig.router, 0, batch, &got);
+  });
+  absl::SleepFor(absl::Milliseconds(100));
+  rig.router->Shutdown();
+  absl::Status s = result.get();
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+  EXPECT_LT(absl::Now() - t0, absl::Seconds(2));
+}
+
 TEST(FailoverTest, AllReplicasFailingGivesUpAfterTheBound) {
   Rig rig = MakeRig(*Placement::Replicated(8, 2, 2), {.call_timeout = absl::Milliseconds(50),
                                                       .down_wait = absl::Milliseconds(200)});
