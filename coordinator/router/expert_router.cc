@@ -220,6 +220,9 @@ absl::Status ExpertRouter::RunGroup(int g, const ExpertCall& call, float* out) {
   // Set at the first failure or the first time no host is up: the bound on trying.
   absl::Time give_up = absl::InfiniteFuture();
   bool counted_wait = false;
+  // A late call may be a slow batch rather than a hung worker (keepalive catches hangs): each
+  // retry after DEADLINE_EXCEEDED gets twice the time, up to 8x.
+  absl::Duration timeout = options_.call_timeout;
   while (true) {
     int b = -1;
     {
@@ -256,7 +259,7 @@ absl::Status ExpertRouter::RunGroup(int g, const ExpertCall& call, float* out) {
       }
     }
     const absl::Time start = absl::Now();
-    absl::Status s = backends_[b]->RunExperts(call, out, start + options_.call_timeout);
+    absl::Status s = backends_[b]->RunExperts(call, out, start + timeout);
     Record(b, s, absl::Now() - start);
     if (s.ok()) return s;
     const bool retriable = s.code() == absl::StatusCode::kUnavailable ||
@@ -264,6 +267,8 @@ absl::Status ExpertRouter::RunGroup(int g, const ExpertCall& call, float* out) {
     if (!retriable) return s;
     last_error = s;
     last_backend = b;
+    if (s.code() == absl::StatusCode::kDeadlineExceeded)
+      timeout = std::min(timeout * 2, options_.call_timeout * 8);
     OnWorkerHealth(b, false, true, absl::StrCat("call failed: ", s.message()));
     if (watcher_) watcher_->Poke(b);
     if (give_up == absl::InfiniteFuture()) give_up = absl::Now() + options_.down_wait;

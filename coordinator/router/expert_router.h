@@ -25,7 +25,7 @@
 namespace mxserve {
 
 struct RouterOptions {
-  absl::Duration call_timeout = absl::Seconds(5);  // deadline of each backend call
+  absl::Duration call_timeout = absl::Seconds(5);  // deadline of a call (doubled per late retry, <= 8x)
   absl::Duration down_wait = absl::Seconds(30);    // bound on waiting for a group with no host up
   bool log_state_changes = true;                   // one stderr line per backend up/down change
 };

@@ -63,7 +63,7 @@ TEST(ReplicatedPlacementTest, EachWorkerHoldsItsRangeAndTheNextOnes) {
 // Computes a fixed function of its slots (so any replica gives the same bits), or fails.
 class ScriptedBackend final : public ExpertBackend {
  public:
-  enum Mode { kOk, kUnavailable, kHang, kInvalid };
+  enum Mode { kOk, kUnavailable, kHang, kInvalid, kSlow };
   explicit ScriptedBackend(int index) : index_(index) {}
   absl::Status RunExperts(const ExpertCall& call, float* out, absl::Time deadline) override {
     ++calls;
@@ -78,6 +78,13 @@ class ScriptedBackend final : public ExpertBackend {
         absl::SleepFor(deadline - absl::Now());
         return absl::DeadlineExceededError(absl::StrCat("fake ", index_, ": Deadline Exceeded"));
       case kInvalid: return absl::InvalidArgumentError(absl::StrCat("fake ", index_, ": bad"));
+      case kSlow:  // takes slow_ms, or fails at the deadline if that comes first
+        if (absl::Now() + absl::Milliseconds(slow_ms) > deadline) {
+          absl::SleepFor(deadline - absl::Now());
+          return absl::DeadlineExceededError(absl::StrCat("fake ", index_, ": Deadline Exceeded"));
+        }
+        absl::SleepFor(absl::Milliseconds(slow_ms));
+        break;
       case kOk: break;
     }
     const int H = call.hidden, k = call.top_k;
@@ -104,6 +111,7 @@ class ScriptedBackend final : public ExpertBackend {
   }
 
   std::atomic<int> mode{kOk};
+  int slow_ms = 0;
   std::atomic<int> calls{0};
 
  private:
@@ -263,6 +271,31 @@ TEST(FailoverTest, NoHostUpPastTheBoundIsUnavailable) {
   EXPECT_FALSE(rig.router->AllExpertsServed());
   EXPECT_EQ(rig.router->Stats().experts_without_host, 4);
   EXPECT_EQ(rig.router->Stats().failed_calls, 1u);
+}
+
+// A worker slower than the call deadline but alive (the watcher keeps finding it SERVING):
+// each retry gets twice the time, so the call gets through instead of failing forever.
+TEST(FailoverTest, SlowButAliveWorkerGetsLongerDeadlines) {
+  Rig rig = MakeRig(*Placement::Contiguous(8, 1), {.call_timeout = absl::Milliseconds(60),
+                                                   .down_wait = absl::Seconds(10)});
+  rig.fakes[0]->mode = ScriptedBackend::kSlow;
+  rig.fakes[0]->slow_ms = 200;
+  std::atomic<bool> stop{false};
+  std::thread prober([&] {  // stands in for the watcher's probe answering SERVING
+    while (!stop) {
+      rig.router->OnWorkerHealth(0, true, false, "SERVING");
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+  });
+  const Batch batch = RandomBatch(4, 8, 2, 8, 6);
+  std::vector<float> got;
+  absl::Status s = RunLayer(*rig.router, 0, batch, &got);
+  stop = true;
+  prober.join();
+  EXPECT_TRUE(s.ok()) << s;
+  EXPECT_EQ(rig.fakes[0]->calls.load(), 3);  // 60 ms, 120 ms, then 240 ms > 200 ms
+  EXPECT_EQ(rig.router->Stats().retries, 2u);
+  EXPECT_EQ(rig.router->Stats().failovers, 0u);
 }
 
 TEST(FailoverTest, ShutdownEndsAWaitAtOnce) {
