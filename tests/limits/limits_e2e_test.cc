@@ -11,7 +11,9 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <memory>
 #include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -44,6 +46,25 @@ std::string Long(int max_tokens, bool stream = false) {
   return json{{"prompt", "hello"}, {"max_tokens", max_tokens}, {"ignore_eos", true},
               {"temperature", 0}, {"stream", stream}}
       .dump();
+}
+
+// Starts a worker on the tiny model with `flags`; returns its port ("" on failure).
+std::string StartWorker(const std::string& dir, const std::string& name,
+                        const std::vector<std::string>& flags, std::unique_ptr<Process>* out) {
+  const std::string port_file = dir + "/" + name + ".port";
+  std::vector<std::string> args = {"--model", TinyModelDir(), "--port", "0", "--port-file", port_file};
+  args.insert(args.end(), flags.begin(), flags.end());
+  *out = std::make_unique<Process>(BinDir() + "/mxserve-worker", args, dir + "/" + name + ".log");
+  std::string port;
+  for (int i = 0; i < 600 && port.empty(); ++i) {
+    if (FILE* f = fopen(port_file.c_str(), "r")) {
+      char buf[16] = {0};
+      if (fgets(buf, sizeof buf, f)) port = std::string(buf, strcspn(buf, "\n"));
+      fclose(f);
+    }
+    if (port.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return port;
 }
 
 class LimitsE2eTest : public ::testing::Test {
@@ -179,6 +200,37 @@ TEST_F(LimitsE2eTest, WorkerRefusesACoordinatorWithTheWrongToken) {
   ASSERT_TRUE(c.has_value());
   HttpResult r = Call(c->http_port, "POST", "/v1/completions", Long(4));
   EXPECT_EQ(r.status, 200) << r.body;
+}
+
+TEST_F(LimitsE2eTest, MutualTlsBetweenCoordinatorAndWorker) {
+  const std::string certs = logs_->path() + "/certs";
+  ASSERT_EQ(std::system((std::string(MXSERVE_SOURCE_DIR) + "/tests/auth/make_test_certs.sh " +
+                         certs + " >/dev/null 2>&1").c_str()),
+            0);
+  std::unique_ptr<Process> worker;
+  const std::string port = StartWorker(
+      logs_->path(), "tls-worker",
+      {"--tls-ca", certs + "/ca.pem", "--tls-cert", certs + "/server.pem", "--tls-key",
+       certs + "/server.key"},
+      &worker);
+  ASSERT_FALSE(port.empty());
+  // Without a client certificate the coordinator never gets through the handshake.
+  int rc = RunCommand(BinDir() + "/mxserve-coordinator",
+                      {"--model", TinyModelDir(), "--host", "127.0.0.1", "--http-port", "0",
+                       "--grpc-port", "0", "--workers", "127.0.0.1:" + port,
+                       "--worker-startup-timeout-s", "3"},
+                      logs_->path() + "/tls-refused.log");
+  EXPECT_NE(rc, 0);
+  // With one signed by the CA, it serves.
+  auto c = StartCoordinator(TinyModelDir(),
+                            {"--workers", "127.0.0.1:" + port, "--tls-ca", certs + "/ca.pem",
+                             "--tls-cert", certs + "/client.pem", "--tls-key",
+                             certs + "/client.key"},
+                            logs_->path());
+  ASSERT_TRUE(c.has_value());
+  HttpResult r = Call(c->http_port, "POST", "/v1/completions", Long(4));
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(json::parse(r.body)["usage"]["completion_tokens"], 4);
 }
 
 }  // namespace
