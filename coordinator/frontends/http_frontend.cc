@@ -216,6 +216,12 @@ struct HttpFrontend::Routes {
   }
 
   void Dispatch(const HttpRequest& req, const Responder& r) {
+    if (!ctx.api_key.empty() && !IsOpenPath(req.path)) {
+      if (absl::Status s = CheckApiKey(ctx.api_key, req.Header("authorization")); !s.ok()) {
+        r->Send(401, kJson, ErrorBody(s), {{"WWW-Authenticate", "Bearer"}});
+        return;
+      }
+    }
     auto it = table.find(req.path);
     if (it == table.end()) {
       SendError(r, WithParam(absl::NotFoundError(
@@ -346,12 +352,6 @@ struct HttpFrontend::Routes {
     if (ready && !ctx.IsReady()) {
       SendError(r, absl::UnavailableError("not ready"));
       return;
-    if (!ctx.api_key.empty() && !IsOpenPath(req.path)) {
-      if (absl::Status s = CheckApiKey(ctx.api_key, req.Header("authorization")); !s.ok()) {
-        r->Send(401, kJson, ErrorBody(s), {{"WWW-Authenticate", "Bearer"}});
-        return;
-      }
-    }
     }
     r->Send(200, "", "");
   }
