@@ -117,8 +117,11 @@ std::string DescribeMoeActivity(const MoeCallProbe& probe, const ExpertRouter& r
       answered.push_back(absl::StrCat("worker ", b));
       continue;
     }
-    names.push_back(absl::StrCat("worker ", b, bs.address.empty() ? "" : " at ", bs.address, " (",
-                                 BackendStateName(bs.state),
+    if (bs.address.empty()) {  // single-process mode: the experts run here
+      names.push_back("the in-process experts");
+      continue;
+    }
+    names.push_back(absl::StrCat("worker ", b, " at ", bs.address, " (", BackendStateName(bs.state),
                                  bs.state == BackendState::kUp ? "" : ": " + bs.reason, ")"));
   }
   return absl::StrCat("in layer ", a->layer, " expert call (", a->num_tokens, " token",

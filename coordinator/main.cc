@@ -1,9 +1,11 @@
 // mxserve-coordinator: flags → CoordinatorOptions → Coordinator::Start; serves until SIGTERM/SIGINT.
+#include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -71,7 +73,25 @@ ABSL_FLAG(double, drain_grace_s, 30,
 
 namespace {
 constexpr int kExitConfig = 78;  // EX_CONFIG: systemd's RestartPreventExitStatus
+
+int g_signal_pipe[2] = {-1, -1};
+
+extern "C" void OnStopSignal(int sig) {
+  const int saved = errno;
+  const unsigned char b = static_cast<unsigned char>(sig);
+  ssize_t n = write(g_signal_pipe[1], &b, 1);  // async-signal-safe
+  (void)n;
+  errno = saved;
 }
+
+// The next stop signal from the pipe, waiting up to timeout_ms (-1: for ever); 0 if none.
+int NextSignal(int timeout_ms) {
+  pollfd p{g_signal_pipe[0], POLLIN, 0};
+  if (poll(&p, 1, timeout_ms) <= 0) return 0;
+  unsigned char b = 0;
+  return read(g_signal_pipe[0], &b, 1) == 1 ? b : 0;
+}
+}  // namespace
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage("mxserve coordinator: --model DIR [--local-workers N | --workers host:port,...]");
@@ -149,26 +169,28 @@ int main(int argc, char** argv) {
     return kExitConfig;
   }
 
-  // Block the stop signals before any thread starts, then wait for one on this thread.
-  sigset_t stop;
-  sigemptyset(&stop);
-  sigaddset(&stop, SIGTERM);
-  sigaddset(&stop, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+  // SIGTERM/SIGINT go through a handler onto a pipe. Not sigwait with the signals blocked:
+  // threads that libraries start before main (OpenBLAS's pool) keep them unblocked, and a
+  // signal landing there while no thread waits would kill the process on the spot.
+  if (pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
+    perror("mxserve-coordinator: pipe2");
+    return 1;
+  }
+  struct sigaction sa {};
+  sa.sa_handler = OnStopSignal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
 
   // A stop signal while loading: nothing is in flight, exit now (local workers die with us).
-  // One that lands just after start-up is handed over to the drain below.
+  // One that lands once start-up is over is left on the pipe for the drain below.
   std::atomic<bool> started{false};
-  std::atomic<int> early_signal{0};
-  std::thread early_stop([&started, &early_signal, stop] {
+  std::thread early_stop([&started] {
     while (!started.load()) {
-      timespec tick{0, 100 * 1000 * 1000};
-      siginfo_t info;
-      int sig = sigtimedwait(&stop, &info, &tick);
-      if (sig > 0 && started.load()) {
-        early_signal.store(sig);
-        return;
-      }
+      pollfd p{g_signal_pipe[0], POLLIN, 0};
+      if (poll(&p, 1, 100) <= 0 || started.load()) continue;
+      int sig = NextSignal(0);
       if (sig > 0) {
         fprintf(stderr, "mxserve-coordinator: signal %d while starting, exiting\n", sig);
         _exit(128 + sig);
@@ -187,8 +209,8 @@ int main(int argc, char** argv) {
                         coordinator.status().code() == absl::StatusCode::kUnauthenticated;
     return config_error ? kExitConfig : 1;
   }
-  int sig = early_signal.load();
-  if (sig == 0) sigwait(&stop, &sig);
+  int sig = 0;
+  while (sig <= 0) sig = NextSignal(-1);
   fprintf(stderr, "mxserve-coordinator: signal %d, draining (a second signal exits at once)\n", sig);
   // Drain on a helper thread; this one keeps listening: a second signal ends the process now,
   // and so does a drain that overruns its grace by far (a stuck step that never returns).
@@ -201,9 +223,7 @@ int main(int argc, char** argv) {
                              std::chrono::milliseconds(absl::ToInt64Milliseconds(o.drain_grace)) +
                              std::chrono::seconds(30);
   while (!done.load()) {
-    timespec tick{0, 50 * 1000 * 1000};
-    siginfo_t info;
-    int again = sigtimedwait(&stop, &info, &tick);
+    int again = NextSignal(50);
     if (again > 0) {
       fprintf(stderr, "mxserve-coordinator: second signal %d, exiting now\n", again);
       _exit(128 + again);
