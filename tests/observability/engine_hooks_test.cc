@@ -126,10 +126,10 @@ TEST(EngineHooks, LoopTicksWhileIdle) {
   o.tick_interval = absl::Milliseconds(20);
   auto engine = Engine::Create(o, &runner, nullptr, {});
   ASSERT_TRUE(engine.ok());
-  absl::SleepFor(absl::Milliseconds(300));
-  // ~15 expected; bounded generously for a loaded machine.
-  EXPECT_GE(ticks.load(), 4);
-  EXPECT_LE(ticks.load(), 40);
+  absl::SleepFor(absl::Milliseconds(500));
+  // ~25 expected with no work at all; bounded generously for a loaded machine.
+  EXPECT_GE(ticks.load(), 3);
+  EXPECT_LE(ticks.load(), 60);
   EngineStats s = (*engine)->stats();
   EXPECT_LT(absl::Now() - s.loop_heartbeat, absl::Seconds(1));
 }

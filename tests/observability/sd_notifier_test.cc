@@ -88,9 +88,12 @@ TEST(SdNotifier, WatchdogPingsAreRateLimited) {
   std::vector<std::string> got = sock.Drain();
   unsetenv("NOTIFY_SOCKET");
   unsetenv("WATCHDOG_USEC");
-  EXPECT_GT(calls, 50);
-  EXPECT_GE(got.size(), 3u);
-  EXPECT_LE(got.size(), 8u);
+  // 300 ms at one ping per 50 ms at most: 1..7 pings however many calls (bounds loose enough
+  // for a loaded machine, tight enough to catch a missing rate limit).
+  EXPECT_GT(calls, 10);
+  EXPECT_GE(got.size(), 1u);
+  EXPECT_LE(got.size(), 7u);
+  EXPECT_LT(got.size(), static_cast<size_t>(calls));
   for (const std::string& m : got) EXPECT_EQ(m, "WATCHDOG=1");
   EXPECT_EQ(n.watchdog_pings(), static_cast<int64_t>(got.size()));
 }
