@@ -219,7 +219,7 @@ TEST_F(ChaosTest, SigstopIsDetectedFailedOverAndRestarted) {
   EXPECT_TRUE(down.has_value()) << ReadLog(c->log_path);
   auto killed = WaitForLine(c->log_path, "does not answer", 0, t0, std::chrono::seconds(5));
   EXPECT_TRUE(killed.has_value());
-  auto back = WaitForLine(c->log_path, "worker 1 (pid", 0, t0, std::chrono::seconds(5) + kRestartBound);
+  auto back = WaitForLine(c->log_path, "worker 1 restarted as pid", 0, t0, std::chrono::seconds(5) + kRestartBound);
   EXPECT_TRUE(back.has_value());
   EXPECT_TRUE(WaitForLine(c->log_path, ") SERVING again", 0, t0, std::chrono::seconds(10)).has_value());
   const std::vector<std::string> got = wave.get();
