@@ -117,7 +117,7 @@ TEST_F(LimitsE2eTest, AuthDeadlineAndPromptLimitWithTokenGuardedWorkers) {
   setenv("MXSERVE_API_KEY", kKey, 1);
   setenv("MXSERVE_WORKER_TOKEN", "e2e-worker-token", 1);  // inherited by the local workers
   auto c = StartCoordinator(TinyModelDir(),
-                            {"--local-workers", "1", "--request-timeout-s", "0.3",
+                            {"--local-workers", "1", "--request-timeout-s", "1",
                              "--max-prompt-tokens", "32"},
                             logs_->path());
   unsetenv("MXSERVE_API_KEY");
@@ -136,7 +136,8 @@ TEST_F(LimitsE2eTest, AuthDeadlineAndPromptLimitWithTokenGuardedWorkers) {
   r = Call(port, "POST", "/v1/completions", Long(4), kKey);
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(json::parse(r.body)["usage"]["completion_tokens"], 4);
-  // A long one is stopped by the deadline, whole or streamed.
+  // A long one (4000 tokens: several seconds on the CPU path) is stopped by the deadline, whole
+  // or streamed; 1 s leaves the short requests here room on a loaded CI machine.
   const auto t0 = std::chrono::steady_clock::now();
   r = Call(port, "POST", "/v1/completions", Long(4000), kKey);
   EXPECT_EQ(r.status, 504) << r.body;
