@@ -7,4 +7,4 @@ echo "# mxserve CPU benchmarks — $(date -u +%Y-%m-%dT%H:%MZ) — $(lscpu | sed
 MXSERVE_BUILD_DIR="$BUILD" "$HERE/moe_cpu.sh"
 "$HERE/rpc.sh" "$BUILD"
 "$HERE/tokenizer.sh" "$BUILD"
-node "$HERE/e2e_decode.mjs" "$BUILD" 8 64
+node "$HERE/e2e_decode.mjs" "$BUILD" 16 256
