@@ -293,16 +293,8 @@ int main(int argc, char** argv) {
       "mxserve-worker --model DIR [--experts 0-15] [--host 127.0.0.1] [--port 0] "
       "[--port-file PATH] [--threads N] [--device cpu|cuda:N]  (flag names take - or _)");
   // --port-file and --port_file both work: absl spells flag names with '_' only.
-  std::vector<std::string> normalized(argv, argv + argc);
-  std::vector<char*> args;
-  for (int i = 0; i < argc; ++i) {
-    std::string& a = normalized[i];
-    if (i > 0 && a.rfind("--", 0) == 0 && a.size() > 2) {
-      const size_t end = std::min(a.find('='), a.size());
-      std::replace(a.begin() + 2, a.begin() + end, '-', '_');
-    }
-    args.push_back(a.data());
-  }
+  std::vector<std::string> normalized = mxserve::NormalizeFlagNames(argc, argv);
+  std::vector<char*> args = mxserve::FlagArgv(normalized);
   argv = args.data();
   // absl exits with 1 on an unknown flag or a bad value; a config error must exit 78.
   if (std::string err = mxserve::PrecheckFlags(argc, argv); !err.empty()) {
