@@ -231,6 +231,10 @@ void Engine::DrainInbox() {
   {
     absl::MutexLock lock(&mu_);
     inbox.swap(inbox_);
+    // The moved requests join the scheduler's waiting queue below, outside the lock: count them
+    // as waiting now, or Submit would see neither inbox nor waiting and overrun max_waiting
+    // until UpdateStats catches up.
+    stats_.num_waiting += static_cast<int>(inbox.size());
     cancels.swap(cancels_);
     fail_all.Update(fail_all_);
     fail_all_ = absl::OkStatus();

@@ -79,7 +79,10 @@ class LimitsE2eTest : public ::testing::Test {
 
 TEST_F(LimitsE2eTest, FullQueueIs429WithRetryAfter) {
   auto c = StartCoordinator(TinyModelDir(),
-                            {"--max-num-seqs", "1", "--max-waiting", "1", "--request-timeout-s", "30"},
+                            // Two workers make each step ~1 ms, so the 4000-token first
+                            // request runs for seconds: a wide window for the queue to be full.
+                            {"--max-num-seqs", "1", "--max-waiting", "1", "--request-timeout-s", "30",
+                             "--local-workers", "2"},
                             logs_->path());
   ASSERT_TRUE(c.has_value());
   // The first request runs (we see its first streamed bytes), the second waits in the queue.
@@ -88,11 +91,30 @@ TEST_F(LimitsE2eTest, FullQueueIs429WithRetryAfter) {
                  "Content-Length: " + std::to_string(Long(4000, true).size()) + "\r\n\r\n" +
                  Long(4000, true));
   ASSERT_NE(first.ReadSome().find("200"), std::string::npos);
+  // The 200 header goes out when the engine accepts the request, before it is scheduled. Move
+  // on only when /metrics shows the state we need, or the steps race: a second request sent
+  // while the first still waits would itself be the 429, and a probe sent before the second
+  // waits would take the one waiting seat.
+  auto wait_for_gauge = [&](const std::string& name, double at_least) {
+    for (int i = 0; i < 500; ++i) {  // bounded: 5 s
+      HttpResult m = Call(c->http_port, "GET", "/metrics", "");
+      size_t at = m.body.find("\n" + name + "{");
+      if (at != std::string::npos) {
+        size_t sp = m.body.find("} ", at);
+        if (sp != std::string::npos && std::atof(m.body.c_str() + sp + 2) >= at_least) return true;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
+  };
+  ASSERT_TRUE(wait_for_gauge("mxserve:num_requests_running", 1)) << "the first never ran";
   HttpClient second(c->http_port);
   second.WriteRaw("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                   "Content-Length: " + std::to_string(Long(4000).size()) + "\r\n\r\n" + Long(4000));
+  const bool queued = wait_for_gauge("mxserve:num_requests_waiting", 1);
+  ASSERT_TRUE(queued) << "the second request never showed as waiting in /metrics";
   HttpResult third;
-  for (int i = 0; i < 100; ++i) {  // until the second is queued (bounded: 5 s)
+  for (int i = 0; i < 100; ++i) {  // until the 429 (bounded: 5 s)
     third = Call(c->http_port, "POST", "/v1/completions", Long(4));
     if (third.status == 429) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
