@@ -211,9 +211,12 @@ TEST(EngineTest, ChunkedPrefillMatchesUnchunked) {
 
 TEST(EngineTest, PreemptionUnderTinyPoolFinishesEveryRequestWithSameOutput) {
   // 12 blocks x 4 = 48 KV slots; six requests of up to 30 tokens each cannot all fit.
+  // Manual stepping: all six are submitted before the first step, so they contend for blocks
+  // whatever the machine's load (with the loop thread, a fast engine could serve them one by
+  // one and never preempt).
   FakeRunner runner(kVocab, 4, 12, 48);
   Collector c;  // outlives the engine, whose shutdown may still call back
-  auto engine = MakeEngine(Opts(32, 6), &runner);
+  auto engine = MakeEngine(Opts(32, 6, /*loop=*/false), &runner);
   std::mt19937 rng(5);
   std::map<std::string, std::vector<int32_t>> want, prompts;
   for (int i = 0; i < 6; ++i) {
@@ -226,6 +229,7 @@ TEST(EngineTest, PreemptionUnderTinyPoolFinishesEveryRequestWithSameOutput) {
     ASSERT_TRUE(engine->Submit(r, c.For(id)).ok());
     prompts[id] = prompt;
   }
+  StepUntilIdle(*engine);
   ASSERT_TRUE(c.WaitFinished(6));
   for (const auto& [id, prompt] : prompts) {
     const auto events = c.Events(id);
