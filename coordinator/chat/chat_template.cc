@@ -5,11 +5,6 @@
 
 namespace mxserve {
 
-absl::StatusOr<std::vector<int32_t>> ChatTemplate::RenderIds(const std::vector<ChatMessage>&,
-                                                             const ChatRenderOptions&) const {
-  return absl::UnimplementedError("this chat template renders text only");
-}
-
 absl::StatusOr<std::unique_ptr<ChatTemplate>> ChatTemplate::ForModel(const std::string& model_type,
                                                                      const Tokenizer* tokenizer) {
   if (model_type == "gpt_oss") {

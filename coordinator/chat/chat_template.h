@@ -69,10 +69,9 @@ class ChatTemplate {
                                              const ChatRenderOptions& options) const = 0;
   // Render, tokenized safely: only the template's own special tokens become special ids; text
   // from the messages that spells one (e.g. "<|start|>system") stays ordinary text. Equals
-  // tokenizer.Encode(Render(...), true) otherwise. Templates that do not implement it answer
-  // Unimplemented.
+  // tokenizer.Encode(Render(...), true) otherwise. The front doors tokenize chat through it.
   virtual absl::StatusOr<std::vector<int32_t>> RenderIds(const std::vector<ChatMessage>& messages,
-                                                         const ChatRenderOptions& options) const;
+                                                         const ChatRenderOptions& options) const = 0;
   // Tokens that end an assistant turn (harmony: <|return|>, <|call|>).
   virtual std::vector<int32_t> StopTokenIds() const = 0;
   virtual std::unique_ptr<ChatOutputParser> NewParser() const = 0;

@@ -36,18 +36,11 @@ void SendError(const Responder& r, const absl::Status& status) {
 
 std::string Sse(absl::string_view payload) { return absl::StrCat("data: ", payload, "\n\n"); }
 
-// State one generation shares between the I/O thread that submitted it and the engine thread
-// that calls back. Stream events that arrive before Submit has returned (a synchronous engine)
-// are held until the stream's headers are out.
-template <typename Builder>
-struct Generation {
-  Generation(Responder r, std::unique_ptr<Builder> b, bool s)
-      : http(std::move(r)), builder(std::move(b)), stream(s) {}
+// An SSE response whose writes may come before its headers are out: stream events that arrive
+// before Submit has returned (a synchronous engine) are held until Start(). "" marks the end.
+struct HeldStream {
+  explicit HeldStream(Responder r) : http(std::move(r)) {}
   Responder http;
-  std::unique_ptr<Builder> builder;  // touched only by the engine callback (events are ordered)
-  const bool stream;
-  std::atomic<bool> finished{false};
-
   std::mutex mu;
   bool started = false;            // guarded by mu: stream headers sent
   std::vector<std::string> early;  // guarded by mu
@@ -58,29 +51,42 @@ struct Generation {
       early.push_back(std::move(s));
       return;
     }
-    http->Write(std::move(s));
+    Put(std::move(s));
   }
-  void EndStream() {
-    std::lock_guard<std::mutex> lock(mu);
-    if (!started) {
-      early.push_back("");  // marks the end
-      return;
-    }
-    http->End();
-  }
-  void StartStream() {
+  void End() { Emit(""); }
+  void Start() {
     std::lock_guard<std::mutex> lock(mu);
     http->StartStream(200, "text/event-stream; charset=utf-8");
     started = true;
-    for (auto& s : early) {
-      if (s.empty()) {
-        http->End();
-      } else {
-        http->Write(std::move(s));
-      }
-    }
+    for (auto& s : early) Put(std::move(s));
     early.clear();
   }
+
+ private:
+  void Put(std::string s) {  // mu held
+    if (s.empty()) {
+      http->End();
+    } else {
+      http->Write(std::move(s));
+    }
+  }
+};
+
+// State one generation shares between the I/O thread that submitted it and the engine thread
+// that calls back.
+template <typename Builder>
+struct Generation {
+  Generation(Responder r, std::unique_ptr<Builder> b, bool s)
+      : http(r), sse(std::move(r)), builder(std::move(b)), stream(s) {}
+  Responder http;
+  HeldStream sse;
+  std::unique_ptr<Builder> builder;  // touched only by the engine callback (events are ordered)
+  const bool stream;
+  std::atomic<bool> finished{false};
+
+  void Emit(std::string s) { sse.Emit(std::move(s)); }
+  void EndStream() { sse.End(); }
+  void StartStream() { sse.Start(); }
 
   void OnEvent(GenerationEvent ev) {
     if (finished.load()) return;
@@ -115,42 +121,17 @@ struct Generation {
 template <typename R>
 struct ChoicesGeneration {
   ChoicesGeneration(Responder r, std::unique_ptr<ChoicesResponder<R>> b, bool s)
-      : http(std::move(r)), builder(std::move(b)), stream(s) {}
+      : http(r), sse(std::move(r)), builder(std::move(b)), stream(s) {}
   Responder http;
+  HeldStream sse;
   std::unique_ptr<ChoicesResponder<R>> builder;
   const bool stream;
   std::atomic<bool> finished{false};
 
   std::mutex order;  // one choice's chunks go out together, [DONE] after all of them
-  std::mutex mu;
-  bool started = false;            // guarded by mu: stream headers sent
-  std::vector<std::string> early;  // guarded by mu; "" marks the end
 
-  void Emit(std::string s) {
-    std::lock_guard<std::mutex> lock(mu);
-    if (!started) {
-      early.push_back(std::move(s));
-      return;
-    }
-    if (s.empty()) {
-      http->End();
-    } else {
-      http->Write(std::move(s));
-    }
-  }
-  void StartStream() {
-    std::lock_guard<std::mutex> lock(mu);
-    http->StartStream(200, "text/event-stream; charset=utf-8");
-    started = true;
-    for (auto& s : early) {
-      if (s.empty()) {
-        http->End();
-      } else {
-        http->Write(std::move(s));
-      }
-    }
-    early.clear();
-  }
+  void Emit(std::string s) { sse.Emit(std::move(s)); }
+  void StartStream() { sse.Start(); }
 
   void OnEvent(int i, GenerationEvent ev) {
     std::lock_guard<std::mutex> lock(order);

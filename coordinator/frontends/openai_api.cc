@@ -485,11 +485,8 @@ absl::StatusOr<std::vector<int32_t>> RenderChatPrompt(const std::vector<ChatMess
   };
   // RenderIds keeps message text that spells a special token as plain text.
   absl::StatusOr<std::vector<int32_t>> ids = ctx.chat_template->RenderIds(messages, options);
-  if (ids.ok()) return ids;
-  if (ids.status().code() != absl::StatusCode::kUnimplemented) return named(ids.status());
-  absl::StatusOr<std::string> text = ctx.chat_template->Render(messages, options);
-  if (!text.ok()) return named(text.status());
-  return ctx.tokenizer->Encode(*text, /*allow_special=*/true);
+  if (!ids.ok()) return named(ids.status());
+  return ids;
 }
 
 absl::StatusOr<ChatCompletionRequest> ParseChatCompletionRequest(absl::string_view body,

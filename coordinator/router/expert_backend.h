@@ -33,8 +33,10 @@ class ExpertBackend {
   // Where it is reached ("host:port"), "" if in-process.
   virtual std::string address() const { return ""; }
   // Points the backend at a new address (a restarted local worker listens on a new port).
+  // A backend with no address (in-process experts) has nothing to re-point: that is a caller
+  // error, FailedPrecondition, not a missing feature.
   virtual absl::Status Reconnect(const std::string& address) {
-    return absl::UnimplementedError(name() + ": cannot change address");
+    return absl::FailedPreconditionError(name() + " has no network address to change");
   }
   // Payload bytes sent and received so far (0 where nothing crosses a wire).
   virtual uint64_t bytes_sent() const { return 0; }

@@ -1,5 +1,7 @@
 #include "coordinator/tokenizer/tiktoken_converter.h"
 
+#include <functional>
+
 #include <algorithm>
 
 #include "absl/container/flat_hash_map.h"
@@ -8,14 +10,16 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "coordinator/tokenizer/byte_unicode.h"
+#include "core/status.h"
 #include "nlohmann/json.hpp"
 
 namespace mxserve {
 
 using ojson = nlohmann::ordered_json;
 
-absl::StatusOr<std::vector<std::string>> ParseTiktokenRanks(std::string_view data) {
-  std::vector<std::string> tokens;
+absl::Status ForEachTiktokenRank(
+    std::string_view data,
+    const std::function<absl::Status(size_t line_no, std::string bytes, int32_t rank)>& fn) {
   size_t pos = 0, line_no = 0;
   while (pos < data.size()) {
     size_t e = data.find('\n', pos);
@@ -27,19 +31,31 @@ absl::StatusOr<std::vector<std::string>> ParseTiktokenRanks(std::string_view dat
     if (line.empty()) continue;
     size_t sp = line.find(' ');
     std::string bytes;
-    size_t rank = 0;
+    int32_t rank = 0;
     if (sp == std::string_view::npos ||
         !absl::Base64Unescape(absl::string_view(line.data(), sp), &bytes) ||
-        !absl::SimpleAtoi(absl::string_view(line.data() + sp + 1, line.size() - sp - 1), &rank)) {
+        !absl::SimpleAtoi(absl::string_view(line.data() + sp + 1, line.size() - sp - 1), &rank) ||
+        rank < 0) {
       return absl::InvalidArgumentError(
           absl::StrCat("tiktoken ranks line ", line_no, ": expected \"base64 rank\""));
     }
-    if (rank != tokens.size()) {
-      return absl::InvalidArgumentError(absl::StrCat("tiktoken ranks line ", line_no, ": rank ",
-                                                     rank, " where ", tokens.size(), " was due"));
-    }
-    tokens.push_back(std::move(bytes));
+    RETURN_IF_ERROR(fn(line_no, std::move(bytes), rank));
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<std::string>> ParseTiktokenRanks(std::string_view data) {
+  std::vector<std::string> tokens;
+  RETURN_IF_ERROR(ForEachTiktokenRank(
+      data, [&](size_t line_no, std::string bytes, int32_t rank) -> absl::Status {
+        if (static_cast<size_t>(rank) != tokens.size()) {
+          return absl::InvalidArgumentError(absl::StrCat("tiktoken ranks line ", line_no,
+                                                         ": rank ", rank, " where ",
+                                                         tokens.size(), " was due"));
+        }
+        tokens.push_back(std::move(bytes));
+        return absl::OkStatus();
+      }));
   return tokens;
 }
 

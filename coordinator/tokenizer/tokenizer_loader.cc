@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "coordinator/tokenizer/bpe_tokenizer.h"
 #include "coordinator/tokenizer/byte_unicode.h"
+#include "coordinator/tokenizer/tiktoken_converter.h"
 #include "core/status.h"
 #include "nlohmann/json.hpp"
 
@@ -229,31 +230,14 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromTiktokenData(
     const std::vector<std::pair<std::string, int32_t>>& specials, const std::string& bos_token,
     const std::string& eos_token) {
   absl::flat_hash_map<std::string, int32_t> vocab;
-  size_t line_no = 0;
-  size_t pos = 0;
-  while (pos < ranks.size()) {
-    size_t e = ranks.find('\n', pos);
-    if (e == std::string_view::npos) e = ranks.size();
-    std::string_view line = ranks.substr(pos, e - pos);
-    pos = e + 1;
-    ++line_no;
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    if (line.empty()) continue;
-    size_t sp = line.find(' ');
-    std::string bytes;
-    int32_t rank = 0;
-    if (sp == std::string_view::npos ||
-        !absl::Base64Unescape(absl::string_view(line.data(), sp), &bytes) ||
-        !absl::SimpleAtoi(absl::string_view(line.data() + sp + 1, line.size() - sp - 1), &rank) ||
-        rank < 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("tiktoken ranks line ", line_no, ": expected \"base64 rank\""));
-    }
-    if (!vocab.try_emplace(std::move(bytes), rank).second) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("tiktoken ranks line ", line_no, ": duplicate token"));
-    }
-  }
+  RETURN_IF_ERROR(ForEachTiktokenRank(
+      ranks, [&](size_t line_no, std::string bytes, int32_t rank) -> absl::Status {
+        if (!vocab.try_emplace(std::move(bytes), rank).second) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("tiktoken ranks line ", line_no, ": duplicate token"));
+        }
+        return absl::OkStatus();
+      }));
   BpeTokenizerParts parts;
   {
     auto bpe = BytePairEncoder::Create(std::move(vocab), {});
