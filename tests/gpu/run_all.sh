@@ -3,9 +3,15 @@
 # benchmark + same-run baselines. Builds nothing: carry a bundle made with
 #   cmake -S . -B build-cuda && cmake --build build-cuda --target mxserve-gpu-moe-check mxserve-bench-moe-gpu
 #   ../shared/tools/device-bundle bundle-cuda build-cuda/bin/mxserve-gpu-moe-check build-cuda/bin/mxserve-bench-moe-gpu
+# and, for the bench step's matmul_ogs baseline, carry .triton_kernels too (triton_kernels v3.6.0,
+# never committed; git-ignored through .git/info/exclude). Make it once with the session's fetch
+# tool on github:yechenzhi/triton (the triton-lang/triton snapshot is too large), then
+#   bench/gpu/get_triton_kernels.sh <the bare git dir that fetch printed>
+# Without it the table says "# matmul_ogs not run: ..." and its columns are "-".
 # then, on the GPU machine from the repo root: tests/gpu/run_all.sh [STEP]...
 # Steps: check (PASS/FAIL per case; CHECK_ONLY=<shape> for one), sanitize (compute-sanitizer
-# memcheck on two small shapes), bench (gpt-oss-120b + same-run baselines: one table),
+# memcheck on two small shapes), bench (gpt-oss-120b + same-run baselines incl. triton_kernels'
+# matmul_ogs: one table),
 # paths (each kernel configuration pinned), smem (decode with activations in shared memory),
 # shapes (20b, Kimi-K2-like, K3-like), profile (ncu SpeedOfLight, one token).
 # Default: check sanitize bench. Writes logs under $OUT (or /tmp/mxserve-gpu).
@@ -32,7 +38,7 @@ for s in $steps; do
     bench)
       $B/mxserve-bench-moe-gpu "$OUT/ours.csv" ${BENCH_SHAPES:-gpt-oss-120b} ${BENCH_TOKENS:-1,4,16,64,256,1024,4096,16384} \
         2>&1 | tee "$OUT/bench.txt" || rc=1
-      PYTHONUNBUFFERED=1 python3 bench/gpu/baselines.py "$OUT/ours.csv" ${BENCH_SHAPES:-gpt-oss-120b} \
+      PYTHONUNBUFFERED=1 PYTHONPATH=.triton_kernels${PYTHONPATH:+:$PYTHONPATH} python3 bench/gpu/baselines.py "$OUT/ours.csv" ${BENCH_SHAPES:-gpt-oss-120b} \
         ${BENCH_TOKENS:-1,4,16,64,256,1024,4096,16384} 2>&1 | tee "$OUT/table.txt" || rc=1 ;;
     paths)
       # The same layer with each kernel configuration pinned (what kAuto's thresholds rest on).
