@@ -13,43 +13,64 @@
 
 namespace mxserve::kernels::cuda::internal {
 
-// One warp per 8 weight rows (an n8 tile) of one expert tile, over all of K: no split-K, no
-// barriers, warps fully independent. Each warp keeps D chunks of weights in flight in a
-// register ring (chunk c + D is requested as soon as chunk c's registers are consumed), reads
-// the tile's activation rows through L1 one chunk at a time, and alternates two accumulator
-// chains so consecutive mma.sync do not wait on each other.
-// kSmemA (8-row tiles): the tile's valid activation rows are copied into shared memory once per
-// CTA (four warps share them), so the multiply never waits on L2 for activations.
-template <bool kHi, int D, bool kGateUp, bool kOneMul, bool kSmemA>
-__global__ void __launch_bounds__(128) DecodeGemmKernel(const GemmArgs p) {
+// One warp per 8 weight rows (an n8 tile) of one expert tile, over all of K: no split-K, warps
+// independent. Each warp keeps D chunks of weights in flight in a register ring (chunk c + D is
+// requested as soon as chunk c's registers are consumed) and alternates two accumulator chains so
+// consecutive mma.sync do not wait on each other.
+// Activations: under a full weight stream every load that reaches L2 waits about as long as a
+// DRAM read (ncu: ~0.8 us per chunk when each chunk's activations came from L2, one chunk ahead),
+// so with kSmemA (8-row tiles, the default) the tile's valid rows are copied into shared memory
+// once per CTA with cp.async, issued after the weight ring, and the multiply reads them there.
+// Without it (16-row tiles, or rows too long for shared memory) they come through L1, requested
+// one chunk ahead.
+template <bool kHi, int D, bool kGateUp, bool kOneMul, bool kSmemA, int kWarps, int kMinBlocks>
+__global__ void __launch_bounds__(32 * kWarps, kMinBlocks) DecodeGemmKernel(const GemmArgs p) {
   extern __shared__ uint4 smem_a[];
+  // gate_up reads the tile list and activations the routing wrote: wait for it first. down reads
+  // only the tile list (routing, long done) before its weights, so it starts its weight stream
+  // while gate_up finishes and waits just before the first activation load.
+  if constexpr (kGateUp) PdlWait();
   const int tile = blockIdx.y;
   const int valid_tiles = __ldg(p.ntiles);
   const int e = __ldg(p.tiles + 3 * tile), row0 = __ldg(p.tiles + 3 * tile + 1),
             rows = __ldg(p.tiles + 3 * tile + 2);
+  PdlLaunchDependents();
   if (tile >= valid_tiles) return;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int nt_total = p.n >> 3;
-  const int nt = blockIdx.x * 4 + warp;
+  const int nt = blockIdx.x * kWarps + warp;
   const bool nt_ok = nt < nt_total;
   const int a_stride = p.kp / 8 + 1;  // uint4 per row, padded against bank conflicts
+  const int64_t rg_bytes = int64_t(4) * p.kp;
+  const uint8_t* qrow = p.q + (int64_t(e) * nt_total + (nt_ok ? nt : 0)) * rg_bytes;
+  const uint8_t* srow = p.sc + (int64_t(e) * nt_total + (nt_ok ? nt : 0)) * p.chunks * 32 + g * 4;
+  const int nfull = p.nfull;
+
+  // Weights first: the ring's D chunks.
+  uint4 bq[D];
+  uint32_t bs[D];
+#pragma unroll
+  for (int d = 0; d < D; ++d) {
+    if (nt_ok && d < nfull) {
+      bq[d] = LdStream16(qrow + d * 512 + lane * 16);
+      bs[d] = __ldg(reinterpret_cast<const uint32_t*>(srow + d * 32));
+    }
+  }
+  if constexpr (!kGateUp) PdlWait();
   if constexpr (kSmemA) {
     const int per_row = p.kp / 8;
-    const int n_rows = min(rows, 8);
-    for (int i = threadIdx.x; i < n_rows * per_row; i += 128) {
+    const int n_rows = min(rows, kHi ? 16 : 8);
+    for (int i = threadIdx.x; i < n_rows * per_row; i += 32 * kWarps) {
       const int r = i / per_row, col = i - r * per_row;
-      smem_a[r * a_stride + col] = __ldg(reinterpret_cast<const uint4*>(p.a + int64_t(row0 + r) * p.kp) + col);
+      CpAsync16(smem_a + r * a_stride + col, reinterpret_cast<const uint4*>(p.a + int64_t(row0 + r) * p.kp) + col);
     }
+    CpAsyncWaitAll();
     __syncthreads();
   }
   if (!nt_ok) return;
-  const int64_t rg_bytes = int64_t(4) * p.kp;
-  const uint8_t* qrow = p.q + (int64_t(e) * nt_total + nt) * rg_bytes;
-  const uint8_t* srow = p.sc + (int64_t(e) * nt_total + nt) * p.chunks * 32 + g * 4;
   const bool v_lo = g < rows, v_hi = kHi && g + 8 < rows;
   const uint16_t* a_lo_row = p.a + int64_t(row0 + (v_lo ? g : 0)) * p.kp + t * 32;
   const uint16_t* a_hi_row = p.a + int64_t(row0 + (v_hi ? g + 8 : 0)) * p.kp + t * 32;
-  const int nfull = p.nfull;
 
   // Epilogue operands, requested now.
   const int n = nt * 8 + 2 * t;
@@ -86,20 +107,18 @@ __global__ void __launch_bounds__(128) DecodeGemmKernel(const GemmArgs p) {
     Mma(c4, al.z, ah.z, al.w, ah.w, r[2], r[3]);
   };
 
-  // Weights: a register ring D chunks ahead (chunk c + D is requested as soon as chunk c's
-  // registers are consumed).
+  // off: element offset within the lane's row (chunk * 128 + 8b, or the tail's).
   auto load_a = [&](bool v, const uint16_t* row, int g_row, int off) -> uint4 {
     if (!v) return make_uint4(0, 0, 0, 0);
     if constexpr (kSmemA) return smem_a[g_row * a_stride + ((off + t * 32) >> 3)];
     return __ldg(reinterpret_cast<const uint4*>(row + off));
   };
-  uint4 bq[D];
-  uint32_t bs[D];
+  uint4 al[4], ah[4];
+  if constexpr (!kSmemA) {  // chunk 0's rows; each chunk then requests the next one's
 #pragma unroll
-  for (int d = 0; d < D; ++d) {
-    if (d < nfull) {
-      bq[d] = LdStream16(qrow + d * 512 + lane * 16);
-      bs[d] = __ldg(reinterpret_cast<const uint32_t*>(srow + d * 32));
+    for (int b = 0; b < 4; ++b) {
+      al[b] = nfull > 0 ? load_a(v_lo, a_lo_row, g, 8 * b) : make_uint4(0, 0, 0, 0);
+      ah[b] = nfull > 0 ? load_a(v_hi, a_hi_row, g + 8, 8 * b) : make_uint4(0, 0, 0, 0);
     }
   }
   for (int c0 = 0; c0 < nfull; c0 += D) {
@@ -107,11 +126,17 @@ __global__ void __launch_bounds__(128) DecodeGemmKernel(const GemmArgs p) {
     for (int d = 0; d < D; ++d) {
       const int c = c0 + d;
       if (c < nfull) {
-        uint4 al[4], ah[4];
+        uint4 nl[4], nh[4];
 #pragma unroll
         for (int b = 0; b < 4; ++b) {
-          al[b] = load_a(v_lo, a_lo_row, g, c * 128 + 8 * b);
-          ah[b] = load_a(v_hi, a_hi_row, g + 8, c * 128 + 8 * b);
+          if constexpr (kSmemA) {
+            al[b] = load_a(v_lo, a_lo_row, g, c * 128 + 8 * b);
+            ah[b] = load_a(v_hi, a_hi_row, g + 8, c * 128 + 8 * b);
+          } else {
+            const bool next = c + 1 < nfull;
+            nl[b] = next ? load_a(v_lo, a_lo_row, g, (c + 1) * 128 + 8 * b) : make_uint4(0, 0, 0, 0);
+            nh[b] = next ? load_a(v_hi, a_hi_row, g + 8, (c + 1) * 128 + 8 * b) : make_uint4(0, 0, 0, 0);
+          }
         }
         const uint4 q = bq[d];
         const uint32_t sw = bs[d];
@@ -123,6 +148,13 @@ __global__ void __launch_bounds__(128) DecodeGemmKernel(const GemmArgs p) {
         block(acc[1], q.y, sw, 1, al[1], ah[1]);
         block(acc[0], q.z, sw, 2, al[2], ah[2]);
         block(acc[1], q.w, sw, 3, al[3], ah[3]);
+        if constexpr (!kSmemA) {
+#pragma unroll
+          for (int b = 0; b < 4; ++b) {
+            al[b] = nl[b];
+            ah[b] = nh[b];
+          }
+        }
       }
     }
   }
@@ -131,14 +163,14 @@ __global__ void __launch_bounds__(128) DecodeGemmKernel(const GemmArgs p) {
     const uint2 q = LdStream8(qrow + int64_t(c) * 512 + lane * 8);
     const uint32_t sw = __ldg(reinterpret_cast<const uint32_t*>(srow + c * 32));
     const int off = c * 128 - t * 32 + t * 16;
-    uint4 al[2], ah[2];
+    uint4 tl[2], th[2];
 #pragma unroll
     for (int b = 0; b < 2; ++b) {
-      al[b] = load_a(v_lo, a_lo_row, g, off + 8 * b);
-      ah[b] = load_a(v_hi, a_hi_row, g + 8, off + 8 * b);
+      tl[b] = load_a(v_lo, a_lo_row, g, off + 8 * b);
+      th[b] = load_a(v_hi, a_hi_row, g + 8, off + 8 * b);
     }
-    block(acc[0], q.x, sw, 0, al[0], ah[0]);
-    block(acc[1], q.y, sw, 1, al[1], ah[1]);
+    block(acc[0], q.x, sw, 0, tl[0], th[0]);
+    block(acc[1], q.y, sw, 1, tl[1], th[1]);
   }
 #pragma unroll
   for (int j = 0; j < 4; ++j) acc[0][j] += acc[1][j];
@@ -162,24 +194,357 @@ __global__ void __launch_bounds__(128) DecodeGemmKernel(const GemmArgs p) {
   }
 }
 
-template <bool kHi, bool kOneMul, bool kSmemA>
-void LaunchDecodeT(const GemmArgs& a, bool gate_up, int max_tiles, cudaStream_t stream) {
-  constexpr int D = kHi ? 6 : 8;
-  const size_t smem = kSmemA ? size_t(8) * (a.kp / 8 + 1) * 16 : 0;
+// ---- the bulk-copy variant (8-row tiles) --------------------------------------------------------
+// Same arithmetic and layout, but nothing is streamed through registers: each warp's whole weight
+// run (8 rows x K, contiguous in the layout) and its scales are fetched by the copy engine
+// (cp.async.bulk) into shared memory in two halves, each on its own mbarrier, and the tile's
+// activation rows once per CTA. A CTA thus has ~50-95 KB of reads in flight from its first
+// instruction, without ring registers or load scoreboards, and a warp computes its first half while
+// the second lands. ncu showed the register-ring kernel at 20-28 % of DRAM bandwidth at one token
+// although it kept 6-8 chunks per warp in flight.
+template <bool kGateUp, bool kOneMul>
+__global__ void __launch_bounds__(128) DecodeBulkKernel(const GemmArgs p) {
+  extern __shared__ __align__(128) uint8_t smem[];
+  __shared__ uint64_t bars[9];  // [warp][half], then the activations'
+  if constexpr (kGateUp) PdlWait();
+  const int tile = blockIdx.y;
+  const int valid_tiles = __ldg(p.ntiles);
+  if (tile >= valid_tiles) return;
+  const int e = __ldg(p.tiles + 3 * tile), row0 = __ldg(p.tiles + 3 * tile + 1),
+            rows = __ldg(p.tiles + 3 * tile + 2);
+  PdlLaunchDependents();
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const int nt_total = p.n >> 3;
+  const int nt = blockIdx.x * 4 + warp;
+  const int nfull = p.nfull, chunks = p.chunks;
+  const int rg_bytes = 4 * p.kp;
+  const int sc_bytes = chunks * 32;
+  const int a_row = 2 * p.kp, a_stride = a_row + 16;  // +16: rows start 4 banks apart
+  const int n_rows = min(rows, 8);
+  uint8_t* sw = smem + warp * rg_bytes;
+  uint8_t* ss = smem + 4 * rg_bytes + warp * sc_bytes;
+  uint8_t* sa = smem + 4 * rg_bytes + 4 * sc_bytes;
+  const int half = nfull / 2;  // chunks [0, half) then [half, chunks)
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < 9; ++i) MbarInit(&bars[i], 1);
+    FenceMbarInit();
+  }
+  __syncthreads();
+  if (nt < nt_total && lane == 0) {
+    const int64_t rg = int64_t(e) * nt_total + nt;
+    const uint8_t* q = p.q + rg * rg_bytes;
+    MbarExpectTx(&bars[2 * warp], half * 512 + sc_bytes);
+    BulkCopyG2S(ss, p.sc + rg * sc_bytes, sc_bytes, &bars[2 * warp]);
+    if (half > 0) BulkCopyG2S(sw, q, half * 512, &bars[2 * warp]);
+    MbarExpectTx(&bars[2 * warp + 1], rg_bytes - half * 512);
+    BulkCopyG2S(sw + half * 512, q + half * 512, rg_bytes - half * 512, &bars[2 * warp + 1]);
+  }
+  if (threadIdx.x == 0) {
+    if constexpr (!kGateUp) PdlWait();  // the activations come from the gate_up GEMM
+    MbarExpectTx(&bars[8], n_rows * a_row);
+    for (int r = 0; r < n_rows; ++r) BulkCopyG2S(sa + r * a_stride, p.a + int64_t(row0 + r) * p.kp, a_row, &bars[8]);
+  }
+  if (nt >= nt_total) return;  // (warp 0 always has a row group, so thread 0 stays)
+  const bool v_lo = g < rows;
+
+  // Epilogue operands, requested now.
+  const int n = nt * 8 + 2 * t;
+  const float* be = p.bias + int64_t(e) * p.n;
+  const float b0 = __ldg(be + n), b1 = __ldg(be + n + 1);
+  int pair_lo = 0;
+  float w_lo = 0.f;
+  if constexpr (!kGateUp) {
+    if (v_lo) pair_lo = __ldg(p.sorted + row0 + g);
+    if (v_lo) w_lo = __ldg(p.route_w + pair_lo);
+  }
+  float acc[2][4];
+#pragma unroll
+  for (int i = 0; i < 2; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) acc[i][j] = 0.f;
+  const uint4 zero = make_uint4(0, 0, 0, 0);
+  auto block = [&](float (&c4)[4], uint32_t w, uint32_t sword, int b, const uint4& al) {
+    uint32_t r[4];
+    Decode4(w, r);
+    if constexpr (kOneMul) {
+      const uint32_t m = FoldedScale(sword + 0x7E7E7E7Eu, b);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) r[j] = Bf16x2Mul(r[j], m);
+    } else {
+      const uint32_t m = ScaleBf16x2((sword >> (8 * b)) & 0xFFu);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) r[j] = Bf16x2Mul(Bf16x2Mul(r[j], 0x7E807E80u), m);
+    }
+    Mma(c4, al.x, zero.x, al.y, zero.y, r[0], r[1]);
+    Mma(c4, al.z, zero.z, al.w, zero.w, r[2], r[3]);
+  };
+  const uint8_t* arow = sa + (v_lo ? g : 0) * a_stride + t * 64;
+  auto chunk = [&](int c) {
+    const uint4 q = *reinterpret_cast<const uint4*>(sw + c * 512 + lane * 16);
+    const uint32_t sword = *reinterpret_cast<const uint32_t*>(ss + c * 32 + g * 4);
+    uint4 al[4];
+#pragma unroll
+    for (int b = 0; b < 4; ++b) al[b] = v_lo ? *reinterpret_cast<const uint4*>(arow + c * 256 + 16 * b) : zero;
+    block(acc[0], q.x, sword, 0, al[0]);
+    block(acc[1], q.y, sword, 1, al[1]);
+    block(acc[0], q.z, sword, 2, al[2]);
+    block(acc[1], q.w, sword, 3, al[3]);
+  };
+  MbarWait(&bars[8], 0);
+  MbarWait(&bars[2 * warp], 0);
+#pragma unroll 2
+  for (int c = 0; c < half; ++c) chunk(c);
+  MbarWait(&bars[2 * warp + 1], 0);
+#pragma unroll 2
+  for (int c = half; c < nfull; ++c) chunk(c);
+  if (chunks > nfull) {  // the 64-wide tail chunk: 8 bytes per lane, two blocks
+    const int c = nfull;
+    const uint2 q = *reinterpret_cast<const uint2*>(sw + c * 512 + lane * 8);
+    const uint32_t sword = *reinterpret_cast<const uint32_t*>(ss + c * 32 + g * 4);
+    const uint8_t* tr = sa + (v_lo ? g : 0) * a_stride + c * 256 + t * 32;
+    block(acc[0], q.x, sword, 0, v_lo ? *reinterpret_cast<const uint4*>(tr) : zero);
+    block(acc[1], q.y, sword, 1, v_lo ? *reinterpret_cast<const uint4*>(tr + 16) : zero);
+  }
+  if (!v_lo) return;
+  const float v0 = acc[0][0] + acc[1][0] + b0, v1 = acc[0][1] + acc[1][1] + b1;
+  if constexpr (kGateUp) {
+    float gt = v0, up = v1;
+    if (gt > p.limit) gt = p.limit;
+    if (up > p.limit) up = p.limit;
+    if (up < -p.limit) up = -p.limit;
+    const float act = (up + 1.0f) * gt * (1.0f / (1.0f + expf(-p.alpha * gt)));
+    p.act[int64_t(row0 + g) * p.kp_out + PermIndex(n >> 1, p.nfull_out)] = F2Bf16(act);
+  } else {
+    *reinterpret_cast<float2*>(p.y + int64_t(pair_lo) * p.n + n) = make_float2(w_lo * v0, w_lo * v1);
+  }
+}
+
+size_t DecodeBulkSmem(const GemmArgs& a) {
+  const int rows = std::min(8, std::max(1, a.max_rows));
+  return size_t(4) * 4 * a.kp + size_t(4) * a.chunks * 32 + size_t(rows) * (2 * a.kp + 16);
+}
+
+template <bool kOneMul>
+void LaunchDecodeBulk(const GemmArgs& a, bool gate_up, int max_tiles, cudaStream_t stream) {
   static const bool raised = [] {
-    cudaFuncSetAttribute(DecodeGemmKernel<kHi, D, true, kOneMul, kSmemA>,
-                         cudaFuncAttributeMaxDynamicSharedMemorySize, 100 << 10);
-    cudaFuncSetAttribute(DecodeGemmKernel<kHi, D, false, kOneMul, kSmemA>,
-                         cudaFuncAttributeMaxDynamicSharedMemorySize, 100 << 10);
+    cudaFuncSetAttribute(DecodeBulkKernel<true, kOneMul>, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 << 10);
+    cudaFuncSetAttribute(DecodeBulkKernel<false, kOneMul>, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 << 10);
     return true;
   }();
   (void)raised;
-  dim3 grid((a.n / 8 + 3) / 4, max_tiles);
-  if (gate_up) {
-    DecodeGemmKernel<kHi, D, true, kOneMul, kSmemA><<<grid, 128, smem, stream>>>(a);
-  } else {
-    DecodeGemmKernel<kHi, D, false, kOneMul, kSmemA><<<grid, 128, smem, stream>>>(a);
+  auto k = gate_up ? DecodeBulkKernel<true, kOneMul> : DecodeBulkKernel<false, kOneMul>;
+  LaunchPdl(k, dim3((a.n / 8 + 3) / 4, max_tiles), dim3(128), DecodeBulkSmem(a), stream, a);
+}
+
+// ---- the persistent pipelined variant (8-row tiles) -----------------------------------------------
+// One CTA per SM walks items (tile, 4 consecutive n8 row groups) with S shared-memory stages: while
+// the 8 warps multiply item j, the copy engine fills the other stages with items j+1.. (weights
+// and scales of the 4 row groups are one contiguous run each; the tile's activation rows one copy
+// each). Two warps share a row group, each half of K; their sums meet in shared memory in a fixed
+// order (deterministic). This keeps the SM's loads going while it computes, which the one-shot
+// bulk kernel cannot: ncu showed its CTAs waiting ~5 us for each 49 KB at 2-3 CTAs per SM.
+struct PipeGeom {
+  int w_bytes, s_bytes, a_stride, stage_bytes;
+};
+__host__ __device__ inline PipeGeom MakePipeGeom(int kp, int chunks, int rows) {
+  PipeGeom g;
+  g.w_bytes = 4 * 4 * kp;
+  g.s_bytes = 4 * chunks * 32;
+  g.a_stride = 2 * kp + 16;
+  g.stage_bytes = g.w_bytes + g.s_bytes + rows * g.a_stride;
+  return g;
+}
+
+template <bool kGateUp, bool kOneMul, int S>
+__global__ void __launch_bounds__(256, 1) DecodePipeKernel(const GemmArgs p) {
+  extern __shared__ __align__(128) uint8_t smem[];
+  __shared__ uint64_t full[S];
+  __shared__ float2 red[4][32];
+  PdlWait();
+  const int nvalid = __ldg(p.ntiles);
+  PdlLaunchDependents();
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const int wg = warp & 3, kh = warp >> 2;  // row group within the item; K half
+  const int nt_total = p.n >> 3;
+  const int groups = (nt_total + 3) / 4;
+  const int items = nvalid * groups;
+  const int nfull = p.nfull, chunks = p.chunks, half = nfull / 2;
+  const int rg_bytes = 4 * p.kp, sc_bytes = chunks * 32;
+  const PipeGeom geo = MakePipeGeom(p.kp, chunks, min(8, max(1, p.max_rows)));
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < S; ++i) MbarInit(&full[i], 1);
+    FenceMbarInit();
   }
+  __syncthreads();
+  // Producer (thread 0): item -> stage.
+  auto issue = [&](int item, int stage) {
+    const int tile = item / groups, nt0 = (item - tile * groups) * 4;
+    const int e = __ldg(p.tiles + 3 * tile), row0 = __ldg(p.tiles + 3 * tile + 1);
+    const int n_rows = min(__ldg(p.tiles + 3 * tile + 2), 8);
+    const int nw = min(4, nt_total - nt0);
+    uint8_t* base = smem + stage * geo.stage_bytes;
+    const int64_t rg = int64_t(e) * nt_total + nt0;
+    MbarExpectTx(&full[stage], nw * (rg_bytes + sc_bytes) + n_rows * 2 * p.kp);
+    BulkCopyG2S(base, p.q + rg * rg_bytes, nw * rg_bytes, &full[stage]);
+    BulkCopyG2S(base + geo.w_bytes, p.sc + rg * sc_bytes, nw * sc_bytes, &full[stage]);
+    for (int r = 0; r < n_rows; ++r) {
+      BulkCopyG2S(base + geo.w_bytes + geo.s_bytes + r * geo.a_stride, p.a + int64_t(row0 + r) * p.kp,
+                  2 * p.kp, &full[stage]);
+    }
+  };
+  if (threadIdx.x == 0) {
+    for (int j = 0; j < S - 1; ++j) {
+      const int it = blockIdx.x + j * gridDim.x;
+      if (it < items) issue(it, j);
+    }
+  }
+  const uint4 zero = make_uint4(0, 0, 0, 0);
+  for (int j = 0;; ++j) {
+    const int item = blockIdx.x + j * gridDim.x;
+    if (item >= items) break;
+    const int stage = j % S;
+    if (threadIdx.x == 0) {  // the stage of item j + S - 1 was freed by the barrier ending j - 1
+      const int it = item + (S - 1) * gridDim.x;
+      if (it < items) issue(it, (j + S - 1) % S);
+    }
+    const int tile = item / groups;
+    const int nt = (item - tile * groups) * 4 + wg;
+    const int e = __ldg(p.tiles + 3 * tile), row0 = __ldg(p.tiles + 3 * tile + 1),
+              rows = __ldg(p.tiles + 3 * tile + 2);
+    const bool nt_ok = nt < nt_total, v_lo = g < rows;
+    // Epilogue operands, requested before the wait.
+    const int n = nt * 8 + 2 * t;
+    float b0 = 0.f, b1 = 0.f, w_lo = 0.f;
+    int pair_lo = 0;
+    if (kh == 0 && nt_ok) {
+      b0 = __ldg(p.bias + int64_t(e) * p.n + n);
+      b1 = __ldg(p.bias + int64_t(e) * p.n + n + 1);
+      if constexpr (!kGateUp) {
+        if (v_lo) pair_lo = __ldg(p.sorted + row0 + g);
+        if (v_lo) w_lo = __ldg(p.route_w + pair_lo);
+      }
+    }
+    MbarWait(&full[stage], (j / S) & 1);
+    const uint8_t* base = smem + stage * geo.stage_bytes;
+    const uint8_t* sw = base + wg * rg_bytes;
+    const uint8_t* ss = base + geo.w_bytes + wg * sc_bytes;
+    const uint8_t* arow = base + geo.w_bytes + geo.s_bytes + (v_lo ? g : 0) * geo.a_stride + t * 64;
+    float acc[2][4];
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+#pragma unroll
+      for (int k = 0; k < 4; ++k) acc[i][k] = 0.f;
+    auto block = [&](float (&c4)[4], uint32_t wd, uint32_t sword, int b, const uint4& al) {
+      uint32_t r[4];
+      Decode4(wd, r);
+      if constexpr (kOneMul) {
+        const uint32_t m = FoldedScale(sword + 0x7E7E7E7Eu, b);
+#pragma unroll
+        for (int k = 0; k < 4; ++k) r[k] = Bf16x2Mul(r[k], m);
+      } else {
+        const uint32_t m = ScaleBf16x2((sword >> (8 * b)) & 0xFFu);
+#pragma unroll
+        for (int k = 0; k < 4; ++k) r[k] = Bf16x2Mul(Bf16x2Mul(r[k], 0x7E807E80u), m);
+      }
+      Mma(c4, al.x, zero.x, al.y, zero.y, r[0], r[1]);
+      Mma(c4, al.z, zero.z, al.w, zero.w, r[2], r[3]);
+    };
+    if (nt_ok) {
+      const int c_lo = kh == 0 ? 0 : half, c_hi = kh == 0 ? half : nfull;
+#pragma unroll 2
+      for (int c = c_lo; c < c_hi; ++c) {
+        const uint4 q = *reinterpret_cast<const uint4*>(sw + c * 512 + lane * 16);
+        const uint32_t sword = *reinterpret_cast<const uint32_t*>(ss + c * 32 + g * 4);
+        uint4 al[4];
+#pragma unroll
+        for (int b = 0; b < 4; ++b) al[b] = v_lo ? *reinterpret_cast<const uint4*>(arow + c * 256 + 16 * b) : zero;
+        block(acc[0], q.x, sword, 0, al[0]);
+        block(acc[1], q.y, sword, 1, al[1]);
+        block(acc[0], q.z, sword, 2, al[2]);
+        block(acc[1], q.w, sword, 3, al[3]);
+      }
+      if (kh == 1 && chunks > nfull) {  // the 64-wide tail chunk: 8 bytes per lane, two blocks
+        const int c = nfull;
+        const uint2 q = *reinterpret_cast<const uint2*>(sw + c * 512 + lane * 8);
+        const uint32_t sword = *reinterpret_cast<const uint32_t*>(ss + c * 32 + g * 4);
+        const uint8_t* tr = arow - t * 32 + c * 256;
+        block(acc[0], q.x, sword, 0, v_lo ? *reinterpret_cast<const uint4*>(tr) : zero);
+        block(acc[1], q.y, sword, 1, v_lo ? *reinterpret_cast<const uint4*>(tr + 16) : zero);
+      }
+    }
+    const float s0 = acc[0][0] + acc[1][0], s1 = acc[0][1] + acc[1][1];
+    if (kh == 1) red[wg][lane] = make_float2(s0, s1);
+    __syncthreads();  // red written; every warp is done with this stage
+    if (kh == 0 && nt_ok && v_lo) {
+      const float2 o = red[wg][lane];
+      const float v0 = (s0 + o.x) + b0, v1 = (s1 + o.y) + b1;
+      if constexpr (kGateUp) {
+        float gt = v0, up = v1;
+        if (gt > p.limit) gt = p.limit;
+        if (up > p.limit) up = p.limit;
+        if (up < -p.limit) up = -p.limit;
+        const float act = (up + 1.0f) * gt * (1.0f / (1.0f + expf(-p.alpha * gt)));
+        p.act[int64_t(row0 + g) * p.kp_out + PermIndex(n >> 1, p.nfull_out)] = F2Bf16(act);
+      } else {
+        *reinterpret_cast<float2*>(p.y + int64_t(pair_lo) * p.n + n) = make_float2(w_lo * v0, w_lo * v1);
+      }
+    }
+    __syncthreads();  // red read before the next item overwrites it
+  }
+}
+
+template <bool kOneMul, int S>
+void LaunchDecodePipeT(const GemmArgs& a, bool gate_up, int max_tiles, size_t smem, cudaStream_t stream) {
+  static int sms = 0;
+  if (sms == 0) {
+    int dev = 0;
+    cudaGetDevice(&dev);
+    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    cudaFuncSetAttribute(DecodePipeKernel<true, kOneMul, S>, cudaFuncAttributeMaxDynamicSharedMemorySize, 220 << 10);
+    cudaFuncSetAttribute(DecodePipeKernel<false, kOneMul, S>, cudaFuncAttributeMaxDynamicSharedMemorySize, 220 << 10);
+  }
+  const int64_t items = int64_t(max_tiles) * ((a.n / 8 + 3) / 4);
+  const unsigned grid = unsigned(std::max<int64_t>(1, std::min<int64_t>(sms, items)));
+  auto k = gate_up ? DecodePipeKernel<true, kOneMul, S> : DecodePipeKernel<false, kOneMul, S>;
+  LaunchPdl(k, dim3(grid), dim3(256), smem, stream, a);
+}
+
+// Returns false when the stages do not fit (then another kernel runs).
+bool LaunchDecodePipe(const GemmArgs& a, bool gate_up, bool one_mul, int max_tiles, cudaStream_t stream) {
+  const PipeGeom geo = MakePipeGeom(a.kp, a.chunks, std::min(8, std::max(1, a.max_rows)));
+  const size_t limit = size_t(220) << 10;
+  if (size_t(3) * geo.stage_bytes <= limit) {
+    if (one_mul) LaunchDecodePipeT<true, 3>(a, gate_up, max_tiles, 3 * geo.stage_bytes, stream);
+    else LaunchDecodePipeT<false, 3>(a, gate_up, max_tiles, 3 * geo.stage_bytes, stream);
+    return true;
+  }
+  if (size_t(2) * geo.stage_bytes <= limit) {
+    if (one_mul) LaunchDecodePipeT<true, 2>(a, gate_up, max_tiles, 2 * geo.stage_bytes, stream);
+    else LaunchDecodePipeT<false, 2>(a, gate_up, max_tiles, 2 * geo.stage_bytes, stream);
+    return true;
+  }
+  return false;
+}
+
+// 8-row tiles: 4 warps per CTA; D and resident CTAs chosen so a one-token layer (720 CTAs for
+// gpt-oss-120b gate_up) fits in one wave of 6 per SM without spills. 16-row tiles: 8 warps per CTA
+// share the (twice as large) activation rows, 2 CTAs per SM at 128 registers.
+template <bool kHi, bool kOneMul, bool kSmemA>
+void LaunchDecodeT(const GemmArgs& a, bool gate_up, int max_tiles, size_t smem, cudaStream_t stream) {
+  constexpr int D = kSmemA && !kHi ? 6 : kHi ? 6 : 8;
+  constexpr int kWarps = kHi ? 8 : 4;
+  constexpr int kMin = kHi ? 2 : kSmemA ? 6 : 5;
+  auto k = gate_up ? DecodeGemmKernel<kHi, D, true, kOneMul, kSmemA, kWarps, kMin>
+                   : DecodeGemmKernel<kHi, D, false, kOneMul, kSmemA, kWarps, kMin>;
+  static const bool raised = [] {
+    cudaFuncSetAttribute(DecodeGemmKernel<kHi, D, true, kOneMul, kSmemA, kWarps, kMin>,
+                         cudaFuncAttributeMaxDynamicSharedMemorySize, 110 << 10);
+    cudaFuncSetAttribute(DecodeGemmKernel<kHi, D, false, kOneMul, kSmemA, kWarps, kMin>,
+                         cudaFuncAttributeMaxDynamicSharedMemorySize, 110 << 10);
+    return true;
+  }();
+  (void)raised;
+  LaunchPdl(k, dim3((a.n / 8 + kWarps - 1) / kWarps, max_tiles), dim3(32 * kWarps), smem, stream, a);
 }
 
 bool DecodeSupports(int chunks) { return true; }
@@ -187,22 +552,44 @@ bool DecodeSupports(int chunks) { return true; }
 void LaunchDecodeGemm(const GemmArgs& a, bool gate_up, bool rows16, bool one_mul, int max_tiles,
                       int est_tiles, cudaStream_t stream) {
   if (max_tiles <= 0) return;
-  // Activations through shared memory for 8-row tiles (MXSERVE_CUDA_MOE_SMEM_A=1): measured
-  // 10-15 % slower than plain L1/L2 reads at 1-64 tokens (docs/PERFORMANCE.md), so off.
+  // Activations through shared memory unless MXSERVE_CUDA_MOE_SMEM_A=0 (benchmarks) or the
+  // tile's rows do not fit (hidden > ~3000 at 8 rows, > ~3400 at 16).
   static const bool smem_a_env = [] {
     const char* v = std::getenv("MXSERVE_CUDA_MOE_SMEM_A");
-    return v != nullptr && std::string(v) == "1";
+    return v == nullptr || std::string(v) != "0";
   }();
-  const bool smem_a = smem_a_env && size_t(8) * (a.kp / 8 + 1) * 16 <= (64 << 10);
-  if (rows16) {
-    if (one_mul) LaunchDecodeT<true, true, false>(a, gate_up, max_tiles, stream);
-    else LaunchDecodeT<true, false, false>(a, gate_up, max_tiles, stream);
+  const int rows = std::min(rows16 ? 16 : 8, std::max(1, a.max_rows));
+  const size_t smem = size_t(rows) * (a.kp / 8 + 1) * 16;
+  // 8-row tiles up to 48 KB (4+ CTAs per SM), 16-row tiles up to 108 KB (2 per SM).
+  const bool smem_a = smem_a_env && smem <= size_t(rows16 ? 108 << 10 : 48 << 10);
+  // 8-row tiles: the bulk-copy kernel where two CTAs fit an SM, unless
+  // MXSERVE_CUDA_MOE_DECODE=ring (benchmarks).
+  static const bool ring = [] {
+    const char* v = std::getenv("MXSERVE_CUDA_MOE_DECODE");
+    return v != nullptr && std::string(v) == "ring";
+  }();
+  static const bool pipe = [] {
+    const char* v = std::getenv("MXSERVE_CUDA_MOE_DECODE");
+    return v != nullptr && std::string(v) == "pipe";
+  }();
+  if (!rows16 && pipe && LaunchDecodePipe(a, gate_up, one_mul, max_tiles, stream)) return;
+  if (!rows16 && !ring && DecodeBulkSmem(a) <= (113 << 10)) {
+    if (one_mul) LaunchDecodeBulk<true>(a, gate_up, max_tiles, stream);
+    else LaunchDecodeBulk<false>(a, gate_up, max_tiles, stream);
+    return;
+  }
+  if (rows16 && smem_a) {
+    if (one_mul) LaunchDecodeT<true, true, true>(a, gate_up, max_tiles, smem, stream);
+    else LaunchDecodeT<true, false, true>(a, gate_up, max_tiles, smem, stream);
+  } else if (rows16) {
+    if (one_mul) LaunchDecodeT<true, true, false>(a, gate_up, max_tiles, 0, stream);
+    else LaunchDecodeT<true, false, false>(a, gate_up, max_tiles, 0, stream);
   } else if (smem_a) {
-    if (one_mul) LaunchDecodeT<false, true, true>(a, gate_up, max_tiles, stream);
-    else LaunchDecodeT<false, false, true>(a, gate_up, max_tiles, stream);
+    if (one_mul) LaunchDecodeT<false, true, true>(a, gate_up, max_tiles, smem, stream);
+    else LaunchDecodeT<false, false, true>(a, gate_up, max_tiles, smem, stream);
   } else {
-    if (one_mul) LaunchDecodeT<false, true, false>(a, gate_up, max_tiles, stream);
-    else LaunchDecodeT<false, false, false>(a, gate_up, max_tiles, stream);
+    if (one_mul) LaunchDecodeT<false, true, false>(a, gate_up, max_tiles, 0, stream);
+    else LaunchDecodeT<false, false, false>(a, gate_up, max_tiles, 0, stream);
   }
 }
 

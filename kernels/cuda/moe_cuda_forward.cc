@@ -79,6 +79,7 @@ struct LayerAccess {
     g.a = ws.d_a_;
     g.tiles = ws.d_tiles_;
     g.ntiles = ws.d_counts_ + 3 * nh + 1;
+    g.max_rows = static_cast<int>(std::min<int64_t>(bm, pairs));
     g.act = ws.d_act_;
     g.kp_out = L.kp_i_;
     g.nfull_out = L.kp_i_ / 128;

@@ -3,8 +3,12 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <cub/block/block_scan.cuh>
+
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
+#include <string>
 
 #include "kernels/cuda/moe_cuda_gemm.cuh"
 #include "kernels/cuda/moe_cuda_launch.h"
@@ -164,7 +168,12 @@ __global__ void __launch_bounds__(1024) RouteSmallKernel(const int32_t* __restri
                                                          int32_t* __restrict__ tiles, int32_t* __restrict__ sorted,
                                                          const float* __restrict__ x, int hidden, int kp_h,
                                                          int top_k, uint16_t* __restrict__ a, bool gather) {
-  __shared__ int32_t cnt[1024], cur[1024], s_rows[1024], s_tiles[1024];
+  // Rows and tiles per expert are scanned together, packed as rows | tiles << 16 (both totals
+  // stay below 2^16: pairs <= kSmallPairs, tiles <= pairs + nh).
+  using Scan = cub::BlockScan<int32_t, 1024>;
+  __shared__ typename Scan::TempStorage scan_tmp;
+  __shared__ int32_t cnt[1024], cur[1024], s_total;
+  PdlLaunchDependents();  // the GEMM after us may take its place on the SMs; it waits for us
   const int tid = threadIdx.x;
   cnt[tid] = 0;
   cur[tid] = 0;
@@ -178,19 +187,10 @@ __global__ void __launch_bounds__(1024) RouteSmallKernel(const int32_t* __restri
   __syncthreads();
   const int c = tid < nh ? cnt[tid] : 0;
   const int tl = (c + bm - 1) / bm;
-  s_rows[tid] = c;
-  s_tiles[tid] = tl;
-  __syncthreads();
-  for (int d = 1; d < 1024; d <<= 1) {
-    const int r = tid >= d ? s_rows[tid - d] : 0;
-    const int q = tid >= d ? s_tiles[tid - d] : 0;
-    __syncthreads();
-    s_rows[tid] += r;
-    s_tiles[tid] += q;
-    __syncthreads();
-  }
-  const int row = s_rows[tid] - c;
-  int tile = s_tiles[tid] - tl;
+  int packed = 0, total = 0;
+  Scan(scan_tmp).ExclusiveSum(c | (tl << 16), packed, total);
+  const int row = packed & 0xFFFF;
+  int tile = packed >> 16;
   if (tid < nh) {
     meta[nh + tid] = row;
     for (int i = 0; i < c; i += bm, ++tile) {
@@ -199,9 +199,10 @@ __global__ void __launch_bounds__(1024) RouteSmallKernel(const int32_t* __restri
       tiles[3 * tile + 2] = min(bm, c - i);
     }
   }
-  if (tid == 1023) {
-    meta[2 * nh] = s_rows[1023];
-    meta[3 * nh + 1] = s_tiles[1023];
+  if (tid == 0) {
+    meta[2 * nh] = total & 0xFFFF;
+    meta[3 * nh + 1] = total >> 16;
+    s_total = total & 0xFFFF;
   }
   __syncthreads();
   if (tid < nh) cnt[tid] = row;  // now: first row of each expert
@@ -215,9 +216,8 @@ __global__ void __launch_bounds__(1024) RouteSmallKernel(const int32_t* __restri
   }
   if (!gather) return;
   __syncthreads();
-  const int total = s_rows[1023];
   const int items = kp_h / 8;
-  for (int i = tid; i < total * items; i += 1024) {
+  for (int i = tid; i < s_total * items; i += 1024) {
     const int row = i / items;
     GatherItem(x + int64_t(sorted[row] / top_k) * hidden, a + int64_t(row) * kp_h, i - row * items,
                kp_h / 128, hidden);
@@ -228,6 +228,7 @@ __global__ void __launch_bounds__(1024) RouteSmallKernel(const int32_t* __restri
 __global__ void GatherKernel(const float* __restrict__ x, int h, int kp, int nfull, int top_k,
                              const int32_t* __restrict__ sorted, const int32_t* __restrict__ total,
                              uint16_t* __restrict__ a) {
+  PdlLaunchDependents();
   const int row = blockIdx.x;
   if (row >= *total) return;
   const float* xr = x + int64_t(sorted[row] / top_k) * h;
@@ -239,6 +240,7 @@ __global__ void GatherKernel(const float* __restrict__ x, int h, int kp, int nfu
 __global__ void CombineKernel(const float* __restrict__ y, const int32_t* __restrict__ ids,
                               const int32_t* __restrict__ local, int num_experts, int top_k, int h,
                               float* __restrict__ out) {
+  PdlWait();  // y comes from the down GEMM
   const int t = blockIdx.x;
   // Which slots hold an expert of this worker, decided once (k <= 32).
   uint32_t valid = 0;
@@ -285,7 +287,7 @@ void LaunchCombine(const float* y, const int32_t* ids, const int32_t* local, int
                    int tokens, int top_k, int h, float* out, cudaStream_t stream) {
   if (tokens == 0) return;
   const int threads = std::min(1024, (h / 4 + 31) / 32 * 32);
-  CombineKernel<<<tokens, threads, 0, stream>>>(y, ids, local, num_experts, top_k, h, out);
+  LaunchPdl(CombineKernel, dim3(tokens), dim3(threads), 0, stream, y, ids, local, num_experts, top_k, h, out);
 }
 
 // ---- the grouped GEMM ------------------------------------------------------------------------
@@ -472,6 +474,14 @@ void LaunchGemmT(const GemmArgs& a, bool gate_up, int max_tiles, cudaStream_t st
   } else {
     MoeGemmKernel<MT, NW, WN, WK, false><<<grid, 32 * WN * WK, 0, stream>>>(a);
   }
+}
+
+bool PdlEnabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("MXSERVE_CUDA_MOE_PDL");
+    return v == nullptr || std::string(v) != "0";
+  }();
+  return on;
 }
 
 int PathBm(int path) { return path == 0 ? 8 : path == 1 ? 16 : path == 2 ? 32 : 64; }

@@ -4,10 +4,33 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <utility>
 
 namespace mxserve::kernels::cuda::internal {
 
 struct GemmArgs;
+
+// Programmatic dependent launch is used between the kernels of one call unless
+// MXSERVE_CUDA_MOE_PDL=0 (benchmarks compare the two).
+bool PdlEnabled();
+
+// Launches `kernel` so that it may start before the previous kernel on `stream` finishes (it must
+// call PdlWait before reading anything that kernel writes); an ordinary launch when PDL is off.
+template <typename... Params, typename... Args>
+void LaunchPdl(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+               Args&&... args) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = PdlEnabled() ? 1 : 0;
+  cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+}
 
 struct RoutingArgs {
   const int32_t* ids;
