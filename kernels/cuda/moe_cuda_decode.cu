@@ -278,13 +278,14 @@ __global__ void __launch_bounds__(128) DecodeBulkKernel(const GemmArgs p) {
     Mma(c4, al.x, zero.x, al.y, zero.y, r[0], r[1]);
     Mma(c4, al.z, zero.z, al.w, zero.w, r[2], r[3]);
   };
+  // Lanes of rows past the tile read row 0: mma rows are independent and theirs are never stored.
   const uint8_t* arow = sa + (v_lo ? g : 0) * a_stride + t * 64;
   auto chunk = [&](int c) {
     const uint4 q = *reinterpret_cast<const uint4*>(sw + c * 512 + lane * 16);
     const uint32_t sword = *reinterpret_cast<const uint32_t*>(ss + c * 32 + g * 4);
     uint4 al[4];
 #pragma unroll
-    for (int b = 0; b < 4; ++b) al[b] = v_lo ? *reinterpret_cast<const uint4*>(arow + c * 256 + 16 * b) : zero;
+    for (int b = 0; b < 4; ++b) al[b] = *reinterpret_cast<const uint4*>(arow + c * 256 + 16 * b);
     block(acc[0], q.x, sword, 0, al[0]);
     block(acc[1], q.y, sword, 1, al[1]);
     block(acc[0], q.z, sword, 2, al[2]);
@@ -302,8 +303,8 @@ __global__ void __launch_bounds__(128) DecodeBulkKernel(const GemmArgs p) {
     const uint2 q = *reinterpret_cast<const uint2*>(sw + c * 512 + lane * 8);
     const uint32_t sword = *reinterpret_cast<const uint32_t*>(ss + c * 32 + g * 4);
     const uint8_t* tr = sa + (v_lo ? g : 0) * a_stride + c * 256 + t * 32;
-    block(acc[0], q.x, sword, 0, v_lo ? *reinterpret_cast<const uint4*>(tr) : zero);
-    block(acc[1], q.y, sword, 1, v_lo ? *reinterpret_cast<const uint4*>(tr + 16) : zero);
+    block(acc[0], q.x, sword, 0, *reinterpret_cast<const uint4*>(tr));
+    block(acc[1], q.y, sword, 1, *reinterpret_cast<const uint4*>(tr + 16));
   }
   if (!v_lo) return;
   const float v0 = acc[0][0] + acc[1][0] + b0, v1 = acc[0][1] + acc[1][1] + b1;
@@ -428,6 +429,7 @@ __global__ void __launch_bounds__(256, 1) DecodePipeKernel(const GemmArgs p) {
     const uint8_t* base = smem + stage * geo.stage_bytes;
     const uint8_t* sw = base + wg * rg_bytes;
     const uint8_t* ss = base + geo.w_bytes + wg * sc_bytes;
+    // Lanes of rows past the tile read row 0: mma rows are independent and theirs are never stored.
     const uint8_t* arow = base + geo.w_bytes + geo.s_bytes + (v_lo ? g : 0) * geo.a_stride + t * 64;
     float acc[2][4];
 #pragma unroll
@@ -457,7 +459,7 @@ __global__ void __launch_bounds__(256, 1) DecodePipeKernel(const GemmArgs p) {
         const uint32_t sword = *reinterpret_cast<const uint32_t*>(ss + c * 32 + g * 4);
         uint4 al[4];
 #pragma unroll
-        for (int b = 0; b < 4; ++b) al[b] = v_lo ? *reinterpret_cast<const uint4*>(arow + c * 256 + 16 * b) : zero;
+        for (int b = 0; b < 4; ++b) al[b] = *reinterpret_cast<const uint4*>(arow + c * 256 + 16 * b);
         block(acc[0], q.x, sword, 0, al[0]);
         block(acc[1], q.y, sword, 1, al[1]);
         block(acc[0], q.z, sword, 2, al[2]);
@@ -468,8 +470,8 @@ __global__ void __launch_bounds__(256, 1) DecodePipeKernel(const GemmArgs p) {
         const uint2 q = *reinterpret_cast<const uint2*>(sw + c * 512 + lane * 8);
         const uint32_t sword = *reinterpret_cast<const uint32_t*>(ss + c * 32 + g * 4);
         const uint8_t* tr = arow - t * 32 + c * 256;
-        block(acc[0], q.x, sword, 0, v_lo ? *reinterpret_cast<const uint4*>(tr) : zero);
-        block(acc[1], q.y, sword, 1, v_lo ? *reinterpret_cast<const uint4*>(tr + 16) : zero);
+        block(acc[0], q.x, sword, 0, *reinterpret_cast<const uint4*>(tr));
+        block(acc[1], q.y, sword, 1, *reinterpret_cast<const uint4*>(tr + 16));
       }
     }
     const float s0 = acc[0][0] + acc[1][0], s1 = acc[0][1] + acc[1][1];
@@ -562,21 +564,23 @@ void LaunchDecodeGemm(const GemmArgs& a, bool gate_up, bool rows16, bool one_mul
   const size_t smem = size_t(rows) * (a.kp / 8 + 1) * 16;
   // 8-row tiles up to 48 KB (4+ CTAs per SM), 16-row tiles up to 108 KB (2 per SM).
   const bool smem_a = smem_a_env && smem <= size_t(rows16 ? 108 << 10 : 48 << 10);
-  // 8-row tiles: the bulk-copy kernel where two CTAs fit an SM, unless
-  // MXSERVE_CUDA_MOE_DECODE=ring (benchmarks).
-  static const bool ring = [] {
+  // 8-row tiles: the pipelined kernel, or for the smallest batches (<= 4 token-slots: one CTA's
+  // load is all there is) the one-shot bulk kernel, where their shared memory fits; else the
+  // register ring. MXSERVE_CUDA_MOE_DECODE=pipe|bulk|ring pins one (benchmarks).
+  static const int pinned = [] {
     const char* v = std::getenv("MXSERVE_CUDA_MOE_DECODE");
-    return v != nullptr && std::string(v) == "ring";
+    const std::string s = v == nullptr ? "" : v;
+    return s == "pipe" ? 1 : s == "bulk" ? 2 : s == "ring" ? 3 : 0;
   }();
-  static const bool pipe = [] {
-    const char* v = std::getenv("MXSERVE_CUDA_MOE_DECODE");
-    return v != nullptr && std::string(v) == "pipe";
-  }();
-  if (!rows16 && pipe && LaunchDecodePipe(a, gate_up, one_mul, max_tiles, stream)) return;
-  if (!rows16 && !ring && DecodeBulkSmem(a) <= (113 << 10)) {
-    if (one_mul) LaunchDecodeBulk<true>(a, gate_up, max_tiles, stream);
-    else LaunchDecodeBulk<false>(a, gate_up, max_tiles, stream);
-    return;
+  if (!rows16 && pinned != 3) {
+    const bool bulk_fits = DecodeBulkSmem(a) <= (113 << 10);
+    const bool want_bulk = pinned == 2 || (pinned == 0 && a.max_rows <= 4);
+    if (want_bulk && bulk_fits) {
+      if (one_mul) LaunchDecodeBulk<true>(a, gate_up, max_tiles, stream);
+      else LaunchDecodeBulk<false>(a, gate_up, max_tiles, stream);
+      return;
+    }
+    if (LaunchDecodePipe(a, gate_up, one_mul, max_tiles, stream)) return;
   }
   if (rows16 && smem_a) {
     if (one_mul) LaunchDecodeT<true, true, true>(a, gate_up, max_tiles, smem, stream);

@@ -172,17 +172,24 @@ __global__ void __launch_bounds__(1024) RouteSmallKernel(const int32_t* __restri
   // stay below 2^16: pairs <= kSmallPairs, tiles <= pairs + nh).
   using Scan = cub::BlockScan<int32_t, 1024>;
   __shared__ typename Scan::TempStorage scan_tmp;
-  __shared__ int32_t cnt[1024], cur[1024], s_total;
+  __shared__ int32_t cnt[1024], cur[1024], s_total, s_sorted[kFusedGatherPairs];
   PdlLaunchDependents();  // the GEMM after us may take its place on the SMs; it waits for us
   const int tid = threadIdx.x;
   cnt[tid] = 0;
   cur[tid] = 0;
+  // Each thread's slots' held experts (-1: skipped), read once: the ids -> local chain is two
+  // dependent global reads, a good part of this kernel's time at one token.
+  int my_h[kSmallPairs / 1024];
+#pragma unroll
+  for (int i = 0; i < kSmallPairs / 1024; ++i) {
+    const int p = tid + 1024 * i;
+    const int e = p < pairs ? ids[p] : -1;
+    my_h[i] = (e >= 0 && e < num_experts) ? local[e] : -1;
+  }
   __syncthreads();
-  for (int p = tid; p < pairs; p += 1024) {
-    const int e = ids[p];
-    if (e < 0 || e >= num_experts) continue;
-    const int hh = local[e];
-    if (hh >= 0) atomicAdd(&cnt[hh], 1);
+#pragma unroll
+  for (int i = 0; i < kSmallPairs / 1024; ++i) {
+    if (my_h[i] >= 0) atomicAdd(&cnt[my_h[i]], 1);
   }
   __syncthreads();
   const int c = tid < nh ? cnt[tid] : 0;
@@ -207,19 +214,20 @@ __global__ void __launch_bounds__(1024) RouteSmallKernel(const int32_t* __restri
   __syncthreads();
   if (tid < nh) cnt[tid] = row;  // now: first row of each expert
   __syncthreads();
-  for (int p = tid; p < pairs; p += 1024) {
-    const int e = ids[p];
-    if (e < 0 || e >= num_experts) continue;
-    const int hh = local[e];
+#pragma unroll
+  for (int i = 0; i < kSmallPairs / 1024; ++i) {
+    const int hh = my_h[i];
     if (hh < 0) continue;
-    sorted[cnt[hh] + atomicAdd(&cur[hh], 1)] = p;
+    const int pos = cnt[hh] + atomicAdd(&cur[hh], 1);
+    sorted[pos] = tid + 1024 * i;
+    if (gather) s_sorted[pos] = tid + 1024 * i;  // gather: pairs <= kFusedGatherPairs
   }
   if (!gather) return;
   __syncthreads();
   const int items = kp_h / 8;
   for (int i = tid; i < s_total * items; i += 1024) {
     const int row = i / items;
-    GatherItem(x + int64_t(sorted[row] / top_k) * hidden, a + int64_t(row) * kp_h, i - row * items,
+    GatherItem(x + int64_t(s_sorted[row] / top_k) * hidden, a + int64_t(row) * kp_h, i - row * items,
                kp_h / 128, hidden);
   }
 }
