@@ -79,7 +79,7 @@ void CheckCase(const Shape& sh, HostLayer& hl, kc::CudaMoeLayer& dl, kc::CudaMoe
   }
   const char* pname = path == kc::CudaMoePath::kAuto ? "auto" : path == kc::CudaMoePath::kDecode ? "decode"
                       : path == kc::CudaMoePath::kDecode16 ? "decode16" : path == kc::CudaMoePath::kMid ? "mid"
-                      : "prefill";
+                      : path == kc::CudaMoePath::kWgmma ? "wgmma" : "prefill";
   if (!s.ok()) {
     std::printf("FAIL  %-14s T=%-6d k=%-2d path=%-8s error: %s\n", sh.name.c_str(), T, sh.k, pname,
                 std::string(s.message()).c_str());
@@ -174,6 +174,7 @@ int Main(int argc, char** argv) {
                 (*dl_or)->device_bytes() / 1e9, up_s);
     for (int T : sh.tokens) {
       CheckCase(sh, *hl, **dl_or, runner, T, kc::CudaMoePath::kAuto, seed++);
+      CheckCase(sh, *hl, **dl_or, runner, T, kc::CudaMoePath::kWgmma, seed++);  // every count
       if (T <= 1031) {  // every kernel configuration on the small and mid counts
         CheckCase(sh, *hl, **dl_or, runner, T, kc::CudaMoePath::kDecode, seed++);
         CheckCase(sh, *hl, **dl_or, runner, T, kc::CudaMoePath::kDecode16, seed++);

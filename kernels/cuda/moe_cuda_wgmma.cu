@@ -1,0 +1,432 @@
+// The prefill grouped GEMM on Hopper tensor cores (wgmma, sm_90a): MXFP4 weights x bf16
+// activations, fp32 accumulation, one launch per matrix (gate_up with bias + SwiGLU, down with
+// bias x routing weight). Path 4 of LaunchGemm (kernels/cuda/README.md has the data flow).
+//
+// Orientation: the weights are wgmma's A operand, from registers: each warp streams its 16
+// weight rows (two 8-row groups of the upload layout, 16 contiguous bytes per lane per 128-K
+// chunk) straight from global memory and decodes them with the Decode4/scale trick into exactly
+// the m64k16 A fragments (the upload layout was made for mma.sync B fragments, which are the
+// same registers). No shared memory, no proxy fence for weights. The token rows of one expert
+// tile are the B operand (N = BN tokens, K-major): TMA copies 64-K slabs of the activation
+// buffer into a ring of shared-memory stages (128-byte swizzle) completing on mbarriers; a
+// producer warp refills a stage once both consumer warpgroups have released it.
+//
+// K order: wgmma reads a slab's K positions in plain order, so the activations must be in plain
+// order too; the buffer the routing gather writes is in the mma.sync permuted order, so a small
+// pass (UnpermuteKernel) rewrites it in place before the gate_up GEMM, and the gate_up epilogue
+// writes the down operand in plain order directly.
+//
+// CTA: warpgroups 0, 1 consume (each MW x 64 weight rows x BN tokens, accumulators in registers),
+// warpgroup 2 produces (one thread issues the TMA; setmaxnreg hands its registers to the
+// consumers). Every output element is one fp32 sum in a
+// fixed K order: results are deterministic.
+#include <cuda.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <cudaTypedefs.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+
+#include "kernels/cuda/moe_cuda_gemm.cuh"
+#include "kernels/cuda/moe_cuda_launch.h"
+
+namespace mxserve::kernels::cuda::internal {
+namespace {
+
+// ---- PTX wrappers (sm_90a) ------------------------------------------------------------------
+__device__ __forceinline__ uint32_t SmemAddr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void MbarInit(uint64_t* bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(SmemAddr(bar)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void MbarArriveExpectTx(uint64_t* bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(SmemAddr(bar)), "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void MbarArrive(uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(SmemAddr(bar)) : "memory");
+}
+__device__ __forceinline__ void MbarWait(uint64_t* bar, uint32_t parity) {
+  const uint32_t a = SmemAddr(bar);
+  uint32_t ok = 0;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(ok)
+        : "r"(a), "r"(parity)
+        : "memory");
+  } while (!ok);
+}
+__device__ __forceinline__ void TmaLoad2d(void* dst, const CUtensorMap* map, uint64_t* bar, int c0, int c1) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];"
+      ::"r"(SmemAddr(dst)), "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(SmemAddr(bar))
+      : "memory");
+}
+__device__ __forceinline__ void WgmmaFence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void WgmmaCommit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void WgmmaWait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
+}
+// Shared-memory matrix descriptor: K-major, 128-byte swizzle, 8-row groups 1024 bytes apart.
+__device__ __forceinline__ uint64_t SmemDesc(uint32_t addr) {
+  return uint64_t((addr & 0x3FFFF) >> 4) | (uint64_t(1) << 16) | (uint64_t(1024 >> 4) << 32) |
+         (uint64_t(1) << 62);
+}
+
+template <int BN>
+__device__ __forceinline__ void WgmmaRs(float (&d)[BN / 2], uint32_t a0, uint32_t a1, uint32_t a2,
+                                        uint32_t a3, uint64_t desc);
+
+template <> __device__ __forceinline__ void WgmmaRs<64>(float (&d)[32], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint64_t desc) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+      "{"
+      "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+      "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31"
+      "}, {%32,%33,%34,%35}, %36, p, 1, 1, 0;\n"
+      "}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+}
+
+template <> __device__ __forceinline__ void WgmmaRs<128>(float (&d)[64], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint64_t desc) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+      "{"
+      "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+      "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"
+      "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,"
+      "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63"
+      "}, {%64,%65,%66,%67}, %68, p, 1, 1, 0;\n"
+      "}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+}
+
+template <> __device__ __forceinline__ void WgmmaRs<256>(float (&d)[128], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint64_t desc) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
+      "{"
+      "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+      "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"
+      "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,"
+      "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,"
+      "%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,"
+      "%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95,"
+      "%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110,%111,"
+      "%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127"
+      "}, {%128,%129,%130,%131}, %132, p, 1, 1, 0;\n"
+      "}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+}
+
+// ---- activations: permuted -> plain K order, in place ---------------------------------------
+// One warp per (row, 128-K chunk): the chunk's words are read into registers, then written back
+// to their plain positions. Word w of a permuted chunk holds k = 16s + 2t' + 8h (+0, +1) with
+// t' = 2w >> 5 (>> 4 in the 64-wide tail), s = (2w >> 2) & 7 (& 3), h = (2w >> 1) & 1.
+__global__ void UnpermuteKernel(uint16_t* __restrict__ a, int rows, int kp, int nfull, int chunks) {
+  const int64_t wid = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
+  const int lane = threadIdx.x & 31;
+  if (wid >= int64_t(rows) * chunks) return;
+  const int64_t row = wid / chunks;
+  const int c = int(wid - row * chunks);
+  uint32_t* base = reinterpret_cast<uint32_t*>(a + row * kp + c * 128);
+  if (c < nfull) {
+    const uint32_t v0 = base[lane], v1 = base[lane + 32];
+    __syncwarp();
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int P = 2 * (lane + 32 * i);
+      const int dst = 8 * ((P >> 2) & 7) + (P >> 5) + 4 * ((P >> 1) & 1);
+      base[dst] = i == 0 ? v0 : v1;
+    }
+  } else {
+    const uint32_t v = base[lane];
+    __syncwarp();
+    const int P = 2 * lane;
+    base[8 * ((P >> 2) & 3) + (P >> 4) + 4 * ((P >> 1) & 1)] = v;
+  }
+}
+
+// ---- the GEMM ---------------------------------------------------------------------------------
+constexpr int kConsumers = 2;                 // consumer warpgroups
+constexpr int kThreads = 128 * (kConsumers + 1);  // + a producer warpgroup (setmaxnreg 40)
+
+template <int BN>
+constexpr int Stages() { return BN >= 256 ? 5 : BN >= 128 ? 8 : 10; }
+template <int BN>
+constexpr size_t SmemBytes() { return size_t(Stages<BN>()) * BN * 128 + 1024; }
+
+// Decodes one packed word into four bf16x2 A registers scaled by the block's E8M0 scale.
+template <bool kOneMul>
+__device__ __forceinline__ void DecodeScaled(uint32_t w, uint32_t sword, int b, uint32_t (&r)[4]) {
+  Decode4(w, r);
+  if constexpr (kOneMul) {
+    const uint32_t m = FoldedScale(sword + 0x7E7E7E7Eu, b);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) r[j] = Bf16x2Mul(r[j], m);
+  } else {
+    const uint32_t m = ScaleBf16x2((sword >> (8 * b)) & 0xFFu);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) r[j] = Bf16x2Mul(Bf16x2Mul(r[j], 0x7E807E80u), m);
+  }
+}
+
+template <int BN, int MW, bool kGateUp, bool kOneMul>
+__global__ void __launch_bounds__(kThreads, 1) WgmmaGemmKernel(const __grid_constant__ CUtensorMap tmap,
+                                                               const GemmArgs p) {
+  constexpr int S = Stages<BN>();
+  constexpr uint32_t kStageBytes = BN * 128;
+  extern __shared__ uint8_t smem_raw[];
+  __shared__ __align__(8) uint64_t full_bar[S], empty_bar[S];
+  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+
+  const int tile = blockIdx.y;
+  if (tile >= __ldg(p.ntiles)) return;
+  const int e = __ldg(p.tiles + 3 * tile), row0 = __ldg(p.tiles + 3 * tile + 1),
+            rows = __ldg(p.tiles + 3 * tile + 2);
+  const int nslabs = p.kp / 64;
+  if (threadIdx.x == 0) {
+#pragma unroll
+    for (int s = 0; s < S; ++s) {
+      MbarInit(&full_bar[s], 1);
+      MbarInit(&empty_bar[s], kConsumers);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+
+  const int wg = threadIdx.x >> 7;
+  if (wg == kConsumers) {  // producer
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+    if (threadIdx.x == 128 * kConsumers) {
+      asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&tmap)) : "memory");
+      for (int i = 0; i < nslabs; ++i) {
+        const int s = i % S;
+        MbarWait(&empty_bar[s], ((i / S) & 1) ^ 1);
+        MbarArriveExpectTx(&full_bar[s], kStageBytes);
+        TmaLoad2d(smem + s * kStageBytes, &tmap, &full_bar[s], i * 64, row0);
+      }
+    }
+    return;
+  }
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+
+  const int warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const int nt_total = p.n >> 3;
+  const int64_t rg_bytes = int64_t(4) * p.kp;  // 8 rows * kp/2
+  const uint8_t* qe = p.q + int64_t(e) * nt_total * rg_bytes;
+  const uint8_t* se = p.sc + int64_t(e) * nt_total * p.chunks * 32;
+  // Row group of (m64 block j, half r): rows rb + 8r .. +7, rb = this warp's first row.
+  int rg[MW][2];
+  bool rv[MW][2];
+#pragma unroll
+  for (int j = 0; j < MW; ++j)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      rg[j][r] = ((blockIdx.x * kConsumers + wg) * MW * 64 + j * 64 + warp * 16 + 8 * r) >> 3;
+      rv[j][r] = rg[j][r] < nt_total;
+    }
+
+  float acc[MW][BN / 2];
+#pragma unroll
+  for (int j = 0; j < MW; ++j)
+#pragma unroll
+    for (int i = 0; i < BN / 2; ++i) acc[j][i] = 0.f;
+
+  auto load_chunk = [&](int c, uint4 (&q)[MW][2], uint32_t (&sc)[MW][2]) {
+    const bool tail = c >= p.nfull;
+#pragma unroll
+    for (int j = 0; j < MW; ++j)
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        if (rv[j][r]) {
+          const uint8_t* base = qe + rg[j][r] * rg_bytes + int64_t(c) * 512;
+          if (!tail) {
+            q[j][r] = LdStream16(base + lane * 16);
+          } else {
+            const uint2 v = LdStream8(base + lane * 8);
+            q[j][r] = make_uint4(v.x, v.y, 0, 0);
+          }
+          sc[j][r] = __ldg(reinterpret_cast<const uint32_t*>(se + (int64_t(rg[j][r]) * p.chunks + c) * 32 + g * 4));
+        } else {
+          q[j][r] = make_uint4(0, 0, 0, 0);
+          sc[j][r] = 0x7F7F7F7Fu;
+        }
+      }
+  };
+
+  const uint32_t smem_base = SmemAddr(smem);
+  uint4 q[MW][2], qn[MW][2];
+  uint32_t sc[MW][2], scn[MW][2];
+  load_chunk(0, q, sc);
+  int slab = 0;
+  for (int c = 0; c < p.chunks; ++c) {
+    if (c + 1 < p.chunks) load_chunk(c + 1, qn, scn);
+    const int nb = c < p.nfull ? 4 : 2;  // k32 blocks in this chunk
+#pragma unroll
+    for (int b = 0; b < 4; ++b) {
+      if (b < nb) {
+        const int s = slab % S;
+        if ((b & 1) == 0) MbarWait(&full_bar[s], (slab / S) & 1);
+        uint32_t ra[MW][2][4];
+#pragma unroll
+        for (int j = 0; j < MW; ++j)
+#pragma unroll
+          for (int r = 0; r < 2; ++r) {
+            const uint32_t w = b == 0 ? q[j][r].x : b == 1 ? q[j][r].y : b == 2 ? q[j][r].z : q[j][r].w;
+            DecodeScaled<kOneMul>(w, sc[j][r], b, ra[j][r]);
+          }
+        WgmmaFence();
+#pragma unroll
+        for (int st = 0; st < 2; ++st) {
+          const uint64_t desc = SmemDesc(smem_base + s * kStageBytes + ((b & 1) * 2 + st) * 32);
+#pragma unroll
+          for (int j = 0; j < MW; ++j)
+            WgmmaRs<BN>(acc[j], ra[j][0][2 * st], ra[j][1][2 * st], ra[j][0][2 * st + 1],
+                        ra[j][1][2 * st + 1], desc);
+        }
+        WgmmaCommit();
+        WgmmaWait<1>();
+        // The group before this one is complete: if it finished a slab, release its stage.
+        if ((b & 1) == 0 && slab > 0 && (threadIdx.x & 127) == 0) MbarArrive(&empty_bar[(slab - 1) % S]);
+        if ((b & 1) == 1 || b + 1 == nb) ++slab;
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < MW; ++j)
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        q[j][r] = qn[j][r];
+        sc[j][r] = scn[j][r];
+      }
+  }
+  WgmmaWait<0>();
+
+  // Epilogue. acc[j][4i + 2h + x] = D(weight row rb_j + g + 8h, token 8i + 2t + x).
+  const float* be = p.bias + int64_t(e) * p.n;
+#pragma unroll
+  for (int j = 0; j < MW; ++j) {
+    const int rb = ((blockIdx.x * kConsumers + wg) * MW + j) * 64 + warp * 16;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int n = rb + g + 8 * h;
+      const bool nv = n < p.n;
+      if constexpr (kGateUp) {
+        // Gate rows are even, up rows odd: lanes g and g^1 (lane ^ 4) trade one value so the
+        // even lane finishes token 2t and the odd lane token 2t+1 of each pair.
+        const int odd = g & 1;
+        const int jn = n >> 1;
+        const float bg = nv ? __ldg(be + 2 * jn) : 0.f, bu = nv ? __ldg(be + 2 * jn + 1) : 0.f;
+#pragma unroll
+        for (int i = 0; i < BN / 8; ++i) {
+          const float v0 = acc[j][4 * i + 2 * h], v1 = acc[j][4 * i + 2 * h + 1];
+          const float recv = __shfl_xor_sync(0xFFFFFFFFu, odd ? v0 : v1, 4);
+          float gt = (odd ? recv : v0) + bg, up = (odd ? v1 : recv) + bu;
+          const int col = 8 * i + 2 * t + odd;
+          if (nv && col < rows) {
+            gt = fminf(gt, p.limit);
+            up = fminf(fmaxf(up, -p.limit), p.limit);
+            const float sig = 1.0f / (1.0f + expf(-p.alpha * gt));
+            p.act[int64_t(row0 + col) * p.kp_out + jn] = F2Bf16((up + 1.0f) * gt * sig);
+          }
+        }
+      } else {
+        const float bn = nv ? __ldg(be + n) : 0.f;
+#pragma unroll
+        for (int i = 0; i < BN / 8; ++i)
+#pragma unroll
+          for (int x = 0; x < 2; ++x) {
+            const int col = 8 * i + 2 * t + x;
+            if (nv && col < rows) {
+              const int pair = __ldg(p.sorted + row0 + col);
+              const float w = __ldg(p.route_w + pair);
+              p.y[int64_t(pair) * p.n + n] = w * (acc[j][4 * i + 2 * h + x] + bn);
+            }
+          }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+// ---- host side --------------------------------------------------------------------------------
+constexpr int kBn = 128;  // token rows per tile (PathBm(4))
+constexpr int kMw = 2;    // m64 weight blocks per consumer warpgroup: 256 weight rows per CTA
+
+int WgmmaBm() { return kBn; }
+
+namespace {
+
+PFN_cuTensorMapEncodeTiled_v12000 EncodeFn() {
+  static PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q) !=
+            cudaSuccess ||
+        q != cudaDriverEntryPointSuccess) {
+      f = nullptr;
+    }
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
+  }();
+  return fn;
+}
+
+template <int BN, int MW, bool kGateUp, bool kOneMul>
+void LaunchT(const CUtensorMap& map, const GemmArgs& a, int max_tiles, cudaStream_t stream) {
+  auto kern = WgmmaGemmKernel<BN, MW, kGateUp, kOneMul>;
+  static const bool raised = [&] {
+    cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(SmemBytes<BN>()));
+    return true;
+  }();
+  (void)raised;
+  const int rows_per_cta = 64 * MW * kConsumers;
+  dim3 grid((a.n + rows_per_cta - 1) / rows_per_cta, max_tiles);
+  kern<<<grid, kThreads, SmemBytes<BN>(), stream>>>(map, a);
+}
+
+}  // namespace
+
+bool LaunchWgmmaGemm(const GemmArgs& a, bool gate_up, bool one_mul, int max_tiles, cudaStream_t stream) {
+  if (a.rows <= 0) return true;
+  const PFN_cuTensorMapEncodeTiled_v12000 encode = EncodeFn();
+  if (encode == nullptr) return false;
+  CUtensorMap map;
+  const cuuint64_t dims[2] = {cuuint64_t(a.kp), cuuint64_t(a.rows)};
+  const cuuint64_t strides[1] = {cuuint64_t(a.kp) * 2};
+  const cuuint32_t box[2] = {64, kBn};
+  const cuuint32_t estr[2] = {1, 1};
+  const CUresult r = encode(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<uint16_t*>(a.a), dims, strides,
+                            box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) {
+    std::fprintf(stderr, "mxserve: cuTensorMapEncodeTiled failed (%d)\n", int(r));
+    return false;
+  }
+  if (gate_up) {  // the routing gather wrote the permuted order; wgmma wants plain K order
+    const int64_t warps = int64_t(a.rows) * a.chunks;
+    UnpermuteKernel<<<unsigned((warps + 7) / 8), 256, 0, stream>>>(const_cast<uint16_t*>(a.a), a.rows, a.kp,
+                                                                   a.nfull, a.chunks);
+  }
+  if (gate_up) {
+    one_mul ? LaunchT<kBn, kMw, true, true>(map, a, max_tiles, stream)
+            : LaunchT<kBn, kMw, true, false>(map, a, max_tiles, stream);
+  } else {
+    one_mul ? LaunchT<kBn, kMw, false, true>(map, a, max_tiles, stream)
+            : LaunchT<kBn, kMw, false, false>(map, a, max_tiles, stream);
+  }
+  return true;
+}
+
+}  // namespace mxserve::kernels::cuda::internal
