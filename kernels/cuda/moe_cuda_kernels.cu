@@ -474,7 +474,7 @@ void LaunchGemmT(const GemmArgs& a, bool gate_up, int max_tiles, cudaStream_t st
   }
 }
 
-int PathBm(int path) { return path == 0 ? 8 : path == 1 ? 16 : path == 2 ? 32 : path == 4 ? WgmmaBm() : 64; }
+int PathBm(int path) { return path == 0 ? 8 : path == 1 ? 16 : path == 2 ? 32 : path >= 4 ? WgmmaBm(path) : 64; }
 
 void LaunchGemm(const GemmArgs& a, bool gate_up, int path, bool one_mul, int max_tiles, int est_tiles,
                 cudaStream_t stream) {
@@ -485,7 +485,8 @@ void LaunchGemm(const GemmArgs& a, bool gate_up, int path, bool one_mul, int max
     case 1: LaunchDecodeGemm(a, gate_up, true, one_mul, max_tiles, est_tiles, stream); break;
     case 2: LaunchGemmT<2, 2, 2, 4>(a, gate_up, max_tiles, stream); break;
     case 4:
-      if (LaunchWgmmaGemm(a, gate_up, one_mul, max_tiles, stream)) break;
+    case 5:
+      if (LaunchWgmmaGemm(a, gate_up, one_mul, PathBm(path), max_tiles, stream)) break;
       [[fallthrough]];
     default: LaunchGemmT<4, 4, 8, 1>(a, gate_up, max_tiles, stream); break;
   }

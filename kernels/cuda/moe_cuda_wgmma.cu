@@ -164,8 +164,12 @@ constexpr int kThreads = 128 * (kConsumers + 1);  // + a producer warpgroup (set
 
 template <int BN>
 constexpr int Stages() { return BN >= 256 ? 5 : BN >= 128 ? 8 : 10; }
-template <int BN>
-constexpr size_t SmemBytes() { return size_t(Stages<BN>()) * BN * 128 + 1024; }
+template <int BN, int MW>
+constexpr size_t SmemBytes() {
+  const size_t stages = size_t(Stages<BN>()) * BN * 128;
+  const size_t epilogue = size_t(BN) * (64 * MW * kConsumers + 4) * 4;
+  return (stages > epilogue ? stages : epilogue) + 1024;
+}
 
 // Decodes one packed word into four bf16x2 A registers scaled by the block's E8M0 scale.
 template <bool kOneMul>
@@ -313,48 +317,68 @@ __global__ void __launch_bounds__(kThreads, 1) WgmmaGemmKernel(const __grid_cons
   }
   WgmmaWait<0>();
 
-  // Epilogue. acc[j][4i + 2h + x] = D(weight row rb_j + g + 8h, token 8i + 2t + x).
-  const float* be = p.bias + int64_t(e) * p.n;
+  // Epilogue through shared memory (the stages are free: every slab was consumed and every
+  // wgmma has completed in both warpgroups once the named barrier passes). The raw fp32 tile
+  // [BN tokens][256 weight rows] is written with a float4-level XOR swizzle and a 4-word row pad
+  // (no bank conflicts either way), then read back row-wise so that global stores are 16-byte
+  // and contiguous along each token's output row.
+  constexpr int kCols = 64 * MW * kConsumers;  // weight rows of the CTA
+  constexpr int kPitch = kCols + 4;            // floats
+  float* tileb = reinterpret_cast<float*>(smem);
+  asm volatile("bar.sync 1, %0;" ::"n"(128 * kConsumers) : "memory");
+  auto sidx = [](int col, int nl) {  // float index of (token col, local weight row nl)
+    const int f = nl >> 2;
+    return col * kPitch + ((f ^ ((f >> 3) & 7)) << 2) + (nl & 3);
+  };
 #pragma unroll
   for (int j = 0; j < MW; ++j) {
-    const int rb = ((blockIdx.x * kConsumers + wg) * MW + j) * 64 + warp * 16;
+    const int nb = (wg * MW + j) * 64 + warp * 16 + g;
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int n = rb + g + 8 * h;
-      const bool nv = n < p.n;
-      if constexpr (kGateUp) {
-        // Gate rows are even, up rows odd: lanes g and g^1 (lane ^ 4) trade one value so the
-        // even lane finishes token 2t and the odd lane token 2t+1 of each pair.
-        const int odd = g & 1;
-        const int jn = n >> 1;
-        const float bg = nv ? __ldg(be + 2 * jn) : 0.f, bu = nv ? __ldg(be + 2 * jn + 1) : 0.f;
+    for (int i = 0; i < BN / 8; ++i)
 #pragma unroll
-        for (int i = 0; i < BN / 8; ++i) {
-          const float v0 = acc[j][4 * i + 2 * h], v1 = acc[j][4 * i + 2 * h + 1];
-          const float recv = __shfl_xor_sync(0xFFFFFFFFu, odd ? v0 : v1, 4);
-          float gt = (odd ? recv : v0) + bg, up = (odd ? v1 : recv) + bu;
-          const int col = 8 * i + 2 * t + odd;
-          if (nv && col < rows) {
-            gt = fminf(gt, p.limit);
-            up = fminf(fmaxf(up, -p.limit), p.limit);
-            const float sig = 1.0f / (1.0f + expf(-p.alpha * gt));
-            p.act[int64_t(row0 + col) * p.kp_out + jn] = F2Bf16((up + 1.0f) * gt * sig);
-          }
+      for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int x = 0; x < 2; ++x) tileb[sidx(8 * i + 2 * t + x, nb + 8 * h)] = acc[j][4 * i + 2 * h + x];
+  }
+  asm volatile("bar.sync 1, %0;" ::"n"(128 * kConsumers) : "memory");
+  const int tid = threadIdx.x;
+  const int n0 = blockIdx.x * kCols;
+  const float* be = p.bias + int64_t(e) * p.n + n0;
+  if constexpr (kGateUp) {
+    // Item: (token, 8 consecutive outputs = 16 interleaved gate/up rows) -> one 16-byte store.
+    constexpr int kPer = kCols / 16;
+    for (int it = tid; it < BN * kPer; it += 128 * kConsumers) {
+      const int col = it / kPer, q = it - col * kPer;
+      if (col >= rows || n0 + 16 * q >= p.n) continue;
+      uint32_t packed[4];
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        const float4 v = *reinterpret_cast<const float4*>(tileb + sidx(col, 16 * q + 4 * u));
+        const float4 b = __ldg(reinterpret_cast<const float4*>(be + 16 * q + 4 * u));
+        float r2[2];
+        const float gs[2] = {v.x + b.x, v.z + b.z}, us[2] = {v.y + b.y, v.w + b.w};
+#pragma unroll
+        for (int z = 0; z < 2; ++z) {
+          const float gt = fminf(gs[z], p.limit);
+          const float up = fminf(fmaxf(us[z], -p.limit), p.limit);
+          r2[z] = (up + 1.0f) * gt * (1.0f / (1.0f + expf(-p.alpha * gt)));
         }
-      } else {
-        const float bn = nv ? __ldg(be + n) : 0.f;
-#pragma unroll
-        for (int i = 0; i < BN / 8; ++i)
-#pragma unroll
-          for (int x = 0; x < 2; ++x) {
-            const int col = 8 * i + 2 * t + x;
-            if (nv && col < rows) {
-              const int pair = __ldg(p.sorted + row0 + col);
-              const float w = __ldg(p.route_w + pair);
-              p.y[int64_t(pair) * p.n + n] = w * (acc[j][4 * i + 2 * h + x] + bn);
-            }
-          }
+        packed[u] = uint32_t(F2Bf16(r2[0])) | (uint32_t(F2Bf16(r2[1])) << 16);
       }
+      *reinterpret_cast<uint4*>(p.act + int64_t(row0 + col) * p.kp_out + (n0 >> 1) + 8 * q) =
+          make_uint4(packed[0], packed[1], packed[2], packed[3]);
+    }
+  } else {
+    constexpr int kPer = kCols / 4;
+    for (int it = tid; it < BN * kPer; it += 128 * kConsumers) {
+      const int col = it / kPer, f = it - col * kPer;
+      if (col >= rows || n0 + 4 * f >= p.n) continue;
+      const int pair = __ldg(p.sorted + row0 + col);
+      const float w = __ldg(p.route_w + pair);
+      const float4 v = *reinterpret_cast<const float4*>(tileb + sidx(col, 4 * f));
+      const float4 b = __ldg(reinterpret_cast<const float4*>(be + 4 * f));
+      *reinterpret_cast<float4*>(p.y + int64_t(pair) * p.n + n0 + 4 * f) =
+          make_float4(w * (v.x + b.x), w * (v.y + b.y), w * (v.z + b.z), w * (v.w + b.w));
     }
   }
 }
@@ -362,10 +386,10 @@ __global__ void __launch_bounds__(kThreads, 1) WgmmaGemmKernel(const __grid_cons
 }  // namespace
 
 // ---- host side --------------------------------------------------------------------------------
-constexpr int kBn = 128;  // token rows per tile (PathBm(4))
-constexpr int kMw = 2;    // m64 weight blocks per consumer warpgroup: 256 weight rows per CTA
+constexpr int kMw = 2;  // m64 weight blocks per consumer warpgroup: 256 weight rows per CTA
 
-int WgmmaBm() { return kBn; }
+// Path 4: 128 token rows per tile (large batches); path 5: 64 (fewer rows per expert).
+int WgmmaBm(int path) { return path == 5 ? 64 : 128; }
 
 namespace {
 
@@ -387,25 +411,25 @@ template <int BN, int MW, bool kGateUp, bool kOneMul>
 void LaunchT(const CUtensorMap& map, const GemmArgs& a, int max_tiles, cudaStream_t stream) {
   auto kern = WgmmaGemmKernel<BN, MW, kGateUp, kOneMul>;
   static const bool raised = [&] {
-    cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(SmemBytes<BN>()));
+    cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(SmemBytes<BN, MW>()));
     return true;
   }();
   (void)raised;
   const int rows_per_cta = 64 * MW * kConsumers;
   dim3 grid((a.n + rows_per_cta - 1) / rows_per_cta, max_tiles);
-  kern<<<grid, kThreads, SmemBytes<BN>(), stream>>>(map, a);
+  kern<<<grid, kThreads, SmemBytes<BN, MW>(), stream>>>(map, a);
 }
 
 }  // namespace
 
-bool LaunchWgmmaGemm(const GemmArgs& a, bool gate_up, bool one_mul, int max_tiles, cudaStream_t stream) {
+bool LaunchWgmmaGemm(const GemmArgs& a, bool gate_up, bool one_mul, int bn, int max_tiles, cudaStream_t stream) {
   if (a.rows <= 0) return true;
   const PFN_cuTensorMapEncodeTiled_v12000 encode = EncodeFn();
   if (encode == nullptr) return false;
   CUtensorMap map;
   const cuuint64_t dims[2] = {cuuint64_t(a.kp), cuuint64_t(a.rows)};
   const cuuint64_t strides[1] = {cuuint64_t(a.kp) * 2};
-  const cuuint32_t box[2] = {64, kBn};
+  const cuuint32_t box[2] = {64, cuuint32_t(bn)};
   const cuuint32_t estr[2] = {1, 1};
   const CUresult r = encode(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<uint16_t*>(a.a), dims, strides,
                             box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
@@ -419,12 +443,16 @@ bool LaunchWgmmaGemm(const GemmArgs& a, bool gate_up, bool one_mul, int max_tile
     UnpermuteKernel<<<unsigned((warps + 7) / 8), 256, 0, stream>>>(const_cast<uint16_t*>(a.a), a.rows, a.kp,
                                                                    a.nfull, a.chunks);
   }
-  if (gate_up) {
-    one_mul ? LaunchT<kBn, kMw, true, true>(map, a, max_tiles, stream)
-            : LaunchT<kBn, kMw, true, false>(map, a, max_tiles, stream);
-  } else {
-    one_mul ? LaunchT<kBn, kMw, false, true>(map, a, max_tiles, stream)
-            : LaunchT<kBn, kMw, false, false>(map, a, max_tiles, stream);
+  const int key = (bn == 64 ? 4 : 0) | (gate_up ? 2 : 0) | (one_mul ? 1 : 0);
+  switch (key) {
+    case 0: LaunchT<128, kMw, false, false>(map, a, max_tiles, stream); break;
+    case 1: LaunchT<128, kMw, false, true>(map, a, max_tiles, stream); break;
+    case 2: LaunchT<128, kMw, true, false>(map, a, max_tiles, stream); break;
+    case 3: LaunchT<128, kMw, true, true>(map, a, max_tiles, stream); break;
+    case 4: LaunchT<64, kMw, false, false>(map, a, max_tiles, stream); break;
+    case 5: LaunchT<64, kMw, false, true>(map, a, max_tiles, stream); break;
+    case 6: LaunchT<64, kMw, true, false>(map, a, max_tiles, stream); break;
+    default: LaunchT<64, kMw, true, true>(map, a, max_tiles, stream); break;
   }
   return true;
 }
