@@ -486,6 +486,7 @@ void LaunchGemm(const GemmArgs& a, bool gate_up, int path, bool one_mul, int max
     case 2: LaunchGemmT<2, 2, 2, 4>(a, gate_up, max_tiles, stream); break;
     case 4:
     case 5:
+    case 6:
       if (LaunchWgmmaGemm(a, gate_up, one_mul, PathBm(path), max_tiles, stream)) break;
       [[fallthrough]];
     default: LaunchGemmT<4, 4, 8, 1>(a, gate_up, max_tiles, stream); break;

@@ -186,7 +186,9 @@ __device__ __forceinline__ void DecodeScaled(uint32_t w, uint32_t sword, int b, 
   }
 }
 
-template <int BN, int MW, bool kGateUp, bool kOneMul>
+// BN: token rows (wgmma N); MW: m64 weight blocks per consumer warpgroup; D: wgmma groups (k32
+// blocks) left in flight; PF: chunks of weights requested ahead.
+template <int BN, int MW, int D, int PF, bool kGateUp, bool kOneMul>
 __global__ void __launch_bounds__(kThreads, 1) WgmmaGemmKernel(const __grid_constant__ CUtensorMap tmap,
                                                                const GemmArgs p) {
   constexpr int S = Stages<BN>();
@@ -271,49 +273,53 @@ __global__ void __launch_bounds__(kThreads, 1) WgmmaGemmKernel(const __grid_cons
   };
 
   const uint32_t smem_base = SmemAddr(smem);
-  uint4 q[MW][2], qn[MW][2];
-  uint32_t sc[MW][2], scn[MW][2];
-  load_chunk(0, q, sc);
-  int slab = 0;
-  for (int c = 0; c < p.chunks; ++c) {
-    if (c + 1 < p.chunks) load_chunk(c + 1, qn, scn);
-    const int nb = c < p.nfull ? 4 : 2;  // k32 blocks in this chunk
+  // Weights of chunk c live in register slot c % (PF + 1); chunk c + PF is requested when chunk
+  // c starts (the loop is unrolled by PF + 1 so every slot index is a constant).
+  uint4 qr[PF + 1][MW][2];
+  uint32_t sr[PF + 1][MW][2];
 #pragma unroll
-    for (int b = 0; b < 4; ++b) {
-      if (b < nb) {
-        const int s = slab % S;
-        if ((b & 1) == 0) MbarWait(&full_bar[s], (slab / S) & 1);
-        uint32_t ra[MW][2][4];
+  for (int d = 0; d < PF; ++d)
+    if (d < p.chunks) load_chunk(d, qr[d], sr[d]);
+  // k32 block kb (global) belongs to slab kb >> 1; chunk c's first block is 4c.
+  for (int c0 = 0; c0 < p.chunks; c0 += PF + 1) {
 #pragma unroll
-        for (int j = 0; j < MW; ++j)
+    for (int d = 0; d <= PF; ++d) {
+      const int c = c0 + d;
+      if (c < p.chunks) {
+        if (c + PF < p.chunks) load_chunk(c + PF, qr[(d + PF) % (PF + 1)], sr[(d + PF) % (PF + 1)]);
+        const int nb = c < p.nfull ? 4 : 2;  // k32 blocks in this chunk
 #pragma unroll
-          for (int r = 0; r < 2; ++r) {
-            const uint32_t w = b == 0 ? q[j][r].x : b == 1 ? q[j][r].y : b == 2 ? q[j][r].z : q[j][r].w;
-            DecodeScaled<kOneMul>(w, sc[j][r], b, ra[j][r]);
+        for (int b = 0; b < 4; ++b) {
+          if (b < nb) {
+            const int kb = 4 * c + b, slab = kb >> 1, s = slab % S;
+            if ((b & 1) == 0) MbarWait(&full_bar[s], (slab / S) & 1);
+            uint32_t ra[MW][2][4];
+#pragma unroll
+            for (int j = 0; j < MW; ++j)
+#pragma unroll
+              for (int r = 0; r < 2; ++r) {
+                const uint4& qq = qr[d][j][r];
+                const uint32_t w = b == 0 ? qq.x : b == 1 ? qq.y : b == 2 ? qq.z : qq.w;
+                DecodeScaled<kOneMul>(w, sr[d][j][r], b, ra[j][r]);
+              }
+            WgmmaFence();
+#pragma unroll
+            for (int st = 0; st < 2; ++st) {
+              const uint64_t desc = SmemDesc(smem_base + s * kStageBytes + ((b & 1) * 2 + st) * 32);
+#pragma unroll
+              for (int j = 0; j < MW; ++j)
+                WgmmaRs<BN>(acc[j], ra[j][0][2 * st], ra[j][1][2 * st], ra[j][0][2 * st + 1],
+                            ra[j][1][2 * st + 1], desc);
+            }
+            WgmmaCommit();
+            WgmmaWait<D>();
+            // Blocks <= kb - D are complete: release a slab once its second block is.
+            const int done = kb - D;
+            if (done >= 0 && (done & 1) && (threadIdx.x & 127) == 0) MbarArrive(&empty_bar[(done >> 1) % S]);
           }
-        WgmmaFence();
-#pragma unroll
-        for (int st = 0; st < 2; ++st) {
-          const uint64_t desc = SmemDesc(smem_base + s * kStageBytes + ((b & 1) * 2 + st) * 32);
-#pragma unroll
-          for (int j = 0; j < MW; ++j)
-            WgmmaRs<BN>(acc[j], ra[j][0][2 * st], ra[j][1][2 * st], ra[j][0][2 * st + 1],
-                        ra[j][1][2 * st + 1], desc);
         }
-        WgmmaCommit();
-        WgmmaWait<1>();
-        // The group before this one is complete: if it finished a slab, release its stage.
-        if ((b & 1) == 0 && slab > 0 && (threadIdx.x & 127) == 0) MbarArrive(&empty_bar[(slab - 1) % S]);
-        if ((b & 1) == 1 || b + 1 == nb) ++slab;
       }
     }
-#pragma unroll
-    for (int j = 0; j < MW; ++j)
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        q[j][r] = qn[j][r];
-        sc[j][r] = scn[j][r];
-      }
   }
   WgmmaWait<0>();
 
@@ -386,10 +392,8 @@ __global__ void __launch_bounds__(kThreads, 1) WgmmaGemmKernel(const __grid_cons
 }  // namespace
 
 // ---- host side --------------------------------------------------------------------------------
-constexpr int kMw = 2;  // m64 weight blocks per consumer warpgroup: 256 weight rows per CTA
-
-// Path 4: 128 token rows per tile (large batches); path 5: 64 (fewer rows per expert).
-int WgmmaBm(int path) { return path == 5 ? 64 : 128; }
+// Path 4: 128 token rows per tile; path 5: 64 (fewer rows per expert); path 6: 256.
+int WgmmaBm(int path) { return path == 5 ? 64 : path == 6 ? 256 : 128; }
 
 namespace {
 
@@ -407,9 +411,9 @@ PFN_cuTensorMapEncodeTiled_v12000 EncodeFn() {
   return fn;
 }
 
-template <int BN, int MW, bool kGateUp, bool kOneMul>
+template <int BN, int MW, int D, int PF, bool kGateUp, bool kOneMul>
 void LaunchT(const CUtensorMap& map, const GemmArgs& a, int max_tiles, cudaStream_t stream) {
-  auto kern = WgmmaGemmKernel<BN, MW, kGateUp, kOneMul>;
+  auto kern = WgmmaGemmKernel<BN, MW, D, PF, kGateUp, kOneMul>;
   static const bool raised = [&] {
     cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(SmemBytes<BN, MW>()));
     return true;
@@ -418,6 +422,27 @@ void LaunchT(const CUtensorMap& map, const GemmArgs& a, int max_tiles, cudaStrea
   const int rows_per_cta = 64 * MW * kConsumers;
   dim3 grid((a.n + rows_per_cta - 1) / rows_per_cta, max_tiles);
   kern<<<grid, kThreads, SmemBytes<BN, MW>(), stream>>>(map, a);
+}
+
+template <int BN, int MW, int D, int PF>
+void LaunchCfg(const CUtensorMap& map, const GemmArgs& a, bool gate_up, bool one_mul, int max_tiles,
+               cudaStream_t stream) {
+  if (gate_up) {
+    one_mul ? LaunchT<BN, MW, D, PF, true, true>(map, a, max_tiles, stream)
+            : LaunchT<BN, MW, D, PF, true, false>(map, a, max_tiles, stream);
+  } else {
+    one_mul ? LaunchT<BN, MW, D, PF, false, true>(map, a, max_tiles, stream)
+            : LaunchT<BN, MW, D, PF, false, false>(map, a, max_tiles, stream);
+  }
+}
+
+// MXSERVE_WGMMA_ALT=1 picks the alternative pipelining of each tile size (benchmarks).
+bool Alt() {
+  static const bool alt = [] {
+    const char* v = std::getenv("MXSERVE_WGMMA_ALT");
+    return v != nullptr && v[0] == '1';
+  }();
+  return alt;
 }
 
 }  // namespace
@@ -443,16 +468,16 @@ bool LaunchWgmmaGemm(const GemmArgs& a, bool gate_up, bool one_mul, int bn, int 
     UnpermuteKernel<<<unsigned((warps + 7) / 8), 256, 0, stream>>>(const_cast<uint16_t*>(a.a), a.rows, a.kp,
                                                                    a.nfull, a.chunks);
   }
-  const int key = (bn == 64 ? 4 : 0) | (gate_up ? 2 : 0) | (one_mul ? 1 : 0);
-  switch (key) {
-    case 0: LaunchT<128, kMw, false, false>(map, a, max_tiles, stream); break;
-    case 1: LaunchT<128, kMw, false, true>(map, a, max_tiles, stream); break;
-    case 2: LaunchT<128, kMw, true, false>(map, a, max_tiles, stream); break;
-    case 3: LaunchT<128, kMw, true, true>(map, a, max_tiles, stream); break;
-    case 4: LaunchT<64, kMw, false, false>(map, a, max_tiles, stream); break;
-    case 5: LaunchT<64, kMw, false, true>(map, a, max_tiles, stream); break;
-    case 6: LaunchT<64, kMw, true, false>(map, a, max_tiles, stream); break;
-    default: LaunchT<64, kMw, true, true>(map, a, max_tiles, stream); break;
+  const bool alt = Alt();
+  if (bn == 64) {
+    alt ? LaunchCfg<64, 2, 1, 1>(map, a, gate_up, one_mul, max_tiles, stream)
+        : LaunchCfg<64, 2, 2, 2>(map, a, gate_up, one_mul, max_tiles, stream);
+  } else if (bn == 256) {
+    alt ? LaunchCfg<256, 1, 1, 1>(map, a, gate_up, one_mul, max_tiles, stream)
+        : LaunchCfg<256, 1, 2, 1>(map, a, gate_up, one_mul, max_tiles, stream);
+  } else {
+    alt ? LaunchCfg<128, 2, 1, 1>(map, a, gate_up, one_mul, max_tiles, stream)
+        : LaunchCfg<128, 2, 2, 1>(map, a, gate_up, one_mul, max_tiles, stream);
   }
   return true;
 }
