@@ -436,11 +436,11 @@ void LaunchCfg(const CUtensorMap& map, const GemmArgs& a, bool gate_up, bool one
   }
 }
 
-// MXSERVE_WGMMA_ALT=1 picks the alternative pipelining of each tile size (benchmarks).
-bool Alt() {
-  static const bool alt = [] {
+// MXSERVE_WGMMA_ALT=1|2 picks an alternative pipelining of each tile size (benchmarks).
+int Alt() {
+  static const int alt = [] {
     const char* v = std::getenv("MXSERVE_WGMMA_ALT");
-    return v != nullptr && v[0] == '1';
+    return v == nullptr ? 0 : std::atoi(v);
   }();
   return alt;
 }
@@ -468,16 +468,18 @@ bool LaunchWgmmaGemm(const GemmArgs& a, bool gate_up, bool one_mul, int bn, int 
     UnpermuteKernel<<<unsigned((warps + 7) / 8), 256, 0, stream>>>(const_cast<uint16_t*>(a.a), a.rows, a.kp,
                                                                    a.nfull, a.chunks);
   }
-  const bool alt = Alt();
+  const int alt = Alt();
   if (bn == 64) {
-    alt ? LaunchCfg<64, 2, 1, 1>(map, a, gate_up, one_mul, max_tiles, stream)
-        : LaunchCfg<64, 2, 2, 2>(map, a, gate_up, one_mul, max_tiles, stream);
+    alt == 1   ? LaunchCfg<64, 2, 1, 1>(map, a, gate_up, one_mul, max_tiles, stream)
+    : alt == 2 ? LaunchCfg<64, 2, 2, 4>(map, a, gate_up, one_mul, max_tiles, stream)
+               : LaunchCfg<64, 2, 2, 2>(map, a, gate_up, one_mul, max_tiles, stream);
   } else if (bn == 256) {
-    alt ? LaunchCfg<256, 1, 1, 1>(map, a, gate_up, one_mul, max_tiles, stream)
-        : LaunchCfg<256, 1, 2, 1>(map, a, gate_up, one_mul, max_tiles, stream);
+    alt == 1 ? LaunchCfg<256, 1, 1, 1>(map, a, gate_up, one_mul, max_tiles, stream)
+             : LaunchCfg<256, 1, 2, 1>(map, a, gate_up, one_mul, max_tiles, stream);
   } else {
-    alt ? LaunchCfg<128, 2, 1, 1>(map, a, gate_up, one_mul, max_tiles, stream)
-        : LaunchCfg<128, 2, 2, 1>(map, a, gate_up, one_mul, max_tiles, stream);
+    alt == 1   ? LaunchCfg<128, 2, 1, 1>(map, a, gate_up, one_mul, max_tiles, stream)
+    : alt == 2 ? LaunchCfg<128, 2, 1, 2>(map, a, gate_up, one_mul, max_tiles, stream)
+               : LaunchCfg<128, 2, 2, 1>(map, a, gate_up, one_mul, max_tiles, stream);
   }
   return true;
 }
