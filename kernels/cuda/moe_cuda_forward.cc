@@ -36,11 +36,14 @@ struct LayerAccess {
       p = forced;
     } else if (path == CudaMoePath::kAuto) {
       const int64_t avg = pairs / std::max<int64_t>(1, std::min<int64_t>(nh, pairs));
-      p = avg <= 4 ? 0 : avg <= 16 ? 1 : 3;  // from bench/gpu paths runs (docs/PERFORMANCE.md)
+      // decode / decode16 / wgmma 64-, 128-, 256-row tiles: from forced-path runs of gpt-oss-120b
+      // (kernels/cuda/WGMMA.md).
+      p = avg <= 4 ? 0 : avg <= 8 ? 1 : avg <= 48 ? 5 : avg <= 192 ? 4 : 6;
     } else {
       p = path == CudaMoePath::kDecode ? 0 : path == CudaMoePath::kDecode16 ? 1 : path == CudaMoePath::kMid ? 2
           : path == CudaMoePath::kWgmma ? 4 : 3;
     }
+    if (p >= 4 && !internal::WgmmaAvailable()) p = 3;  // no tensor-map encoder in this driver
     const int bm = internal::PathBm(p);
     const int64_t max_tiles = (pairs + bm - 1) / bm + std::min<int64_t>(nh, pairs);
     if (max_tiles > 65535) {

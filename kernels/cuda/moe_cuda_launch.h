@@ -33,6 +33,7 @@ bool DecodeSupports(int chunks);
 // The wgmma prefill GEMM (moe_cuda_wgmma.cu; paths 4-6): token rows per tile, and the launch
 // (false: no tensor-map encoder in this driver; nothing was enqueued).
 int WgmmaBm(int path);
+bool WgmmaAvailable();
 bool LaunchWgmmaGemm(const GemmArgs& a, bool gate_up, bool one_mul, int bn, int max_tiles, cudaStream_t stream);
 void LaunchDecodeGemm(const GemmArgs& a, bool gate_up, bool rows16, bool one_mul, int max_tiles,
                       int est_tiles, cudaStream_t stream);

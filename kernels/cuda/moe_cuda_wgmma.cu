@@ -159,15 +159,22 @@ __global__ void UnpermuteKernel(uint16_t* __restrict__ a, int rows, int kp, int 
 }
 
 // ---- the GEMM ---------------------------------------------------------------------------------
-constexpr int kConsumers = 2;                 // consumer warpgroups
-constexpr int kThreads = 128 * (kConsumers + 1);  // + a producer warpgroup (setmaxnreg 40)
+// NC consumer warpgroups and one producer warpgroup; setmaxnreg moves the producer's registers
+// to the consumers (NC = 2: 40 / 232, 3: 40 / 152, 4: 24 / 120).
+template <int NC>
+constexpr int ProducerRegs() { return NC >= 4 ? 24 : 40; }
+template <int NC>
+constexpr int ConsumerRegs() {
+  const int r = (65536 - ProducerRegs<NC>() * 128) / (128 * NC) / 8 * 8;
+  return r > 232 ? 232 : r;
+}
 
 template <int BN>
 constexpr int Stages() { return BN >= 256 ? 5 : BN >= 128 ? 8 : 10; }
-template <int BN, int MW>
+template <int BN, int MW, int NC>
 constexpr size_t SmemBytes() {
   const size_t stages = size_t(Stages<BN>()) * BN * 128;
-  const size_t epilogue = size_t(BN) * (64 * MW * kConsumers + 4) * 4;
+  const size_t epilogue = size_t(BN) * (64 * MW * NC + 4) * 4;
   return (stages > epilogue ? stages : epilogue) + 1024;
 }
 
@@ -186,15 +193,20 @@ __device__ __forceinline__ void DecodeScaled(uint32_t w, uint32_t sword, int b, 
   }
 }
 
-// BN: token rows (wgmma N); MW: m64 weight blocks per consumer warpgroup; D: wgmma groups (k32
-// blocks) left in flight; PF: chunks of weights requested ahead.
-template <int BN, int MW, int D, int PF, bool kGateUp, bool kOneMul>
-__global__ void __launch_bounds__(kThreads, 1) WgmmaGemmKernel(const __grid_constant__ CUtensorMap tmap,
+// BN: token rows (wgmma N); MW: m64 weight blocks per consumer warpgroup; NC: consumer
+// warpgroups; D: wgmma groups (k32 blocks) left in flight; PF: chunks of weights requested ahead.
+template <int BN, int MW, int NC, int D, int PF, bool kGateUp, bool kOneMul>
+__global__ void __launch_bounds__(128 * (NC + 1), 1) WgmmaGemmKernel(const __grid_constant__ CUtensorMap tmap,
                                                                const GemmArgs p) {
   constexpr int S = Stages<BN>();
   constexpr uint32_t kStageBytes = BN * 128;
   extern __shared__ uint8_t smem_raw[];
-  __shared__ __align__(8) uint64_t full_bar[S], empty_bar[S];
+  constexpr int kCols = 64 * MW * NC;  // weight rows of the CTA
+  __shared__ __align__(8) uint64_t full_bar[S], empty_bar[S], epi_bar;
+  // Epilogue operands, fetched at the start by the producer warpgroup's three idle warps.
+  __shared__ __align__(16) float s_bias[kCols];
+  __shared__ int32_t s_pair[kGateUp ? 1 : BN];
+  __shared__ float s_w[kGateUp ? 1 : BN];
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
 
   const int tile = blockIdx.y;
@@ -206,16 +218,17 @@ __global__ void __launch_bounds__(kThreads, 1) WgmmaGemmKernel(const __grid_cons
 #pragma unroll
     for (int s = 0; s < S; ++s) {
       MbarInit(&full_bar[s], 1);
-      MbarInit(&empty_bar[s], kConsumers);
+      MbarInit(&empty_bar[s], NC);
     }
+    MbarInit(&epi_bar, 96);
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   __syncthreads();
 
   const int wg = threadIdx.x >> 7;
-  if (wg == kConsumers) {  // producer
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
-    if (threadIdx.x == 128 * kConsumers) {
+  if (wg == NC) {  // producer
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(ProducerRegs<NC>()));
+    if (threadIdx.x == 128 * NC) {
       asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&tmap)) : "memory");
       for (int i = 0; i < nslabs; ++i) {
         const int s = i % S;
@@ -223,10 +236,22 @@ __global__ void __launch_bounds__(kThreads, 1) WgmmaGemmKernel(const __grid_cons
         MbarArriveExpectTx(&full_bar[s], kStageBytes);
         TmaLoad2d(smem + s * kStageBytes, &tmap, &full_bar[s], i * 64, row0);
       }
+    } else if (threadIdx.x >= 128 * NC + 32) {
+      const int h = threadIdx.x - (128 * NC + 32);
+      const int n0 = blockIdx.x * kCols;
+      for (int i = h; i < kCols; i += 96) s_bias[i] = n0 + i < p.n ? __ldg(p.bias + int64_t(e) * p.n + n0 + i) : 0.f;
+      if constexpr (!kGateUp) {
+        for (int i = h; i < BN; i += 96) {
+          const int pair = i < rows ? __ldg(p.sorted + row0 + i) : 0;
+          s_pair[i] = pair;
+          s_w[i] = i < rows ? __ldg(p.route_w + pair) : 0.f;
+        }
+      }
+      MbarArrive(&epi_bar);
     }
     return;
   }
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(ConsumerRegs<NC>()));
 
   const int warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int nt_total = p.n >> 3;
@@ -240,7 +265,7 @@ __global__ void __launch_bounds__(kThreads, 1) WgmmaGemmKernel(const __grid_cons
   for (int j = 0; j < MW; ++j)
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      rg[j][r] = ((blockIdx.x * kConsumers + wg) * MW * 64 + j * 64 + warp * 16 + 8 * r) >> 3;
+      rg[j][r] = ((blockIdx.x * NC + wg) * MW * 64 + j * 64 + warp * 16 + 8 * r) >> 3;
       rv[j][r] = rg[j][r] < nt_total;
     }
 
@@ -328,10 +353,9 @@ __global__ void __launch_bounds__(kThreads, 1) WgmmaGemmKernel(const __grid_cons
   // [BN tokens][256 weight rows] is written with a float4-level XOR swizzle and a 4-word row pad
   // (no bank conflicts either way), then read back row-wise so that global stores are 16-byte
   // and contiguous along each token's output row.
-  constexpr int kCols = 64 * MW * kConsumers;  // weight rows of the CTA
   constexpr int kPitch = kCols + 4;            // floats
   float* tileb = reinterpret_cast<float*>(smem);
-  asm volatile("bar.sync 1, %0;" ::"n"(128 * kConsumers) : "memory");
+  asm volatile("bar.sync 1, %0;" ::"n"(128 * NC) : "memory");
   auto sidx = [](int col, int nl) {  // float index of (token col, local weight row nl)
     const int f = nl >> 2;
     return col * kPitch + ((f ^ ((f >> 3) & 7)) << 2) + (nl & 3);
@@ -346,21 +370,21 @@ __global__ void __launch_bounds__(kThreads, 1) WgmmaGemmKernel(const __grid_cons
 #pragma unroll
         for (int x = 0; x < 2; ++x) tileb[sidx(8 * i + 2 * t + x, nb + 8 * h)] = acc[j][4 * i + 2 * h + x];
   }
-  asm volatile("bar.sync 1, %0;" ::"n"(128 * kConsumers) : "memory");
+  asm volatile("bar.sync 1, %0;" ::"n"(128 * NC) : "memory");
   const int tid = threadIdx.x;
   const int n0 = blockIdx.x * kCols;
-  const float* be = p.bias + int64_t(e) * p.n + n0;
+  MbarWait(&epi_bar, 0);
   if constexpr (kGateUp) {
     // Item: (token, 8 consecutive outputs = 16 interleaved gate/up rows) -> one 16-byte store.
     constexpr int kPer = kCols / 16;
-    for (int it = tid; it < BN * kPer; it += 128 * kConsumers) {
+    for (int it = tid; it < BN * kPer; it += 128 * NC) {
       const int col = it / kPer, q = it - col * kPer;
       if (col >= rows || n0 + 16 * q >= p.n) continue;
       uint32_t packed[4];
 #pragma unroll
       for (int u = 0; u < 4; ++u) {
         const float4 v = *reinterpret_cast<const float4*>(tileb + sidx(col, 16 * q + 4 * u));
-        const float4 b = __ldg(reinterpret_cast<const float4*>(be + 16 * q + 4 * u));
+        const float4 b = *reinterpret_cast<const float4*>(s_bias + 16 * q + 4 * u);
         float r2[2];
         const float gs[2] = {v.x + b.x, v.z + b.z}, us[2] = {v.y + b.y, v.w + b.w};
 #pragma unroll
@@ -376,13 +400,13 @@ __global__ void __launch_bounds__(kThreads, 1) WgmmaGemmKernel(const __grid_cons
     }
   } else {
     constexpr int kPer = kCols / 4;
-    for (int it = tid; it < BN * kPer; it += 128 * kConsumers) {
+    for (int it = tid; it < BN * kPer; it += 128 * NC) {
       const int col = it / kPer, f = it - col * kPer;
       if (col >= rows || n0 + 4 * f >= p.n) continue;
-      const int pair = __ldg(p.sorted + row0 + col);
-      const float w = __ldg(p.route_w + pair);
+      const int pair = s_pair[col];
+      const float w = s_w[col];
       const float4 v = *reinterpret_cast<const float4*>(tileb + sidx(col, 4 * f));
-      const float4 b = __ldg(reinterpret_cast<const float4*>(be + 4 * f));
+      const float4 b = *reinterpret_cast<const float4*>(s_bias + 4 * f);
       *reinterpret_cast<float4*>(p.y + int64_t(pair) * p.n + n0 + 4 * f) =
           make_float4(w * (v.x + b.x), w * (v.y + b.y), w * (v.z + b.z), w * (v.w + b.w));
     }
@@ -411,28 +435,28 @@ PFN_cuTensorMapEncodeTiled_v12000 EncodeFn() {
   return fn;
 }
 
-template <int BN, int MW, int D, int PF, bool kGateUp, bool kOneMul>
+template <int BN, int MW, int NC, int D, int PF, bool kGateUp, bool kOneMul>
 void LaunchT(const CUtensorMap& map, const GemmArgs& a, int max_tiles, cudaStream_t stream) {
-  auto kern = WgmmaGemmKernel<BN, MW, D, PF, kGateUp, kOneMul>;
+  auto kern = WgmmaGemmKernel<BN, MW, NC, D, PF, kGateUp, kOneMul>;
   static const bool raised = [&] {
-    cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(SmemBytes<BN, MW>()));
+    cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(SmemBytes<BN, MW, NC>()));
     return true;
   }();
   (void)raised;
-  const int rows_per_cta = 64 * MW * kConsumers;
+  const int rows_per_cta = 64 * MW * NC;
   dim3 grid((a.n + rows_per_cta - 1) / rows_per_cta, max_tiles);
-  kern<<<grid, kThreads, SmemBytes<BN, MW>(), stream>>>(map, a);
+  kern<<<grid, 128 * (NC + 1), SmemBytes<BN, MW, NC>(), stream>>>(map, a);
 }
 
-template <int BN, int MW, int D, int PF>
+template <int BN, int MW, int NC, int D, int PF>
 void LaunchCfg(const CUtensorMap& map, const GemmArgs& a, bool gate_up, bool one_mul, int max_tiles,
                cudaStream_t stream) {
   if (gate_up) {
-    one_mul ? LaunchT<BN, MW, D, PF, true, true>(map, a, max_tiles, stream)
-            : LaunchT<BN, MW, D, PF, true, false>(map, a, max_tiles, stream);
+    one_mul ? LaunchT<BN, MW, NC, D, PF, true, true>(map, a, max_tiles, stream)
+            : LaunchT<BN, MW, NC, D, PF, true, false>(map, a, max_tiles, stream);
   } else {
-    one_mul ? LaunchT<BN, MW, D, PF, false, true>(map, a, max_tiles, stream)
-            : LaunchT<BN, MW, D, PF, false, false>(map, a, max_tiles, stream);
+    one_mul ? LaunchT<BN, MW, NC, D, PF, false, true>(map, a, max_tiles, stream)
+            : LaunchT<BN, MW, NC, D, PF, false, false>(map, a, max_tiles, stream);
   }
 }
 
@@ -446,6 +470,8 @@ int Alt() {
 }
 
 }  // namespace
+
+bool WgmmaAvailable() { return EncodeFn() != nullptr; }
 
 bool LaunchWgmmaGemm(const GemmArgs& a, bool gate_up, bool one_mul, int bn, int max_tiles, cudaStream_t stream) {
   if (a.rows <= 0) return true;
@@ -470,16 +496,15 @@ bool LaunchWgmmaGemm(const GemmArgs& a, bool gate_up, bool one_mul, int bn, int 
   }
   const int alt = Alt();
   if (bn == 64) {
-    alt == 1   ? LaunchCfg<64, 2, 1, 1>(map, a, gate_up, one_mul, max_tiles, stream)
-    : alt == 2 ? LaunchCfg<64, 2, 2, 4>(map, a, gate_up, one_mul, max_tiles, stream)
-               : LaunchCfg<64, 2, 2, 2>(map, a, gate_up, one_mul, max_tiles, stream);
+    alt == 1   ? LaunchCfg<64, 1, 4, 1, 1>(map, a, gate_up, one_mul, max_tiles, stream)
+    : alt == 2 ? LaunchCfg<64, 1, 3, 1, 1>(map, a, gate_up, one_mul, max_tiles, stream)
+               : LaunchCfg<64, 2, 2, 1, 1>(map, a, gate_up, one_mul, max_tiles, stream);
   } else if (bn == 256) {
-    alt == 1 ? LaunchCfg<256, 1, 1, 1>(map, a, gate_up, one_mul, max_tiles, stream)
-             : LaunchCfg<256, 1, 2, 1>(map, a, gate_up, one_mul, max_tiles, stream);
+    LaunchCfg<256, 1, 2, 1, 1>(map, a, gate_up, one_mul, max_tiles, stream);
   } else {
-    alt == 1   ? LaunchCfg<128, 2, 1, 1>(map, a, gate_up, one_mul, max_tiles, stream)
-    : alt == 2 ? LaunchCfg<128, 2, 1, 2>(map, a, gate_up, one_mul, max_tiles, stream)
-               : LaunchCfg<128, 2, 2, 1>(map, a, gate_up, one_mul, max_tiles, stream);
+    alt == 1   ? LaunchCfg<128, 1, 4, 1, 1>(map, a, gate_up, one_mul, max_tiles, stream)
+    : alt == 2 ? LaunchCfg<128, 1, 3, 1, 1>(map, a, gate_up, one_mul, max_tiles, stream)
+               : LaunchCfg<128, 2, 2, 1, 1>(map, a, gate_up, one_mul, max_tiles, stream);
   }
   return true;
 }
