@@ -1,6 +1,7 @@
 // The prefill grouped GEMM on Hopper tensor cores (wgmma, sm_90a): MXFP4 weights x bf16
 // activations, fp32 accumulation, one launch per matrix (gate_up with bias + SwiGLU, down with
-// bias x routing weight). Path 4 of LaunchGemm (kernels/cuda/README.md has the data flow).
+// bias x routing weight). Paths 4/5/6 of LaunchGemm = 128/64/256 token rows per tile
+// (README.md here has the data flow; WGMMA.md the measurements and what is left).
 //
 // Orientation: the weights are wgmma's A operand, from registers: each warp streams its 16
 // weight rows (two 8-row groups of the upload layout, 16 contiguous bytes per lane per 128-K
@@ -16,10 +17,11 @@
 // pass (UnpermuteKernel) rewrites it in place before the gate_up GEMM, and the gate_up epilogue
 // writes the down operand in plain order directly.
 //
-// CTA: warpgroups 0, 1 consume (each MW x 64 weight rows x BN tokens, accumulators in registers),
-// warpgroup 2 produces (one thread issues the TMA; setmaxnreg hands its registers to the
-// consumers). Every output element is one fp32 sum in a
-// fixed K order: results are deterministic.
+// CTA: warpgroups 0..NC-1 consume (each MW x 64 weight rows x BN tokens, accumulators in
+// registers), warpgroup NC produces (one thread issues the TMA; setmaxnreg hands its registers to
+// the consumers). The epilogue stages the fp32 tile through shared memory so that the act / y
+// stores are 16 bytes wide and contiguous. Every output element is one fp32 sum in a fixed K
+// order: results are deterministic.
 #include <cuda.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -201,12 +203,7 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1) WgmmaGemmKernel(const __gri
   constexpr int S = Stages<BN>();
   constexpr uint32_t kStageBytes = BN * 128;
   extern __shared__ uint8_t smem_raw[];
-  constexpr int kCols = 64 * MW * NC;  // weight rows of the CTA
-  __shared__ __align__(8) uint64_t full_bar[S], empty_bar[S], epi_bar;
-  // Epilogue operands, fetched at the start by the producer warpgroup's three idle warps.
-  __shared__ __align__(16) float s_bias[kCols];
-  __shared__ int32_t s_pair[kGateUp ? 1 : BN];
-  __shared__ float s_w[kGateUp ? 1 : BN];
+  __shared__ __align__(8) uint64_t full_bar[S], empty_bar[S];
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
 
   const int tile = blockIdx.y;
@@ -220,7 +217,6 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1) WgmmaGemmKernel(const __gri
       MbarInit(&full_bar[s], 1);
       MbarInit(&empty_bar[s], NC);
     }
-    MbarInit(&epi_bar, 96);
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   __syncthreads();
@@ -236,18 +232,6 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1) WgmmaGemmKernel(const __gri
         MbarArriveExpectTx(&full_bar[s], kStageBytes);
         TmaLoad2d(smem + s * kStageBytes, &tmap, &full_bar[s], i * 64, row0);
       }
-    } else if (threadIdx.x >= 128 * NC + 32) {
-      const int h = threadIdx.x - (128 * NC + 32);
-      const int n0 = blockIdx.x * kCols;
-      for (int i = h; i < kCols; i += 96) s_bias[i] = n0 + i < p.n ? __ldg(p.bias + int64_t(e) * p.n + n0 + i) : 0.f;
-      if constexpr (!kGateUp) {
-        for (int i = h; i < BN; i += 96) {
-          const int pair = i < rows ? __ldg(p.sorted + row0 + i) : 0;
-          s_pair[i] = pair;
-          s_w[i] = i < rows ? __ldg(p.route_w + pair) : 0.f;
-        }
-      }
-      MbarArrive(&epi_bar);
     }
     return;
   }
@@ -353,6 +337,7 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1) WgmmaGemmKernel(const __gri
   // [BN tokens][256 weight rows] is written with a float4-level XOR swizzle and a 4-word row pad
   // (no bank conflicts either way), then read back row-wise so that global stores are 16-byte
   // and contiguous along each token's output row.
+  constexpr int kCols = 64 * MW * NC;  // weight rows of the CTA
   constexpr int kPitch = kCols + 4;            // floats
   float* tileb = reinterpret_cast<float*>(smem);
   asm volatile("bar.sync 1, %0;" ::"n"(128 * NC) : "memory");
@@ -373,7 +358,7 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1) WgmmaGemmKernel(const __gri
   asm volatile("bar.sync 1, %0;" ::"n"(128 * NC) : "memory");
   const int tid = threadIdx.x;
   const int n0 = blockIdx.x * kCols;
-  MbarWait(&epi_bar, 0);
+  const float* be = p.bias + int64_t(e) * p.n + n0;
   if constexpr (kGateUp) {
     // Item: (token, 8 consecutive outputs = 16 interleaved gate/up rows) -> one 16-byte store.
     constexpr int kPer = kCols / 16;
@@ -384,7 +369,7 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1) WgmmaGemmKernel(const __gri
 #pragma unroll
       for (int u = 0; u < 4; ++u) {
         const float4 v = *reinterpret_cast<const float4*>(tileb + sidx(col, 16 * q + 4 * u));
-        const float4 b = *reinterpret_cast<const float4*>(s_bias + 16 * q + 4 * u);
+        const float4 b = __ldg(reinterpret_cast<const float4*>(be + 16 * q + 4 * u));
         float r2[2];
         const float gs[2] = {v.x + b.x, v.z + b.z}, us[2] = {v.y + b.y, v.w + b.w};
 #pragma unroll
@@ -403,10 +388,10 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1) WgmmaGemmKernel(const __gri
     for (int it = tid; it < BN * kPer; it += 128 * NC) {
       const int col = it / kPer, f = it - col * kPer;
       if (col >= rows || n0 + 4 * f >= p.n) continue;
-      const int pair = s_pair[col];
-      const float w = s_w[col];
+      const int pair = __ldg(p.sorted + row0 + col);
+      const float w = __ldg(p.route_w + pair);
       const float4 v = *reinterpret_cast<const float4*>(tileb + sidx(col, 4 * f));
-      const float4 b = *reinterpret_cast<const float4*>(s_bias + 4 * f);
+      const float4 b = __ldg(reinterpret_cast<const float4*>(be + 4 * f));
       *reinterpret_cast<float4*>(p.y + int64_t(pair) * p.n + n0 + 4 * f) =
           make_float4(w * (v.x + b.x), w * (v.y + b.y), w * (v.z + b.z), w * (v.w + b.w));
     }
@@ -460,15 +445,6 @@ void LaunchCfg(const CUtensorMap& map, const GemmArgs& a, bool gate_up, bool one
   }
 }
 
-// MXSERVE_WGMMA_ALT=1|2 picks an alternative pipelining of each tile size (benchmarks).
-int Alt() {
-  static const int alt = [] {
-    const char* v = std::getenv("MXSERVE_WGMMA_ALT");
-    return v == nullptr ? 0 : std::atoi(v);
-  }();
-  return alt;
-}
-
 }  // namespace
 
 bool WgmmaAvailable() { return EncodeFn() != nullptr; }
@@ -494,17 +470,14 @@ bool LaunchWgmmaGemm(const GemmArgs& a, bool gate_up, bool one_mul, int bn, int 
     UnpermuteKernel<<<unsigned((warps + 7) / 8), 256, 0, stream>>>(const_cast<uint16_t*>(a.a), a.rows, a.kp,
                                                                    a.nfull, a.chunks);
   }
-  const int alt = Alt();
+  // Configurations run on the GPU (check + bench, see WGMMA.md): wgmma depth 1, weights one chunk
+  // ahead, two consumer warpgroups. (Depth 2 made ptxas serialize the wgmma pipeline, C7513.)
   if (bn == 64) {
-    alt == 1   ? LaunchCfg<64, 1, 4, 1, 1>(map, a, gate_up, one_mul, max_tiles, stream)
-    : alt == 2 ? LaunchCfg<64, 1, 3, 1, 1>(map, a, gate_up, one_mul, max_tiles, stream)
-               : LaunchCfg<64, 2, 2, 1, 1>(map, a, gate_up, one_mul, max_tiles, stream);
+    LaunchCfg<64, 2, 2, 1, 1>(map, a, gate_up, one_mul, max_tiles, stream);
   } else if (bn == 256) {
     LaunchCfg<256, 1, 2, 1, 1>(map, a, gate_up, one_mul, max_tiles, stream);
   } else {
-    alt == 1   ? LaunchCfg<128, 1, 4, 1, 1>(map, a, gate_up, one_mul, max_tiles, stream)
-    : alt == 2 ? LaunchCfg<128, 1, 3, 1, 1>(map, a, gate_up, one_mul, max_tiles, stream)
-               : LaunchCfg<128, 2, 2, 1, 1>(map, a, gate_up, one_mul, max_tiles, stream);
+    LaunchCfg<128, 2, 2, 1, 1>(map, a, gate_up, one_mul, max_tiles, stream);
   }
   return true;
 }
