@@ -87,8 +87,9 @@ struct CudaMoeBatch {
 };
 
 // Which kernel configuration to run (kAuto picks by token-slots per expert hit): decode =
-// 8-row tiles, decode16 = 16-row tiles (both the weight-streaming kernel), mid = 32, prefill = 64.
-enum class CudaMoePath { kAuto, kDecode, kDecode16, kMid, kPrefill };
+// 8-row tiles, decode16 = 16-row tiles (both the weight-streaming kernel), mid = 32, prefill = 64,
+// wgmma = 128 (Hopper tensor-core kernel, moe_cuda_wgmma.cu).
+enum class CudaMoePath { kAuto, kDecode, kDecode16, kMid, kPrefill, kWgmma };
 
 // out [T, H] (device) is overwritten. Enqueues on `stream`; does not synchronise. Deterministic:
 // the same inputs give the same bits (per-slot outputs are summed per token in slot order).

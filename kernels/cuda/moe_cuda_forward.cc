@@ -25,21 +25,25 @@ struct LayerAccess {
     const int H = L.hidden_, I = L.intermediate_, nh = std::max(1, L.num_held_);
     const int64_t pairs = int64_t(b.num_tokens) * b.top_k;
     int p = 0;
-    // MXSERVE_CUDA_MOE_PATH=decode|decode16|mid|prefill pins the configuration (benchmarks).
+    // MXSERVE_CUDA_MOE_PATH=decode|decode16|mid|prefill|wgmma|wgmma64|wgmma256 pins the configuration (benchmarks).
     static const int forced = [] {
       const char* v = std::getenv("MXSERVE_CUDA_MOE_PATH");
       if (v == nullptr) return -1;
       const std::string s(v);
-      return s == "decode" ? 0 : s == "decode16" ? 1 : s == "mid" ? 2 : s == "prefill" ? 3 : -1;
+      return s == "decode" ? 0 : s == "decode16" ? 1 : s == "mid" ? 2 : s == "prefill" ? 3 : s == "wgmma" ? 4 : s == "wgmma64" ? 5 : s == "wgmma256" ? 6 : -1;
     }();
     if (path == CudaMoePath::kAuto && forced >= 0) {
       p = forced;
     } else if (path == CudaMoePath::kAuto) {
       const int64_t avg = pairs / std::max<int64_t>(1, std::min<int64_t>(nh, pairs));
-      p = avg <= 4 ? 0 : avg <= 16 ? 1 : 3;  // from bench/gpu paths runs (docs/PERFORMANCE.md)
+      // decode / decode16 / wgmma 64-, 128-, 256-row tiles: from forced-path runs of gpt-oss-120b
+      // (kernels/cuda/WGMMA.md).
+      p = avg <= 4 ? 0 : avg <= 8 ? 1 : avg <= 48 ? 5 : avg <= 192 ? 4 : 6;
     } else {
-      p = path == CudaMoePath::kDecode ? 0 : path == CudaMoePath::kDecode16 ? 1 : path == CudaMoePath::kMid ? 2 : 3;
+      p = path == CudaMoePath::kDecode ? 0 : path == CudaMoePath::kDecode16 ? 1 : path == CudaMoePath::kMid ? 2
+          : path == CudaMoePath::kWgmma ? 4 : 3;
     }
+    if (p >= 4 && !internal::WgmmaAvailable()) p = 3;  // no tensor-map encoder in this driver
     const int bm = internal::PathBm(p);
     const int64_t max_tiles = (pairs + bm - 1) / bm + std::min<int64_t>(nh, pairs);
     if (max_tiles > 65535) {
@@ -80,6 +84,7 @@ struct LayerAccess {
     g.tiles = ws.d_tiles_;
     g.ntiles = ws.d_counts_ + 3 * nh + 1;
     g.max_rows = static_cast<int>(std::min<int64_t>(bm, pairs));
+    g.rows = static_cast<int>(pairs);
     g.act = ws.d_act_;
     g.kp_out = L.kp_i_;
     g.nfull_out = L.kp_i_ / 128;

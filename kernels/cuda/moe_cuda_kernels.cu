@@ -492,7 +492,7 @@ bool PdlEnabled() {
   return on;
 }
 
-int PathBm(int path) { return path == 0 ? 8 : path == 1 ? 16 : path == 2 ? 32 : 64; }
+int PathBm(int path) { return path == 0 ? 8 : path == 1 ? 16 : path == 2 ? 32 : path >= 4 ? WgmmaBm(path) : 64; }
 
 void LaunchGemm(const GemmArgs& a, bool gate_up, int path, bool one_mul, int max_tiles, int est_tiles,
                 cudaStream_t stream) {
@@ -502,6 +502,11 @@ void LaunchGemm(const GemmArgs& a, bool gate_up, int path, bool one_mul, int max
     case 0: LaunchDecodeGemm(a, gate_up, false, one_mul, max_tiles, est_tiles, stream); break;
     case 1: LaunchDecodeGemm(a, gate_up, true, one_mul, max_tiles, est_tiles, stream); break;
     case 2: LaunchGemmT<2, 2, 2, 4>(a, gate_up, max_tiles, stream); break;
+    case 4:
+    case 5:
+    case 6:
+      if (LaunchWgmmaGemm(a, gate_up, one_mul, PathBm(path), max_tiles, stream)) break;
+      [[fallthrough]];
     default: LaunchGemmT<4, 4, 8, 1>(a, gate_up, max_tiles, stream); break;
   }
 }

@@ -1,0 +1,485 @@
+// The prefill grouped GEMM on Hopper tensor cores (wgmma, sm_90a): MXFP4 weights x bf16
+// activations, fp32 accumulation, one launch per matrix (gate_up with bias + SwiGLU, down with
+// bias x routing weight). Paths 4/5/6 of LaunchGemm = 128/64/256 token rows per tile
+// (README.md here has the data flow; WGMMA.md the measurements and what is left).
+//
+// Orientation: the weights are wgmma's A operand, from registers: each warp streams its 16
+// weight rows (two 8-row groups of the upload layout, 16 contiguous bytes per lane per 128-K
+// chunk) straight from global memory and decodes them with the Decode4/scale trick into exactly
+// the m64k16 A fragments (the upload layout was made for mma.sync B fragments, which are the
+// same registers). No shared memory, no proxy fence for weights. The token rows of one expert
+// tile are the B operand (N = BN tokens, K-major): TMA copies 64-K slabs of the activation
+// buffer into a ring of shared-memory stages (128-byte swizzle) completing on mbarriers; a
+// producer warp refills a stage once both consumer warpgroups have released it.
+//
+// K order: wgmma reads a slab's K positions in plain order, so the activations must be in plain
+// order too; the buffer the routing gather writes is in the mma.sync permuted order, so a small
+// pass (UnpermuteKernel) rewrites it in place before the gate_up GEMM, and the gate_up epilogue
+// writes the down operand in plain order directly.
+//
+// CTA: warpgroups 0..NC-1 consume (each MW x 64 weight rows x BN tokens, accumulators in
+// registers), warpgroup NC produces (one thread issues the TMA; setmaxnreg hands its registers to
+// the consumers). The epilogue stages the fp32 tile through shared memory so that the act / y
+// stores are 16 bytes wide and contiguous. Every output element is one fp32 sum in a fixed K
+// order: results are deterministic.
+#include <cuda.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <cudaTypedefs.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+
+#include "kernels/cuda/moe_cuda_gemm.cuh"
+#include "kernels/cuda/moe_cuda_launch.h"
+
+namespace mxserve::kernels::cuda::internal {
+namespace {
+
+// ---- PTX wrappers (sm_90a) ------------------------------------------------------------------
+__device__ __forceinline__ uint32_t SmemAddr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void MbarInit(uint64_t* bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(SmemAddr(bar)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void MbarArriveExpectTx(uint64_t* bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(SmemAddr(bar)), "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void MbarArrive(uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(SmemAddr(bar)) : "memory");
+}
+__device__ __forceinline__ void MbarWait(uint64_t* bar, uint32_t parity) {
+  const uint32_t a = SmemAddr(bar);
+  uint32_t ok = 0;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(ok)
+        : "r"(a), "r"(parity)
+        : "memory");
+  } while (!ok);
+}
+__device__ __forceinline__ void TmaLoad2d(void* dst, const CUtensorMap* map, uint64_t* bar, int c0, int c1) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];"
+      ::"r"(SmemAddr(dst)), "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(SmemAddr(bar))
+      : "memory");
+}
+__device__ __forceinline__ void WgmmaFence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void WgmmaCommit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void WgmmaWait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
+}
+// Shared-memory matrix descriptor: K-major, 128-byte swizzle, 8-row groups 1024 bytes apart.
+__device__ __forceinline__ uint64_t SmemDesc(uint32_t addr) {
+  return uint64_t((addr & 0x3FFFF) >> 4) | (uint64_t(1) << 16) | (uint64_t(1024 >> 4) << 32) |
+         (uint64_t(1) << 62);
+}
+
+template <int BN>
+__device__ __forceinline__ void WgmmaRs(float (&d)[BN / 2], uint32_t a0, uint32_t a1, uint32_t a2,
+                                        uint32_t a3, uint64_t desc);
+
+template <> __device__ __forceinline__ void WgmmaRs<64>(float (&d)[32], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint64_t desc) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+      "{"
+      "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+      "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31"
+      "}, {%32,%33,%34,%35}, %36, p, 1, 1, 0;\n"
+      "}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+}
+
+template <> __device__ __forceinline__ void WgmmaRs<128>(float (&d)[64], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint64_t desc) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+      "{"
+      "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+      "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"
+      "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,"
+      "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63"
+      "}, {%64,%65,%66,%67}, %68, p, 1, 1, 0;\n"
+      "}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+}
+
+template <> __device__ __forceinline__ void WgmmaRs<256>(float (&d)[128], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint64_t desc) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
+      "{"
+      "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+      "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"
+      "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,"
+      "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,"
+      "%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,"
+      "%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95,"
+      "%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110,%111,"
+      "%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127"
+      "}, {%128,%129,%130,%131}, %132, p, 1, 1, 0;\n"
+      "}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+}
+
+// ---- activations: permuted -> plain K order, in place ---------------------------------------
+// One warp per (row, 128-K chunk): the chunk's words are read into registers, then written back
+// to their plain positions. Word w of a permuted chunk holds k = 16s + 2t' + 8h (+0, +1) with
+// t' = 2w >> 5 (>> 4 in the 64-wide tail), s = (2w >> 2) & 7 (& 3), h = (2w >> 1) & 1.
+__global__ void UnpermuteKernel(uint16_t* __restrict__ a, int rows, int kp, int nfull, int chunks) {
+  const int64_t wid = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
+  const int lane = threadIdx.x & 31;
+  if (wid >= int64_t(rows) * chunks) return;
+  const int64_t row = wid / chunks;
+  const int c = int(wid - row * chunks);
+  uint32_t* base = reinterpret_cast<uint32_t*>(a + row * kp + c * 128);
+  if (c < nfull) {
+    const uint32_t v0 = base[lane], v1 = base[lane + 32];
+    __syncwarp();
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int P = 2 * (lane + 32 * i);
+      const int dst = 8 * ((P >> 2) & 7) + (P >> 5) + 4 * ((P >> 1) & 1);
+      base[dst] = i == 0 ? v0 : v1;
+    }
+  } else {
+    const uint32_t v = base[lane];
+    __syncwarp();
+    const int P = 2 * lane;
+    base[8 * ((P >> 2) & 3) + (P >> 4) + 4 * ((P >> 1) & 1)] = v;
+  }
+}
+
+// ---- the GEMM ---------------------------------------------------------------------------------
+// NC consumer warpgroups and one producer warpgroup; setmaxnreg moves the producer's registers
+// to the consumers (NC = 2: 40 / 232, 3: 40 / 152, 4: 24 / 120).
+template <int NC>
+constexpr int ProducerRegs() { return NC >= 4 ? 24 : 40; }
+template <int NC>
+constexpr int ConsumerRegs() {
+  const int r = (65536 - ProducerRegs<NC>() * 128) / (128 * NC) / 8 * 8;
+  return r > 232 ? 232 : r;
+}
+
+template <int BN>
+constexpr int Stages() { return BN >= 256 ? 5 : BN >= 128 ? 8 : 10; }
+template <int BN, int MW, int NC>
+constexpr size_t SmemBytes() {
+  const size_t stages = size_t(Stages<BN>()) * BN * 128;
+  const size_t epilogue = size_t(BN) * (64 * MW * NC + 4) * 4;
+  return (stages > epilogue ? stages : epilogue) + 1024;
+}
+
+// Decodes one packed word into four bf16x2 A registers scaled by the block's E8M0 scale.
+template <bool kOneMul>
+__device__ __forceinline__ void DecodeScaled(uint32_t w, uint32_t sword, int b, uint32_t (&r)[4]) {
+  Decode4(w, r);
+  if constexpr (kOneMul) {
+    const uint32_t m = FoldedScale(sword + 0x7E7E7E7Eu, b);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) r[j] = Bf16x2Mul(r[j], m);
+  } else {
+    const uint32_t m = ScaleBf16x2((sword >> (8 * b)) & 0xFFu);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) r[j] = Bf16x2Mul(Bf16x2Mul(r[j], 0x7E807E80u), m);
+  }
+}
+
+// BN: token rows (wgmma N); MW: m64 weight blocks per consumer warpgroup; NC: consumer
+// warpgroups; D: wgmma groups (k32 blocks) left in flight; PF: chunks of weights requested ahead.
+template <int BN, int MW, int NC, int D, int PF, bool kGateUp, bool kOneMul>
+__global__ void __launch_bounds__(128 * (NC + 1), 1) WgmmaGemmKernel(const __grid_constant__ CUtensorMap tmap,
+                                                               const GemmArgs p) {
+  constexpr int S = Stages<BN>();
+  constexpr uint32_t kStageBytes = BN * 128;
+  extern __shared__ uint8_t smem_raw[];
+  __shared__ __align__(8) uint64_t full_bar[S], empty_bar[S];
+  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+
+  const int tile = blockIdx.y;
+  if (tile >= __ldg(p.ntiles)) return;
+  const int e = __ldg(p.tiles + 3 * tile), row0 = __ldg(p.tiles + 3 * tile + 1),
+            rows = __ldg(p.tiles + 3 * tile + 2);
+  const int nslabs = p.kp / 64;
+  if (threadIdx.x == 0) {
+#pragma unroll
+    for (int s = 0; s < S; ++s) {
+      MbarInit(&full_bar[s], 1);
+      MbarInit(&empty_bar[s], NC);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+
+  const int wg = threadIdx.x >> 7;
+  if (wg == NC) {  // producer
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(ProducerRegs<NC>()));
+    if (threadIdx.x == 128 * NC) {
+      asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&tmap)) : "memory");
+      for (int i = 0; i < nslabs; ++i) {
+        const int s = i % S;
+        MbarWait(&empty_bar[s], ((i / S) & 1) ^ 1);
+        MbarArriveExpectTx(&full_bar[s], kStageBytes);
+        TmaLoad2d(smem + s * kStageBytes, &tmap, &full_bar[s], i * 64, row0);
+      }
+    }
+    return;
+  }
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(ConsumerRegs<NC>()));
+
+  const int warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const int nt_total = p.n >> 3;
+  const int64_t rg_bytes = int64_t(4) * p.kp;  // 8 rows * kp/2
+  const uint8_t* qe = p.q + int64_t(e) * nt_total * rg_bytes;
+  const uint8_t* se = p.sc + int64_t(e) * nt_total * p.chunks * 32;
+  // Row group of (m64 block j, half r): rows rb + 8r .. +7, rb = this warp's first row.
+  int rg[MW][2];
+  bool rv[MW][2];
+#pragma unroll
+  for (int j = 0; j < MW; ++j)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      rg[j][r] = ((blockIdx.x * NC + wg) * MW * 64 + j * 64 + warp * 16 + 8 * r) >> 3;
+      rv[j][r] = rg[j][r] < nt_total;
+    }
+
+  float acc[MW][BN / 2];
+#pragma unroll
+  for (int j = 0; j < MW; ++j)
+#pragma unroll
+    for (int i = 0; i < BN / 2; ++i) acc[j][i] = 0.f;
+
+  auto load_chunk = [&](int c, uint4 (&q)[MW][2], uint32_t (&sc)[MW][2]) {
+    const bool tail = c >= p.nfull;
+#pragma unroll
+    for (int j = 0; j < MW; ++j)
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        if (rv[j][r]) {
+          const uint8_t* base = qe + rg[j][r] * rg_bytes + int64_t(c) * 512;
+          if (!tail) {
+            q[j][r] = LdStream16(base + lane * 16);
+          } else {
+            const uint2 v = LdStream8(base + lane * 8);
+            q[j][r] = make_uint4(v.x, v.y, 0, 0);
+          }
+          sc[j][r] = __ldg(reinterpret_cast<const uint32_t*>(se + (int64_t(rg[j][r]) * p.chunks + c) * 32 + g * 4));
+        } else {
+          q[j][r] = make_uint4(0, 0, 0, 0);
+          sc[j][r] = 0x7F7F7F7Fu;
+        }
+      }
+  };
+
+  const uint32_t smem_base = SmemAddr(smem);
+  // Weights of chunk c live in register slot c % (PF + 1); chunk c + PF is requested when chunk
+  // c starts (the loop is unrolled by PF + 1 so every slot index is a constant).
+  uint4 qr[PF + 1][MW][2];
+  uint32_t sr[PF + 1][MW][2];
+#pragma unroll
+  for (int d = 0; d < PF; ++d)
+    if (d < p.chunks) load_chunk(d, qr[d], sr[d]);
+  // k32 block kb (global) belongs to slab kb >> 1; chunk c's first block is 4c.
+  for (int c0 = 0; c0 < p.chunks; c0 += PF + 1) {
+#pragma unroll
+    for (int d = 0; d <= PF; ++d) {
+      const int c = c0 + d;
+      if (c < p.chunks) {
+        if (c + PF < p.chunks) load_chunk(c + PF, qr[(d + PF) % (PF + 1)], sr[(d + PF) % (PF + 1)]);
+        const int nb = c < p.nfull ? 4 : 2;  // k32 blocks in this chunk
+#pragma unroll
+        for (int b = 0; b < 4; ++b) {
+          if (b < nb) {
+            const int kb = 4 * c + b, slab = kb >> 1, s = slab % S;
+            if ((b & 1) == 0) MbarWait(&full_bar[s], (slab / S) & 1);
+            uint32_t ra[MW][2][4];
+#pragma unroll
+            for (int j = 0; j < MW; ++j)
+#pragma unroll
+              for (int r = 0; r < 2; ++r) {
+                const uint4& qq = qr[d][j][r];
+                const uint32_t w = b == 0 ? qq.x : b == 1 ? qq.y : b == 2 ? qq.z : qq.w;
+                DecodeScaled<kOneMul>(w, sr[d][j][r], b, ra[j][r]);
+              }
+            WgmmaFence();
+#pragma unroll
+            for (int st = 0; st < 2; ++st) {
+              const uint64_t desc = SmemDesc(smem_base + s * kStageBytes + ((b & 1) * 2 + st) * 32);
+#pragma unroll
+              for (int j = 0; j < MW; ++j)
+                WgmmaRs<BN>(acc[j], ra[j][0][2 * st], ra[j][1][2 * st], ra[j][0][2 * st + 1],
+                            ra[j][1][2 * st + 1], desc);
+            }
+            WgmmaCommit();
+            WgmmaWait<D>();
+            // Blocks <= kb - D are complete: release a slab once its second block is.
+            const int done = kb - D;
+            if (done >= 0 && (done & 1) && (threadIdx.x & 127) == 0) MbarArrive(&empty_bar[(done >> 1) % S]);
+          }
+        }
+      }
+    }
+  }
+  WgmmaWait<0>();
+
+  // Epilogue through shared memory (the stages are free: every slab was consumed and every
+  // wgmma has completed in both warpgroups once the named barrier passes). The raw fp32 tile
+  // [BN tokens][256 weight rows] is written with a float4-level XOR swizzle and a 4-word row pad
+  // (no bank conflicts either way), then read back row-wise so that global stores are 16-byte
+  // and contiguous along each token's output row.
+  constexpr int kCols = 64 * MW * NC;  // weight rows of the CTA
+  constexpr int kPitch = kCols + 4;            // floats
+  float* tileb = reinterpret_cast<float*>(smem);
+  asm volatile("bar.sync 1, %0;" ::"n"(128 * NC) : "memory");
+  auto sidx = [](int col, int nl) {  // float index of (token col, local weight row nl)
+    const int f = nl >> 2;
+    return col * kPitch + ((f ^ ((f >> 3) & 7)) << 2) + (nl & 3);
+  };
+#pragma unroll
+  for (int j = 0; j < MW; ++j) {
+    const int nb = (wg * MW + j) * 64 + warp * 16 + g;
+#pragma unroll
+    for (int i = 0; i < BN / 8; ++i)
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int x = 0; x < 2; ++x) tileb[sidx(8 * i + 2 * t + x, nb + 8 * h)] = acc[j][4 * i + 2 * h + x];
+  }
+  asm volatile("bar.sync 1, %0;" ::"n"(128 * NC) : "memory");
+  const int tid = threadIdx.x;
+  const int n0 = blockIdx.x * kCols;
+  const float* be = p.bias + int64_t(e) * p.n + n0;
+  if constexpr (kGateUp) {
+    // Item: (token, 8 consecutive outputs = 16 interleaved gate/up rows) -> one 16-byte store.
+    constexpr int kPer = kCols / 16;
+    for (int it = tid; it < BN * kPer; it += 128 * NC) {
+      const int col = it / kPer, q = it - col * kPer;
+      if (col >= rows || n0 + 16 * q >= p.n) continue;
+      uint32_t packed[4];
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        const float4 v = *reinterpret_cast<const float4*>(tileb + sidx(col, 16 * q + 4 * u));
+        const float4 b = __ldg(reinterpret_cast<const float4*>(be + 16 * q + 4 * u));
+        float r2[2];
+        const float gs[2] = {v.x + b.x, v.z + b.z}, us[2] = {v.y + b.y, v.w + b.w};
+#pragma unroll
+        for (int z = 0; z < 2; ++z) {
+          const float gt = fminf(gs[z], p.limit);
+          const float up = fminf(fmaxf(us[z], -p.limit), p.limit);
+          r2[z] = (up + 1.0f) * gt * (1.0f / (1.0f + expf(-p.alpha * gt)));
+        }
+        packed[u] = uint32_t(F2Bf16(r2[0])) | (uint32_t(F2Bf16(r2[1])) << 16);
+      }
+      *reinterpret_cast<uint4*>(p.act + int64_t(row0 + col) * p.kp_out + (n0 >> 1) + 8 * q) =
+          make_uint4(packed[0], packed[1], packed[2], packed[3]);
+    }
+  } else {
+    constexpr int kPer = kCols / 4;
+    for (int it = tid; it < BN * kPer; it += 128 * NC) {
+      const int col = it / kPer, f = it - col * kPer;
+      if (col >= rows || n0 + 4 * f >= p.n) continue;
+      const int pair = __ldg(p.sorted + row0 + col);
+      const float w = __ldg(p.route_w + pair);
+      const float4 v = *reinterpret_cast<const float4*>(tileb + sidx(col, 4 * f));
+      const float4 b = __ldg(reinterpret_cast<const float4*>(be + 4 * f));
+      *reinterpret_cast<float4*>(p.y + int64_t(pair) * p.n + n0 + 4 * f) =
+          make_float4(w * (v.x + b.x), w * (v.y + b.y), w * (v.z + b.z), w * (v.w + b.w));
+    }
+  }
+}
+
+}  // namespace
+
+// ---- host side --------------------------------------------------------------------------------
+// Path 4: 128 token rows per tile; path 5: 64 (fewer rows per expert); path 6: 256.
+int WgmmaBm(int path) { return path == 5 ? 64 : path == 6 ? 256 : 128; }
+
+namespace {
+
+PFN_cuTensorMapEncodeTiled_v12000 EncodeFn() {
+  static PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q) !=
+            cudaSuccess ||
+        q != cudaDriverEntryPointSuccess) {
+      f = nullptr;
+    }
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
+  }();
+  return fn;
+}
+
+template <int BN, int MW, int NC, int D, int PF, bool kGateUp, bool kOneMul>
+void LaunchT(const CUtensorMap& map, const GemmArgs& a, int max_tiles, cudaStream_t stream) {
+  auto kern = WgmmaGemmKernel<BN, MW, NC, D, PF, kGateUp, kOneMul>;
+  static const bool raised = [&] {
+    cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(SmemBytes<BN, MW, NC>()));
+    return true;
+  }();
+  (void)raised;
+  const int rows_per_cta = 64 * MW * NC;
+  dim3 grid((a.n + rows_per_cta - 1) / rows_per_cta, max_tiles);
+  kern<<<grid, 128 * (NC + 1), SmemBytes<BN, MW, NC>(), stream>>>(map, a);
+}
+
+template <int BN, int MW, int NC, int D, int PF>
+void LaunchCfg(const CUtensorMap& map, const GemmArgs& a, bool gate_up, bool one_mul, int max_tiles,
+               cudaStream_t stream) {
+  if (gate_up) {
+    one_mul ? LaunchT<BN, MW, NC, D, PF, true, true>(map, a, max_tiles, stream)
+            : LaunchT<BN, MW, NC, D, PF, true, false>(map, a, max_tiles, stream);
+  } else {
+    one_mul ? LaunchT<BN, MW, NC, D, PF, false, true>(map, a, max_tiles, stream)
+            : LaunchT<BN, MW, NC, D, PF, false, false>(map, a, max_tiles, stream);
+  }
+}
+
+}  // namespace
+
+bool WgmmaAvailable() { return EncodeFn() != nullptr; }
+
+bool LaunchWgmmaGemm(const GemmArgs& a, bool gate_up, bool one_mul, int bn, int max_tiles, cudaStream_t stream) {
+  if (a.rows <= 0) return true;
+  const PFN_cuTensorMapEncodeTiled_v12000 encode = EncodeFn();
+  if (encode == nullptr) return false;
+  CUtensorMap map;
+  const cuuint64_t dims[2] = {cuuint64_t(a.kp), cuuint64_t(a.rows)};
+  const cuuint64_t strides[1] = {cuuint64_t(a.kp) * 2};
+  const cuuint32_t box[2] = {64, cuuint32_t(bn)};
+  const cuuint32_t estr[2] = {1, 1};
+  const CUresult r = encode(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<uint16_t*>(a.a), dims, strides,
+                            box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) {
+    std::fprintf(stderr, "mxserve: cuTensorMapEncodeTiled failed (%d)\n", int(r));
+    return false;
+  }
+  if (gate_up) {  // the routing gather wrote the permuted order; wgmma wants plain K order
+    const int64_t warps = int64_t(a.rows) * a.chunks;
+    UnpermuteKernel<<<unsigned((warps + 7) / 8), 256, 0, stream>>>(const_cast<uint16_t*>(a.a), a.rows, a.kp,
+                                                                   a.nfull, a.chunks);
+  }
+  // Configurations run on the GPU (check + bench, see WGMMA.md): wgmma depth 1, weights one chunk
+  // ahead, two consumer warpgroups. (Depth 2 made ptxas serialize the wgmma pipeline, C7513.)
+  if (bn == 64) {
+    LaunchCfg<64, 2, 2, 1, 1>(map, a, gate_up, one_mul, max_tiles, stream);
+  } else if (bn == 256) {
+    LaunchCfg<256, 1, 2, 1, 1>(map, a, gate_up, one_mul, max_tiles, stream);
+  } else {
+    LaunchCfg<128, 2, 2, 1, 1>(map, a, gate_up, one_mul, max_tiles, stream);
+  }
+  return true;
+}
+
+}  // namespace mxserve::kernels::cuda::internal
