@@ -90,7 +90,16 @@ struct LayerAccess {
     g.nfull_out = L.kp_i_ / 128;
     g.alpha = L.alpha_;
     g.limit = L.limit_;
-    internal::LaunchGemm(g, true, p, L.small_scales_, static_cast<int>(max_tiles), static_cast<int>(est_tiles), stream);
+    auto launch_failed = [](int code, const char* which) {
+      return absl::InternalError(absl::StrCat("MoeForwardCuda: the wgmma ", which,
+                                              " GEMM could not describe its activations to the copy "
+                                              "engine (cuTensorMapEncodeTiled: ", code, ")"));
+    };
+    if (int r = internal::LaunchGemm(g, true, p, L.small_scales_, static_cast<int>(max_tiles),
+                                     static_cast<int>(est_tiles), stream);
+        r != 0) {
+      return launch_failed(r, "gate_up");
+    }
     g.q = L.d_dn_q_;
     g.sc = L.d_dn_s_;
     g.bias = L.d_dn_b_;
@@ -102,7 +111,11 @@ struct LayerAccess {
     g.y = ws.d_y_;
     g.sorted = ws.d_sorted_;
     g.route_w = b.weights;
-    internal::LaunchGemm(g, false, p, L.small_scales_, static_cast<int>(max_tiles), static_cast<int>(est_tiles), stream);
+    if (int r = internal::LaunchGemm(g, false, p, L.small_scales_, static_cast<int>(max_tiles),
+                                     static_cast<int>(est_tiles), stream);
+        r != 0) {
+      return launch_failed(r, "down");
+    }
     internal::LaunchCombine(ws.d_y_, b.expert_ids, L.d_local_, L.num_experts_, b.num_tokens, b.top_k,
                             H, out, stream);
     return CudaCheck(cudaGetLastError(), "MoeForwardCuda launch");

@@ -494,9 +494,9 @@ bool PdlEnabled() {
 
 int PathBm(int path) { return path == 0 ? 8 : path == 1 ? 16 : path == 2 ? 32 : path >= 4 ? WgmmaBm(path) : 64; }
 
-void LaunchGemm(const GemmArgs& a, bool gate_up, int path, bool one_mul, int max_tiles, int est_tiles,
-                cudaStream_t stream) {
-  if (max_tiles <= 0) return;
+int LaunchGemm(const GemmArgs& a, bool gate_up, int path, bool one_mul, int max_tiles, int est_tiles,
+               cudaStream_t stream) {
+  if (max_tiles <= 0) return 0;
   if (path <= 1 && !DecodeSupports(a.chunks)) path = 2;
   switch (path) {
     case 0: LaunchDecodeGemm(a, gate_up, false, one_mul, max_tiles, est_tiles, stream); break;
@@ -505,10 +505,11 @@ void LaunchGemm(const GemmArgs& a, bool gate_up, int path, bool one_mul, int max
     case 4:
     case 5:
     case 6:
-      if (LaunchWgmmaGemm(a, gate_up, one_mul, PathBm(path), max_tiles, stream)) break;
-      [[fallthrough]];
+      // The tiles were cut for this path's row count: no other kernel may take them.
+      return LaunchWgmmaGemm(a, gate_up, one_mul, PathBm(path), max_tiles, stream);
     default: LaunchGemmT<4, 4, 8, 1>(a, gate_up, max_tiles, stream); break;
   }
+  return 0;
 }
 
 }  // namespace mxserve::kernels::cuda::internal

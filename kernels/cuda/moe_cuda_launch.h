@@ -48,16 +48,19 @@ void LaunchSwizzle(const uint8_t* src_q, const uint8_t* src_s, uint8_t* dst_q, u
 void LaunchRouting(const RoutingArgs& r, cudaStream_t stream);
 // path: 0 decode (8-row tiles), 1 decode (16), 2 mid (32), 3 prefill (64), 4 wgmma (128), 5 wgmma (64), 6 wgmma (256).
 int PathBm(int path);
-void LaunchGemm(const GemmArgs& a, bool gate_up, int path, bool one_mul, int max_tiles, int est_tiles,
+// Returns 0, or (wgmma paths) -1 when the driver has no tensor-map encoder / the CUresult of a
+// failed encode: then nothing was launched and the call must fail (the tiles fit no other kernel).
+int LaunchGemm(const GemmArgs& a, bool gate_up, int path, bool one_mul, int max_tiles, int est_tiles,
                 cudaStream_t stream);
 // est_tiles: expected number of non-empty tiles (sizes the grid); one_mul: the layer's scale
 // bytes are all <= 128 (the folded-scale fast path).
 bool DecodeSupports(int chunks);
 // The wgmma prefill GEMM (moe_cuda_wgmma.cu; paths 4-6): token rows per tile, and the launch
-// (false: no tensor-map encoder in this driver; nothing was enqueued).
+// (non-zero: -1 no tensor-map encoder in this driver, else the failed encode's CUresult;
+// nothing was enqueued).
 int WgmmaBm(int path);
 bool WgmmaAvailable();
-bool LaunchWgmmaGemm(const GemmArgs& a, bool gate_up, bool one_mul, int bn, int max_tiles, cudaStream_t stream);
+int LaunchWgmmaGemm(const GemmArgs& a, bool gate_up, bool one_mul, int bn, int max_tiles, cudaStream_t stream);
 void LaunchDecodeGemm(const GemmArgs& a, bool gate_up, bool rows16, bool one_mul, int max_tiles,
                       int est_tiles, cudaStream_t stream);
 void LaunchCombine(const float* y, const int32_t* ids, const int32_t* local, int num_experts,

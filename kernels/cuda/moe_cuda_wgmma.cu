@@ -449,10 +449,10 @@ void LaunchCfg(const CUtensorMap& map, const GemmArgs& a, bool gate_up, bool one
 
 bool WgmmaAvailable() { return EncodeFn() != nullptr; }
 
-bool LaunchWgmmaGemm(const GemmArgs& a, bool gate_up, bool one_mul, int bn, int max_tiles, cudaStream_t stream) {
-  if (a.rows <= 0) return true;
+int LaunchWgmmaGemm(const GemmArgs& a, bool gate_up, bool one_mul, int bn, int max_tiles, cudaStream_t stream) {
+  if (a.rows <= 0) return 0;
   const PFN_cuTensorMapEncodeTiled_v12000 encode = EncodeFn();
-  if (encode == nullptr) return false;
+  if (encode == nullptr) return -1;
   CUtensorMap map;
   const cuuint64_t dims[2] = {cuuint64_t(a.kp), cuuint64_t(a.rows)};
   const cuuint64_t strides[1] = {cuuint64_t(a.kp) * 2};
@@ -461,10 +461,7 @@ bool LaunchWgmmaGemm(const GemmArgs& a, bool gate_up, bool one_mul, int bn, int 
   const CUresult r = encode(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<uint16_t*>(a.a), dims, strides,
                             box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS) {
-    std::fprintf(stderr, "mxserve: cuTensorMapEncodeTiled failed (%d)\n", int(r));
-    return false;
-  }
+  if (r != CUDA_SUCCESS) return int(r);
   if (gate_up) {  // the routing gather wrote the permuted order; wgmma wants plain K order
     const int64_t warps = int64_t(a.rows) * a.chunks;
     UnpermuteKernel<<<unsigned((warps + 7) / 8), 256, 0, stream>>>(const_cast<uint16_t*>(a.a), a.rows, a.kp,
@@ -479,7 +476,7 @@ bool LaunchWgmmaGemm(const GemmArgs& a, bool gate_up, bool one_mul, int bn, int 
   } else {
     LaunchCfg<128, 2, 2, 1, 1>(map, a, gate_up, one_mul, max_tiles, stream);
   }
-  return true;
+  return 0;
 }
 
 }  // namespace mxserve::kernels::cuda::internal
