@@ -12,8 +12,11 @@
 # Steps: check (PASS/FAIL per case; CHECK_ONLY=<shape> for one), sanitize (compute-sanitizer
 # memcheck on two small shapes), bench (gpt-oss-120b + same-run baselines incl. triton_kernels'
 # matmul_ogs: one table),
-# paths (each kernel configuration pinned), smem (decode with activations in shared memory),
-# shapes (20b, Kimi-K2-like, K3-like), profile (ncu SpeedOfLight, one token).
+# paths (each kernel configuration pinned), decode (the decode kernel variants side by side),
+# shapes (20b, Kimi-K2-like, K3-like, with matmul_ogs), profile (ncu SpeedOfLight, one token).
+# Carrying .tcache (triton's compile cache, made by a first run) and
+#   mkdir -p /tmp/tc && tar xzf .tcache/tcache.tgz -C /tmp/tc && export TRITON_CACHE_DIR=/tmp/tc/tcache
+# saves matmul_ogs's compile time.
 # Default: check sanitize bench. Writes logs under $OUT (or /tmp/mxserve-gpu).
 set -uo pipefail
 OUT=${OUT:-/tmp/mxserve-gpu}
@@ -46,16 +49,25 @@ for s in $steps; do
         echo "## path $P"
         MXSERVE_CUDA_MOE_PATH=$P $B/mxserve-bench-moe-gpu "/tmp/paths_$P.csv" gpt-oss-120b ${PATH_TOKENS:-16,256,1024,4096} | grep '^| gpt'
       done 2>&1 | tee "$OUT/paths.txt" ;;
-    smem)
-      echo "## decode with activations through shared memory (MXSERVE_CUDA_MOE_SMEM_A=1)"
-      MXSERVE_CUDA_MOE_SMEM_A=1 $B/mxserve-bench-moe-gpu /tmp/smemoff.csv gpt-oss-120b 1,4,16,64 | grep '^| gpt' | tee -a "$OUT/paths.txt" ;;
+    decode)
+      # The decode kernels side by side (what the defaults rest on): copy-engine pipelined / bulk /
+      # register ring, programmatic dependent launch on and off, ring activations in shared memory
+      # or through L1.
+      for cfg in "pipe 1 1" "pipe 0 1" "bulk 1 1" "bulk 0 1" "ring 1 1" "ring 1 0"; do
+        set -- $cfg
+        echo "## MXSERVE_CUDA_MOE_DECODE=$1 MXSERVE_CUDA_MOE_PDL=$2 MXSERVE_CUDA_MOE_SMEM_A=$3"
+        MXSERVE_CUDA_MOE_DECODE=$1 MXSERVE_CUDA_MOE_PDL=$2 MXSERVE_CUDA_MOE_SMEM_A=$3 \
+          $B/mxserve-bench-moe-gpu /tmp/decode.csv gpt-oss-120b ${DECODE_TOKENS:-1,4,16,64,256} | grep '^| gpt'
+      done 2>&1 | tee "$OUT/decode.txt" ;;
     shapes)
-      # The other layer shapes (ours only; the python baselines for them cost too much device time).
-      $B/mxserve-bench-moe-gpu /tmp/shapes.csv gpt-oss-20b,kimi-k2-like,k3-latent ${SHAPE_TOKENS:-1,16,256,4096} \
-        2>&1 | tee "$OUT/shapes.txt" ;;
+      # The other layer shapes, with matmul_ogs (no bf16 grouped_mm: it costs too much device time).
+      $B/mxserve-bench-moe-gpu "$OUT/shapes.csv" gpt-oss-20b,kimi-k2-like,k3-latent ${SHAPE_TOKENS:-1,16,256,4096} \
+        2>&1 | tee "$OUT/shapes.txt" || rc=1
+      PYTHONUNBUFFERED=1 PYTHONPATH=.triton_kernels${PYTHONPATH:+:$PYTHONPATH} python3 bench/gpu/baselines.py --no-grouped \
+        "$OUT/shapes.csv" gpt-oss-20b,kimi-k2-like,k3-latent ${SHAPE_TOKENS:-1,16,256,4096} 2>&1 | tee "$OUT/table2.txt" || rc=1 ;;
     profile)
       # Per-kernel time, DRAM and SM throughput for the first layers of the 1- and 64-token runs.
-      ncu --clock-control none --section SpeedOfLight -k regex:'Gemm|Route|Combine|Gather' -c ${NCU_COUNT:-20} \
+      ncu --clock-control none --section SpeedOfLight -k regex:'Gemm|Bulk|Pipe|Route|Combine|Gather|Wgmma|Unpermute' -c ${NCU_COUNT:-20} \
         $B/mxserve-bench-moe-gpu /tmp/ncu.csv gpt-oss-120b ${NCU_TOKENS:-1} > "$OUT/ncu.txt" 2>&1
       grep -E "Kernel|Duration|DRAM Throughput|Compute \(SM\) Throughput|  [A-Za-z]+Kernel" "$OUT/ncu.txt" | head -60 ;;
   esac
