@@ -93,16 +93,7 @@ __global__ void __launch_bounds__(32 * kWarps, kMinBlocks) DecodeGemmKernel(cons
 
   auto block = [&](float (&c4)[4], uint32_t w, uint32_t sword, int b, const uint4& al, const uint4& ah) {
     uint32_t r[4];
-    Decode4(w, r);
-    if constexpr (kOneMul) {
-      const uint32_t m = FoldedScale(sword + 0x7E7E7E7Eu, b);
-#pragma unroll
-      for (int j = 0; j < 4; ++j) r[j] = Bf16x2Mul(r[j], m);
-    } else {
-      const uint32_t m = ScaleBf16x2((sword >> (8 * b)) & 0xFFu);
-#pragma unroll
-      for (int j = 0; j < 4; ++j) r[j] = Bf16x2Mul(Bf16x2Mul(r[j], 0x7E807E80u), m);
-    }
+    DecodeScaled<kOneMul>(w, sword, b, r);
     Mma(c4, al.x, ah.x, al.y, ah.y, r[0], r[1]);
     Mma(c4, al.z, ah.z, al.w, ah.w, r[2], r[3]);
   };
@@ -180,11 +171,7 @@ __global__ void __launch_bounds__(32 * kWarps, kMinBlocks) DecodeGemmKernel(cons
     if (!(h == 0 ? v_lo : v_hi)) continue;
     const float v0 = acc[0][2 * h] + b0, v1 = acc[0][2 * h + 1] + b1;
     if constexpr (kGateUp) {
-      float gt = v0, up = v1;
-      if (gt > p.limit) gt = p.limit;
-      if (up > p.limit) up = p.limit;
-      if (up < -p.limit) up = -p.limit;
-      const float act = (up + 1.0f) * gt * (1.0f / (1.0f + expf(-p.alpha * gt)));
+      const float act = GptOssSwiglu(v0, v1, p.alpha, p.limit);
       p.act[int64_t(row0 + g + 8 * h) * p.kp_out + PermIndex(n >> 1, p.nfull_out)] = F2Bf16(act);
     } else {
       const int pair = h == 0 ? pair_lo : pair_hi;
@@ -265,16 +252,7 @@ __global__ void __launch_bounds__(128) DecodeBulkKernel(const GemmArgs p) {
   const uint4 zero = make_uint4(0, 0, 0, 0);
   auto block = [&](float (&c4)[4], uint32_t w, uint32_t sword, int b, const uint4& al) {
     uint32_t r[4];
-    Decode4(w, r);
-    if constexpr (kOneMul) {
-      const uint32_t m = FoldedScale(sword + 0x7E7E7E7Eu, b);
-#pragma unroll
-      for (int j = 0; j < 4; ++j) r[j] = Bf16x2Mul(r[j], m);
-    } else {
-      const uint32_t m = ScaleBf16x2((sword >> (8 * b)) & 0xFFu);
-#pragma unroll
-      for (int j = 0; j < 4; ++j) r[j] = Bf16x2Mul(Bf16x2Mul(r[j], 0x7E807E80u), m);
-    }
+    DecodeScaled<kOneMul>(w, sword, b, r);
     Mma(c4, al.x, zero.x, al.y, zero.y, r[0], r[1]);
     Mma(c4, al.z, zero.z, al.w, zero.w, r[2], r[3]);
   };
@@ -309,11 +287,7 @@ __global__ void __launch_bounds__(128) DecodeBulkKernel(const GemmArgs p) {
   if (!v_lo) return;
   const float v0 = acc[0][0] + acc[1][0] + b0, v1 = acc[0][1] + acc[1][1] + b1;
   if constexpr (kGateUp) {
-    float gt = v0, up = v1;
-    if (gt > p.limit) gt = p.limit;
-    if (up > p.limit) up = p.limit;
-    if (up < -p.limit) up = -p.limit;
-    const float act = (up + 1.0f) * gt * (1.0f / (1.0f + expf(-p.alpha * gt)));
+    const float act = GptOssSwiglu(v0, v1, p.alpha, p.limit);
     p.act[int64_t(row0 + g) * p.kp_out + PermIndex(n >> 1, p.nfull_out)] = F2Bf16(act);
   } else {
     *reinterpret_cast<float2*>(p.y + int64_t(pair_lo) * p.n + n) = make_float2(w_lo * v0, w_lo * v1);
@@ -438,16 +412,7 @@ __global__ void __launch_bounds__(256, 1) DecodePipeKernel(const GemmArgs p) {
       for (int k = 0; k < 4; ++k) acc[i][k] = 0.f;
     auto block = [&](float (&c4)[4], uint32_t wd, uint32_t sword, int b, const uint4& al) {
       uint32_t r[4];
-      Decode4(wd, r);
-      if constexpr (kOneMul) {
-        const uint32_t m = FoldedScale(sword + 0x7E7E7E7Eu, b);
-#pragma unroll
-        for (int k = 0; k < 4; ++k) r[k] = Bf16x2Mul(r[k], m);
-      } else {
-        const uint32_t m = ScaleBf16x2((sword >> (8 * b)) & 0xFFu);
-#pragma unroll
-        for (int k = 0; k < 4; ++k) r[k] = Bf16x2Mul(Bf16x2Mul(r[k], 0x7E807E80u), m);
-      }
+      DecodeScaled<kOneMul>(wd, sword, b, r);
       Mma(c4, al.x, zero.x, al.y, zero.y, r[0], r[1]);
       Mma(c4, al.z, zero.z, al.w, zero.w, r[2], r[3]);
     };
@@ -481,11 +446,7 @@ __global__ void __launch_bounds__(256, 1) DecodePipeKernel(const GemmArgs p) {
       const float2 o = red[wg][lane];
       const float v0 = (s0 + o.x) + b0, v1 = (s1 + o.y) + b1;
       if constexpr (kGateUp) {
-        float gt = v0, up = v1;
-        if (gt > p.limit) gt = p.limit;
-        if (up > p.limit) up = p.limit;
-        if (up < -p.limit) up = -p.limit;
-        const float act = (up + 1.0f) * gt * (1.0f / (1.0f + expf(-p.alpha * gt)));
+        const float act = GptOssSwiglu(v0, v1, p.alpha, p.limit);
         p.act[int64_t(row0 + g) * p.kp_out + PermIndex(n >> 1, p.nfull_out)] = F2Bf16(act);
       } else {
         *reinterpret_cast<float2*>(p.y + int64_t(pair_lo) * p.n + n) = make_float2(w_lo * v0, w_lo * v1);

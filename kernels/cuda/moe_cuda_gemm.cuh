@@ -132,6 +132,30 @@ __device__ __forceinline__ uint32_t FoldedScale(uint32_t sw, int b) {
   return v | (v << 16);
 }
 
+// Decodes one packed word into four bf16x2 registers (mma.sync B fragments, or wgmma A
+// fragments) scaled by block b's E8M0 scale of the scale word.
+template <bool kOneMul>
+__device__ __forceinline__ void DecodeScaled(uint32_t w, uint32_t sword, int b, uint32_t (&r)[4]) {
+  Decode4(w, r);
+  if constexpr (kOneMul) {
+    const uint32_t m = FoldedScale(sword + 0x7E7E7E7Eu, b);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) r[j] = Bf16x2Mul(r[j], m);
+  } else {
+    const uint32_t m = ScaleBf16x2((sword >> (8 * b)) & 0xFFu);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) r[j] = Bf16x2Mul(Bf16x2Mul(r[j], 0x7E807E80u), m);
+  }
+}
+
+// gpt-oss SwiGLU of one (gate, up) pair: gate clamped above, up clamped both ways, at `limit`.
+__device__ __forceinline__ float GptOssSwiglu(float gate, float up, float alpha, float limit) {
+  if (gate > limit) gate = limit;
+  if (up > limit) up = limit;
+  if (up < -limit) up = -limit;
+  return (up + 1.0f) * gate * (1.0f / (1.0f + expf(-alpha * gate)));
+}
+
 // One k32 block (two k16 steps) for all (mt, nt) of the warp. w[i]: the lane's packed word of
 // this block for n-tile i (registers: step 2b k-lo, k-hi, step 2b+1 k-lo, k-hi); sc[i]: its
 // scale as bf16x2. a_lo/a_hi: rows g and g+8, this block's 8 elements each in lane order.

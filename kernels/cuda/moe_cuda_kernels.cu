@@ -457,12 +457,7 @@ __global__ void __launch_bounds__(32 * WN * WK) MoeGemmKernel(const GemmArgs p) 
         if (lr >= rows) continue;
         const float v0 = acc[m][i][2 * h] + b0, v1 = acc[m][i][2 * h + 1] + b1;
         if constexpr (kGateUp) {
-          float gt = v0, up = v1;
-          if (gt > p.limit) gt = p.limit;
-          if (up > p.limit) up = p.limit;
-          if (up < -p.limit) up = -p.limit;
-          const float sig = 1.0f / (1.0f + expf(-p.alpha * gt));
-          const float act = (up + 1.0f) * gt * sig;
+          const float act = GptOssSwiglu(v0, v1, p.alpha, p.limit);
           p.act[int64_t(row0 + lr) * p.kp_out + PermIndex(n >> 1, p.nfull_out)] = F2Bf16(act);
         } else {
           const int pair = p.sorted[row0 + lr];

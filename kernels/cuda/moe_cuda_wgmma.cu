@@ -180,21 +180,6 @@ constexpr size_t SmemBytes() {
   return (stages > epilogue ? stages : epilogue) + 1024;
 }
 
-// Decodes one packed word into four bf16x2 A registers scaled by the block's E8M0 scale.
-template <bool kOneMul>
-__device__ __forceinline__ void DecodeScaled(uint32_t w, uint32_t sword, int b, uint32_t (&r)[4]) {
-  Decode4(w, r);
-  if constexpr (kOneMul) {
-    const uint32_t m = FoldedScale(sword + 0x7E7E7E7Eu, b);
-#pragma unroll
-    for (int j = 0; j < 4; ++j) r[j] = Bf16x2Mul(r[j], m);
-  } else {
-    const uint32_t m = ScaleBf16x2((sword >> (8 * b)) & 0xFFu);
-#pragma unroll
-    for (int j = 0; j < 4; ++j) r[j] = Bf16x2Mul(Bf16x2Mul(r[j], 0x7E807E80u), m);
-  }
-}
-
 // BN: token rows (wgmma N); MW: m64 weight blocks per consumer warpgroup; NC: consumer
 // warpgroups; D: wgmma groups (k32 blocks) left in flight; PF: chunks of weights requested ahead.
 template <int BN, int MW, int NC, int D, int PF, bool kGateUp, bool kOneMul>
