@@ -33,6 +33,15 @@ for unit in "$here"/*.service; do
     grep -qh "^$var=" "$here"/*.env.example || { echo "verify.sh: $(basename "$unit") uses \$$var, no *.env.example sets it"; exit 1; }
   done
 done
+# The coordinator's watchdog must outlast the longest step the router may hold (it logs a
+# WARNING at start otherwise): down-wait + 2 x call timeout, with the defaults of the options.
+opts=$here/../../coordinator/coordinator_options.h
+down=$(grep -oP 'worker_down_wait = absl::Seconds\(\K[0-9]+' "$opts")
+call=$(grep -oP 'expert_call_timeout = absl::Seconds\(\K[0-9]+' "$opts")
+wd=$(grep -oP '^WatchdogSec=\K[0-9]+' "$here/mxserve-coordinator.service")
+[[ -n $down && -n $call && -n $wd ]] || { echo "verify.sh: could not read WatchdogSec or the router's waits"; exit 1; }
+((wd > down + 2 * call)) || {
+  echo "verify.sh: coordinator WatchdogSec=$wd is not above worker_down_wait ${down}s + 2 x expert_call_timeout ${call}s"; exit 1; }
 units=(mxserve-coordinator.service mxserve-worker@0.service mxserve-worker@7.service mxserve-workers.target)
 out=$(systemd-analyze verify --root="$root" "${units[@]}" 2>&1) || { echo "$out"; echo "verify.sh: systemd-analyze verify failed"; exit 1; }
 if [[ -n $out ]]; then echo "$out"; echo "verify.sh: systemd-analyze verify warned"; exit 1; fi
