@@ -1,8 +1,10 @@
 // A tiny blocking HTTP/1.1 client for front-door tests (Boost.Beast over 127.0.0.1).
 #pragma once
 
+#include <chrono>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <boost/asio.hpp>
@@ -121,6 +123,18 @@ inline std::vector<std::string> SseEvents(const std::string& body, std::string* 
     out.emplace_back(ev);
   }
   return out;
+}
+
+// Polls pred every 5 ms until it holds or `limit` passes; returns its last value (bounded: tests
+// must not hang).
+template <typename Pred>
+bool WaitFor(Pred pred, std::chrono::milliseconds limit = std::chrono::milliseconds(5000)) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return pred();
 }
 
 }  // namespace mxserve::testing

@@ -21,20 +21,11 @@ using ::mxserve::testing::FakeTokenizer;
 using ::mxserve::testing::HttpCall;
 using ::mxserve::testing::HttpClient;
 using ::mxserve::testing::HttpResult;
+using ::mxserve::testing::WaitFor;
 using ::mxserve::testing::SseEvents;
 
 constexpr char kModel[] = "tiny-model";
 constexpr int kMaxLen = 128;
-
-template <typename Pred>
-bool WaitFor(Pred pred, std::chrono::milliseconds limit = std::chrono::milliseconds(5000)) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  return pred();
-}
 
 class HttpFrontendTest : public ::testing::Test {
  protected:

@@ -26,20 +26,11 @@ using ::mxserve::testing::FakeGenerationService;
 using ::mxserve::testing::FakeTokenizer;
 using ::mxserve::testing::HttpClient;
 using ::mxserve::testing::HttpResult;
+using ::mxserve::testing::WaitFor;
 
 constexpr int kMaxLen = 128;
 constexpr int kMaxPrompt = 20;
 constexpr size_t kMaxBody = 4096;
-
-template <typename Pred>
-bool WaitFor(Pred pred, std::chrono::milliseconds limit = std::chrono::milliseconds(5000)) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  return pred();
-}
 
 class LimitsTest : public ::testing::Test {
  protected:
