@@ -14,27 +14,14 @@
 #include "coordinator/tokenizer/utf8.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/tokenizer/tiny_harmony.h"
 #include "tools/tiny_tokenizer/tiny_tokenizer.h"
 
 namespace mxserve {
 namespace {
 
-const Tokenizer& Tok() {
-  static const Tokenizer* t = [] {
-    auto f = MakeTinyTokenizer(600);
-    EXPECT_TRUE(f.ok());
-    auto r = Tokenizer::FromJson(f->tokenizer_json, f->tokenizer_config_json);
-    EXPECT_TRUE(r.ok()) << r.status();
-    return r->release();
-  }();
-  return *t;
-}
-
-std::unique_ptr<ChatTemplate> Harmony() {
-  auto t = ChatTemplate::ForModel("gpt_oss", &Tok());
-  EXPECT_TRUE(t.ok()) << t.status();
-  return std::move(*t);
-}
+const Tokenizer& Tok() { return testing::TinyTok(); }
+std::unique_ptr<ChatTemplate> Harmony() { return testing::TinyHarmony(); }
 
 ChatRenderOptions Opts(const std::string& effort = "medium", bool gen = true) {
   ChatRenderOptions o;

@@ -8,27 +8,14 @@
 #include "coordinator/chat/harmony_chat_template.h"
 #include "coordinator/tokenizer/tokenizer.h"
 #include "gtest/gtest.h"
+#include "tests/tokenizer/tiny_harmony.h"
 #include "tools/tiny_tokenizer/tiny_tokenizer.h"
 
 namespace mxserve {
 namespace {
 
-const Tokenizer& Tok() {
-  static const Tokenizer* t = [] {
-    auto f = MakeTinyTokenizer(600);
-    EXPECT_TRUE(f.ok());
-    auto r = Tokenizer::FromJson(f->tokenizer_json, f->tokenizer_config_json);
-    EXPECT_TRUE(r.ok()) << r.status();
-    return r->release();
-  }();
-  return *t;
-}
-
-std::unique_ptr<ChatTemplate> Harmony() {
-  auto t = ChatTemplate::ForModel("gpt_oss", &Tok());
-  EXPECT_TRUE(t.ok()) << t.status();
-  return std::move(*t);
-}
+const Tokenizer& Tok() { return testing::TinyTok(); }
+std::unique_ptr<ChatTemplate> Harmony() { return testing::TinyHarmony(); }
 
 ChatRenderOptions Forced(const std::string& forced) {
   ChatRenderOptions o;
