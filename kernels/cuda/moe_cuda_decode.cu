@@ -249,41 +249,16 @@ __global__ void __launch_bounds__(128) DecodeBulkKernel(const GemmArgs p) {
   for (int i = 0; i < 2; ++i)
 #pragma unroll
     for (int j = 0; j < 4; ++j) acc[i][j] = 0.f;
-  const uint4 zero = make_uint4(0, 0, 0, 0);
-  auto block = [&](float (&c4)[4], uint32_t w, uint32_t sword, int b, const uint4& al) {
-    uint32_t r[4];
-    DecodeScaled<kOneMul>(w, sword, b, r);
-    Mma(c4, al.x, zero.x, al.y, zero.y, r[0], r[1]);
-    Mma(c4, al.z, zero.z, al.w, zero.w, r[2], r[3]);
-  };
   // Lanes of rows past the tile read row 0: mma rows are independent and theirs are never stored.
   const uint8_t* arow = sa + (v_lo ? g : 0) * a_stride + t * 64;
-  auto chunk = [&](int c) {
-    const uint4 q = *reinterpret_cast<const uint4*>(sw + c * 512 + lane * 16);
-    const uint32_t sword = *reinterpret_cast<const uint32_t*>(ss + c * 32 + g * 4);
-    uint4 al[4];
-#pragma unroll
-    for (int b = 0; b < 4; ++b) al[b] = *reinterpret_cast<const uint4*>(arow + c * 256 + 16 * b);
-    block(acc[0], q.x, sword, 0, al[0]);
-    block(acc[1], q.y, sword, 1, al[1]);
-    block(acc[0], q.z, sword, 2, al[2]);
-    block(acc[1], q.w, sword, 3, al[3]);
-  };
   MbarWait(&bars[8], 0);
   MbarWait(&bars[2 * warp], 0);
 #pragma unroll 2
-  for (int c = 0; c < half; ++c) chunk(c);
+  for (int c = 0; c < half; ++c) SmemChunkMma<kOneMul, false>(acc, sw, ss, arow, c, lane);
   MbarWait(&bars[2 * warp + 1], 0);
 #pragma unroll 2
-  for (int c = half; c < nfull; ++c) chunk(c);
-  if (chunks > nfull) {  // the 64-wide tail chunk: 8 bytes per lane, two blocks
-    const int c = nfull;
-    const uint2 q = *reinterpret_cast<const uint2*>(sw + c * 512 + lane * 8);
-    const uint32_t sword = *reinterpret_cast<const uint32_t*>(ss + c * 32 + g * 4);
-    const uint8_t* tr = sa + (v_lo ? g : 0) * a_stride + c * 256 + t * 32;
-    block(acc[0], q.x, sword, 0, *reinterpret_cast<const uint4*>(tr));
-    block(acc[1], q.y, sword, 1, *reinterpret_cast<const uint4*>(tr + 16));
-  }
+  for (int c = half; c < nfull; ++c) SmemChunkMma<kOneMul, false>(acc, sw, ss, arow, c, lane);
+  if (chunks > nfull) SmemChunkMma<kOneMul, true>(acc, sw, ss, arow, nfull, lane);
   if (!v_lo) return;
   const float v0 = acc[0][0] + acc[1][0] + b0, v1 = acc[0][1] + acc[1][1] + b1;
   if constexpr (kGateUp) {
@@ -295,7 +270,7 @@ __global__ void __launch_bounds__(128) DecodeBulkKernel(const GemmArgs p) {
 }
 
 size_t DecodeBulkSmem(const GemmArgs& a) {
-  const int rows = std::min(8, std::max(1, a.max_rows));
+  const int rows = std::min(8, std::max(1, a.rows));
   return size_t(4) * 4 * a.kp + size_t(4) * a.chunks * 32 + size_t(rows) * (2 * a.kp + 16);
 }
 
@@ -345,7 +320,7 @@ __global__ void __launch_bounds__(256, 1) DecodePipeKernel(const GemmArgs p) {
   const int items = nvalid * groups;
   const int nfull = p.nfull, chunks = p.chunks, half = nfull / 2;
   const int rg_bytes = 4 * p.kp, sc_bytes = chunks * 32;
-  const PipeGeom geo = MakePipeGeom(p.kp, chunks, min(8, max(1, p.max_rows)));
+  const PipeGeom geo = MakePipeGeom(p.kp, chunks, min(8, max(1, p.rows)));
   if (threadIdx.x == 0) {
     for (int i = 0; i < S; ++i) MbarInit(&full[i], 1);
     FenceMbarInit();
@@ -373,7 +348,6 @@ __global__ void __launch_bounds__(256, 1) DecodePipeKernel(const GemmArgs p) {
       if (it < items) issue(it, j);
     }
   }
-  const uint4 zero = make_uint4(0, 0, 0, 0);
   for (int j = 0;; ++j) {
     const int item = blockIdx.x + j * gridDim.x;
     if (item >= items) break;
@@ -410,34 +384,11 @@ __global__ void __launch_bounds__(256, 1) DecodePipeKernel(const GemmArgs p) {
     for (int i = 0; i < 2; ++i)
 #pragma unroll
       for (int k = 0; k < 4; ++k) acc[i][k] = 0.f;
-    auto block = [&](float (&c4)[4], uint32_t wd, uint32_t sword, int b, const uint4& al) {
-      uint32_t r[4];
-      DecodeScaled<kOneMul>(wd, sword, b, r);
-      Mma(c4, al.x, zero.x, al.y, zero.y, r[0], r[1]);
-      Mma(c4, al.z, zero.z, al.w, zero.w, r[2], r[3]);
-    };
     if (nt_ok) {
       const int c_lo = kh == 0 ? 0 : half, c_hi = kh == 0 ? half : nfull;
 #pragma unroll 2
-      for (int c = c_lo; c < c_hi; ++c) {
-        const uint4 q = *reinterpret_cast<const uint4*>(sw + c * 512 + lane * 16);
-        const uint32_t sword = *reinterpret_cast<const uint32_t*>(ss + c * 32 + g * 4);
-        uint4 al[4];
-#pragma unroll
-        for (int b = 0; b < 4; ++b) al[b] = *reinterpret_cast<const uint4*>(arow + c * 256 + 16 * b);
-        block(acc[0], q.x, sword, 0, al[0]);
-        block(acc[1], q.y, sword, 1, al[1]);
-        block(acc[0], q.z, sword, 2, al[2]);
-        block(acc[1], q.w, sword, 3, al[3]);
-      }
-      if (kh == 1 && chunks > nfull) {  // the 64-wide tail chunk: 8 bytes per lane, two blocks
-        const int c = nfull;
-        const uint2 q = *reinterpret_cast<const uint2*>(sw + c * 512 + lane * 8);
-        const uint32_t sword = *reinterpret_cast<const uint32_t*>(ss + c * 32 + g * 4);
-        const uint8_t* tr = arow - t * 32 + c * 256;
-        block(acc[0], q.x, sword, 0, *reinterpret_cast<const uint4*>(tr));
-        block(acc[1], q.y, sword, 1, *reinterpret_cast<const uint4*>(tr + 16));
-      }
+      for (int c = c_lo; c < c_hi; ++c) SmemChunkMma<kOneMul, false>(acc, sw, ss, arow, c, lane);
+      if (kh == 1 && chunks > nfull) SmemChunkMma<kOneMul, true>(acc, sw, ss, arow, nfull, lane);
     }
     const float s0 = acc[0][0] + acc[1][0], s1 = acc[0][1] + acc[1][1];
     if (kh == 1) red[wg][lane] = make_float2(s0, s1);
@@ -474,7 +425,7 @@ void LaunchDecodePipeT(const GemmArgs& a, bool gate_up, int max_tiles, size_t sm
 
 // Returns false when the stages do not fit (then another kernel runs).
 bool LaunchDecodePipe(const GemmArgs& a, bool gate_up, bool one_mul, int max_tiles, cudaStream_t stream) {
-  const PipeGeom geo = MakePipeGeom(a.kp, a.chunks, std::min(8, std::max(1, a.max_rows)));
+  const PipeGeom geo = MakePipeGeom(a.kp, a.chunks, std::min(8, std::max(1, a.rows)));
   const size_t limit = size_t(220) << 10;
   if (size_t(3) * geo.stage_bytes <= limit) {
     if (one_mul) LaunchDecodePipeT<true, 3>(a, gate_up, max_tiles, 3 * geo.stage_bytes, stream);
@@ -510,10 +461,8 @@ void LaunchDecodeT(const GemmArgs& a, bool gate_up, int max_tiles, size_t smem, 
   LaunchPdl(k, dim3((a.n / 8 + kWarps - 1) / kWarps, max_tiles), dim3(32 * kWarps), smem, stream, a);
 }
 
-bool DecodeSupports(int chunks) { return true; }
-
 void LaunchDecodeGemm(const GemmArgs& a, bool gate_up, bool rows16, bool one_mul, int max_tiles,
-                      int est_tiles, cudaStream_t stream) {
+                      cudaStream_t stream) {
   if (max_tiles <= 0) return;
   // Activations through shared memory unless MXSERVE_CUDA_MOE_SMEM_A=0 (benchmarks) or the
   // tile's rows do not fit (hidden > ~3000 at 8 rows, > ~3400 at 16).
@@ -521,7 +470,7 @@ void LaunchDecodeGemm(const GemmArgs& a, bool gate_up, bool rows16, bool one_mul
     const char* v = std::getenv("MXSERVE_CUDA_MOE_SMEM_A");
     return v == nullptr || std::string(v) != "0";
   }();
-  const int rows = std::min(rows16 ? 16 : 8, std::max(1, a.max_rows));
+  const int rows = std::min(rows16 ? 16 : 8, std::max(1, a.rows));  // most rows a tile can have
   const size_t smem = size_t(rows) * (a.kp / 8 + 1) * 16;
   // 8-row tiles up to 48 KB (4+ CTAs per SM), 16-row tiles up to 108 KB (2 per SM).
   const bool smem_a = smem_a_env && smem <= size_t(rows16 ? 108 << 10 : 48 << 10);
@@ -535,7 +484,7 @@ void LaunchDecodeGemm(const GemmArgs& a, bool gate_up, bool rows16, bool one_mul
   }();
   if (!rows16 && pinned != 3) {
     const bool bulk_fits = DecodeBulkSmem(a) <= (113 << 10);
-    const bool want_bulk = pinned == 2 || (pinned == 0 && a.max_rows <= 4);
+    const bool want_bulk = pinned == 2 || (pinned == 0 && a.rows <= 4);
     if (want_bulk && bulk_fits) {
       if (one_mul) LaunchDecodeBulk<true>(a, gate_up, max_tiles, stream);
       else LaunchDecodeBulk<false>(a, gate_up, max_tiles, stream);

@@ -1,7 +1,6 @@
 // MoeForwardCuda (the launch sequence) and CudaMoeRunner (host memory in and out through pinned
 // buffers on the runner's own stream).
 #include <algorithm>
-#include <cmath>
 #include <cstdlib>
 #include <string>
 #include <cstring>
@@ -50,9 +49,6 @@ struct LayerAccess {
       return absl::InvalidArgumentError(absl::StrCat("MoeForwardCuda: ", pairs,
                                                      " token-slots is more than one launch takes"));
     }
-    // Non-empty tiles, roughly: distinct experts hit (uniform routing) times tiles per expert.
-    const double hit = nh * (1.0 - std::pow(1.0 - 1.0 / nh, double(pairs)));
-    const int64_t est_tiles = std::max<int64_t>(1, std::llround(hit * std::ceil(pairs / std::max(1.0, hit) / bm)));
     internal::RoutingArgs r{};
     r.ids = b.expert_ids;
     r.local = L.d_local_;
@@ -83,7 +79,6 @@ struct LayerAccess {
     g.a = ws.d_a_;
     g.tiles = ws.d_tiles_;
     g.ntiles = ws.d_counts_ + 3 * nh + 1;
-    g.max_rows = static_cast<int>(std::min<int64_t>(bm, pairs));
     g.rows = static_cast<int>(pairs);
     g.act = ws.d_act_;
     g.kp_out = L.kp_i_;
@@ -95,8 +90,7 @@ struct LayerAccess {
                                               " GEMM could not describe its activations to the copy "
                                               "engine (cuTensorMapEncodeTiled: ", code, ")"));
     };
-    if (int r = internal::LaunchGemm(g, true, p, L.small_scales_, static_cast<int>(max_tiles),
-                                     static_cast<int>(est_tiles), stream);
+    if (int r = internal::LaunchGemm(g, true, p, L.small_scales_, static_cast<int>(max_tiles), stream);
         r != 0) {
       return launch_failed(r, "gate_up");
     }
@@ -111,8 +105,7 @@ struct LayerAccess {
     g.y = ws.d_y_;
     g.sorted = ws.d_sorted_;
     g.route_w = b.weights;
-    if (int r = internal::LaunchGemm(g, false, p, L.small_scales_, static_cast<int>(max_tiles),
-                                     static_cast<int>(est_tiles), stream);
+    if (int r = internal::LaunchGemm(g, false, p, L.small_scales_, static_cast<int>(max_tiles), stream);
         r != 0) {
       return launch_failed(r, "down");
     }

@@ -59,7 +59,7 @@ __device__ __forceinline__ void CpAsyncWaitAll() {
 __device__ __forceinline__ uint32_t SmemAddr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
-__device__ __forceinline__ void MbarInit(uint64_t* bar, int count) {
+__device__ __forceinline__ void MbarInit(uint64_t* bar, uint32_t count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(SmemAddr(bar)), "r"(count) : "memory");
 }
 // Makes initialised barriers visible to the copy engine (the async proxy).
@@ -69,6 +69,9 @@ __device__ __forceinline__ void FenceMbarInit() {
 __device__ __forceinline__ void MbarExpectTx(uint64_t* bar, uint32_t bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(SmemAddr(bar)), "r"(bytes)
                : "memory");
+}
+__device__ __forceinline__ void MbarArrive(uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(SmemAddr(bar)) : "memory");
 }
 // dst, src 16-byte aligned; bytes a multiple of 16.
 __device__ __forceinline__ void BulkCopyG2S(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {
@@ -145,6 +148,38 @@ __device__ __forceinline__ void DecodeScaled(uint32_t w, uint32_t sword, int b, 
     const uint32_t m = ScaleBf16x2((sword >> (8 * b)) & 0xFFu);
 #pragma unroll
     for (int j = 0; j < 4; ++j) r[j] = Bf16x2Mul(Bf16x2Mul(r[j], 0x7E807E80u), m);
+  }
+}
+
+// Chunk c of an 8-row group from shared memory: a full 128-K chunk, or (kTail) the 64-K tail chunk.
+// Tokens are mma rows 0..7 (rows 8..15 zero); sw/ss = the group's weights and scales in the upload
+// layout, arow = this lane's activation row at element t*32 of chunk 0 (bf16, permuted order, 256
+// bytes per chunk). Two accumulator chains alternate.
+template <bool kOneMul, bool kTail>
+__device__ __forceinline__ void SmemChunkMma(float (&acc)[2][4], const uint8_t* sw, const uint8_t* ss,
+                                             const uint8_t* arow, int c, int lane) {
+  const int g = lane >> 2, t = lane & 3;
+  const uint32_t sword = *reinterpret_cast<const uint32_t*>(ss + c * 32 + g * 4);
+  auto block = [&](float (&c4)[4], uint32_t wd, int b, const uint4& al) {
+    uint32_t r[4];
+    DecodeScaled<kOneMul>(wd, sword, b, r);
+    Mma(c4, al.x, 0u, al.y, 0u, r[0], r[1]);
+    Mma(c4, al.z, 0u, al.w, 0u, r[2], r[3]);
+  };
+  if constexpr (!kTail) {
+    const uint4 q = *reinterpret_cast<const uint4*>(sw + c * 512 + lane * 16);
+    uint4 al[4];
+#pragma unroll
+    for (int b = 0; b < 4; ++b) al[b] = *reinterpret_cast<const uint4*>(arow + c * 256 + 16 * b);
+    block(acc[0], q.x, 0, al[0]);
+    block(acc[1], q.y, 1, al[1]);
+    block(acc[0], q.z, 2, al[2]);
+    block(acc[1], q.w, 3, al[3]);
+  } else {  // tail: 8 bytes per lane, two blocks, 16 elements per lane
+    const uint2 q = *reinterpret_cast<const uint2*>(sw + c * 512 + lane * 8);
+    const uint8_t* tr = arow - t * 32 + c * 256;
+    block(acc[0], q.x, 0, *reinterpret_cast<const uint4*>(tr));
+    block(acc[1], q.y, 1, *reinterpret_cast<const uint4*>(tr + 16));
   }
 }
 

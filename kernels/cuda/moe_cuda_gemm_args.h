@@ -20,8 +20,8 @@ struct GemmArgs {
   const uint16_t* a;      // [P][kp] bf16, permuted
   const int32_t* tiles;   // [tiles][3]
   const int32_t* ntiles;  // device count of valid tiles
-  int max_rows;           // most rows any tile can have: min(tile rows, token-slots)
-  int rows;               // rows of a (token-slots): the TMA bound of the wgmma path
+  int rows;               // rows of a (token-slots): the TMA bound of the wgmma path, and
+                          // min(tile height, rows) bounds the rows of any tile
   // gate_up epilogue
   uint16_t* act;          // [P][kp_out] bf16, permuted for the down GEMM
   int kp_out, nfull_out;

@@ -489,13 +489,11 @@ bool PdlEnabled() {
 
 int PathBm(int path) { return path == 0 ? 8 : path == 1 ? 16 : path == 2 ? 32 : path >= 4 ? WgmmaBm(path) : 64; }
 
-int LaunchGemm(const GemmArgs& a, bool gate_up, int path, bool one_mul, int max_tiles, int est_tiles,
-               cudaStream_t stream) {
+int LaunchGemm(const GemmArgs& a, bool gate_up, int path, bool one_mul, int max_tiles, cudaStream_t stream) {
   if (max_tiles <= 0) return 0;
-  if (path <= 1 && !DecodeSupports(a.chunks)) path = 2;
   switch (path) {
-    case 0: LaunchDecodeGemm(a, gate_up, false, one_mul, max_tiles, est_tiles, stream); break;
-    case 1: LaunchDecodeGemm(a, gate_up, true, one_mul, max_tiles, est_tiles, stream); break;
+    case 0: LaunchDecodeGemm(a, gate_up, false, one_mul, max_tiles, stream); break;
+    case 1: LaunchDecodeGemm(a, gate_up, true, one_mul, max_tiles, stream); break;
     case 2: LaunchGemmT<2, 2, 2, 4>(a, gate_up, max_tiles, stream); break;
     case 4:
     case 5:

@@ -50,11 +50,8 @@ void LaunchRouting(const RoutingArgs& r, cudaStream_t stream);
 int PathBm(int path);
 // Returns 0, or (wgmma paths) -1 when the driver has no tensor-map encoder / the CUresult of a
 // failed encode: then nothing was launched and the call must fail (the tiles fit no other kernel).
-int LaunchGemm(const GemmArgs& a, bool gate_up, int path, bool one_mul, int max_tiles, int est_tiles,
-                cudaStream_t stream);
-// est_tiles: expected number of non-empty tiles (sizes the grid); one_mul: the layer's scale
-// bytes are all <= 128 (the folded-scale fast path).
-bool DecodeSupports(int chunks);
+// one_mul: the layer's scale bytes are all <= 128 (the folded-scale fast path).
+int LaunchGemm(const GemmArgs& a, bool gate_up, int path, bool one_mul, int max_tiles, cudaStream_t stream);
 // The wgmma prefill GEMM (moe_cuda_wgmma.cu; paths 4-6): token rows per tile, and the launch
 // (non-zero: -1 no tensor-map encoder in this driver, else the failed encode's CUresult;
 // nothing was enqueued).
@@ -62,7 +59,7 @@ int WgmmaBm(int path);
 bool WgmmaAvailable();
 int LaunchWgmmaGemm(const GemmArgs& a, bool gate_up, bool one_mul, int bn, int max_tiles, cudaStream_t stream);
 void LaunchDecodeGemm(const GemmArgs& a, bool gate_up, bool rows16, bool one_mul, int max_tiles,
-                      int est_tiles, cudaStream_t stream);
+                      cudaStream_t stream);
 void LaunchCombine(const float* y, const int32_t* ids, const int32_t* local, int num_experts,
                    int tokens, int top_k, int h, float* out, cudaStream_t stream);
 

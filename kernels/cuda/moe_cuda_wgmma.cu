@@ -39,30 +39,7 @@ namespace mxserve::kernels::cuda::internal {
 namespace {
 
 // ---- PTX wrappers (sm_90a) ------------------------------------------------------------------
-__device__ __forceinline__ uint32_t SmemAddr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-__device__ __forceinline__ void MbarInit(uint64_t* bar, uint32_t count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(SmemAddr(bar)), "r"(count) : "memory");
-}
-__device__ __forceinline__ void MbarArriveExpectTx(uint64_t* bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(SmemAddr(bar)), "r"(bytes)
-               : "memory");
-}
-__device__ __forceinline__ void MbarArrive(uint64_t* bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(SmemAddr(bar)) : "memory");
-}
-__device__ __forceinline__ void MbarWait(uint64_t* bar, uint32_t parity) {
-  const uint32_t a = SmemAddr(bar);
-  uint32_t ok = 0;
-  do {
-    asm volatile(
-        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(ok)
-        : "r"(a), "r"(parity)
-        : "memory");
-  } while (!ok);
-}
+// (the mbarrier and bulk-copy wrappers are in moe_cuda_gemm.cuh)
 __device__ __forceinline__ void TmaLoad2d(void* dst, const CUtensorMap* map, uint64_t* bar, int c0, int c1) {
   asm volatile(
       "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];"
@@ -202,7 +179,7 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1) WgmmaGemmKernel(const __gri
       MbarInit(&full_bar[s], 1);
       MbarInit(&empty_bar[s], NC);
     }
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    FenceMbarInit();
   }
   __syncthreads();
 
@@ -214,7 +191,7 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1) WgmmaGemmKernel(const __gri
       for (int i = 0; i < nslabs; ++i) {
         const int s = i % S;
         MbarWait(&empty_bar[s], ((i / S) & 1) ^ 1);
-        MbarArriveExpectTx(&full_bar[s], kStageBytes);
+        MbarExpectTx(&full_bar[s], kStageBytes);
         TmaLoad2d(smem + s * kStageBytes, &tmap, &full_bar[s], i * 64, row0);
       }
     }
