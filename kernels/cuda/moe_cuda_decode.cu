@@ -474,13 +474,13 @@ void LaunchDecodeGemm(const GemmArgs& a, bool gate_up, bool rows16, bool one_mul
   const size_t smem = size_t(rows) * (a.kp / 8 + 1) * 16;
   // 8-row tiles up to 48 KB (4+ CTAs per SM), 16-row tiles up to 108 KB (2 per SM).
   const bool smem_a = smem_a_env && smem <= size_t(rows16 ? 108 << 10 : 48 << 10);
-  // 8-row tiles: the pipelined kernel, or for the smallest batches (<= 4 token-slots: one CTA's
-  // load is all there is) the one-shot bulk kernel, where their shared memory fits; else the
-  // register ring. MXSERVE_CUDA_MOE_DECODE=pipe|bulk|ring pins one (benchmarks).
+  // 8-row tiles: for the smallest batches (<= 4 token-slots: one CTA's load is all there is) the
+  // one-shot bulk kernel; else the weights-as-A kernel (moe_cuda_decode_wa.cu), or the pipelined
+  // kernel where that does not fit; each where its shared memory fits; else the register ring. MXSERVE_CUDA_MOE_DECODE=wa|pipe|bulk|ring pins one (benchmarks).
   static const int pinned = [] {
     const char* v = std::getenv("MXSERVE_CUDA_MOE_DECODE");
     const std::string s = v == nullptr ? "" : v;
-    return s == "pipe" ? 1 : s == "bulk" ? 2 : s == "ring" ? 3 : 0;
+    return s == "pipe" ? 1 : s == "bulk" ? 2 : s == "ring" ? 3 : s == "wa" ? 4 : 0;
   }();
   if (!rows16 && pinned != 3) {
     const bool bulk_fits = DecodeBulkSmem(a) <= (113 << 10);
@@ -490,6 +490,7 @@ void LaunchDecodeGemm(const GemmArgs& a, bool gate_up, bool rows16, bool one_mul
       else LaunchDecodeBulk<false>(a, gate_up, max_tiles, stream);
       return;
     }
+    if (pinned != 1 && LaunchDecodeWa(a, gate_up, one_mul, max_tiles, stream)) return;
     if (LaunchDecodePipe(a, gate_up, one_mul, max_tiles, stream)) return;
   }
   if (rows16 && smem_a) {

@@ -131,8 +131,8 @@ __device__ __forceinline__ uint16_t F2Bf16(float f) {
 // bias 2^126 and the block scale 2^(s-127) fold into one bf16 multiplier 2^(s-1), whose bf16
 // exponent field is s + 126. sw: the scale word with 0x7E added to every byte (no carries).
 __device__ __forceinline__ uint32_t FoldedScale(uint32_t sw, int b) {
-  const uint32_t v = ((sw >> (8 * b)) & 0xFFu) << 7;
-  return v | (v << 16);
+  // byte b into bytes 0 and 2 (PRMT), then into the exponent field of both halves.
+  return __byte_perm(sw, 0u, 0x4040u | (0x0101u * uint32_t(b))) << 7;
 }
 
 // Decodes one packed word into four bf16x2 registers (mma.sync B fragments, or wgmma A

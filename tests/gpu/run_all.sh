@@ -9,11 +9,14 @@
 #   bench/gpu/get_triton_kernels.sh <the bare git dir that fetch printed>
 # Without it the table says "# matmul_ogs not run: ..." and its columns are "-".
 # then, on the GPU machine from the repo root: tests/gpu/run_all.sh [STEP]...
-# Steps: check (PASS/FAIL per case; CHECK_ONLY=<shape> for one), sanitize (compute-sanitizer
+# Steps: check (PASS/FAIL per case; CHECK_ONLY=<shape> for one), checkdecode (the small shapes
+# with each other decode kernel pinned), sanitize (compute-sanitizer
 # memcheck on two small shapes), bench (gpt-oss-120b + same-run baselines incl. triton_kernels'
 # matmul_ogs: one table),
 # paths (each kernel configuration pinned), decode (the decode kernel variants side by side),
-# shapes (20b, Kimi-K2-like, K3-like, with matmul_ogs), profile (ncu SpeedOfLight, one token).
+# shapes (20b, Kimi-K2-like, K3-like, with matmul_ogs), profile (ncu SpeedOfLight, one token),
+# detail (ncu stall/issue/memory sections of one decode kernel), source (its per-instruction stall
+# samples), sass (machine code of all kernels).
 # Carrying .tcache (triton's compile cache, made by a first run) and
 #   mkdir -p /tmp/tc && tar xzf .tcache/tcache.tgz -C /tmp/tc && export TRITON_CACHE_DIR=/tmp/tc/tcache
 # saves matmul_ogs's compile time.
@@ -31,6 +34,14 @@ for s in $steps; do
   case $s in
     check)
       $B/mxserve-gpu-moe-check ${CHECK_ONLY:-} 2>&1 | tee "$OUT/check.txt" || rc=1 ;;
+    checkdecode)
+      # The check again with each other 8-row decode kernel pinned (the default one ran in check).
+      for D in ${CHECK_DECODE:-pipe bulk ring}; do
+        for S in tiny-pad tiny-k1 half-held big-scales gpt-oss-20b; do
+          MXSERVE_CUDA_MOE_DECODE=$D $B/mxserve-gpu-moe-check $S 2>&1 | grep -E "^(PASS|FAIL)" | sed "s/^/$D /"
+        done
+      done 2>&1 | tee "$OUT/checkdecode.txt" | grep -v "PASS" ; grep -c "PASS" "$OUT/checkdecode.txt"
+      grep -q FAIL "$OUT/checkdecode.txt" && rc=1 ;;
     sanitize)
       compute-sanitizer --tool memcheck --leak-check full --error-exitcode 9 $B/mxserve-gpu-moe-check tiny-pad \
         > "$OUT/memcheck.txt" 2>&1; r=$?
@@ -53,8 +64,9 @@ for s in $steps; do
       # The decode kernels side by side (what the defaults rest on): copy-engine pipelined / bulk /
       # register ring, programmatic dependent launch on and off, ring activations in shared memory
       # or through L1.
-      for cfg in "pipe 1 1" "pipe 0 1" "bulk 1 1" "bulk 0 1" "ring 1 1" "ring 1 0"; do
-        set -- $cfg
+      # DECODE_CFGS: kernel:pdl:smem_a entries.
+      for cfg in ${DECODE_CFGS:-wa:1:1 wa:0:1 pipe:1:1 pipe:0:1 bulk:1:1 bulk:0:1 ring:1:1 ring:1:0}; do
+        set -- ${cfg//:/ }
         echo "## MXSERVE_CUDA_MOE_DECODE=$1 MXSERVE_CUDA_MOE_PDL=$2 MXSERVE_CUDA_MOE_SMEM_A=$3"
         MXSERVE_CUDA_MOE_DECODE=$1 MXSERVE_CUDA_MOE_PDL=$2 MXSERVE_CUDA_MOE_SMEM_A=$3 \
           $B/mxserve-bench-moe-gpu /tmp/decode.csv gpt-oss-120b ${DECODE_TOKENS:-1,4,16,64,256} | grep '^| gpt'
@@ -70,6 +82,26 @@ for s in $steps; do
       ncu --clock-control none --section SpeedOfLight -k regex:'Gemm|Bulk|Pipe|Route|Combine|Gather|Wgmma|Unpermute' -c ${NCU_COUNT:-20} \
         $B/mxserve-bench-moe-gpu /tmp/ncu.csv gpt-oss-120b ${NCU_TOKENS:-1} > "$OUT/ncu.txt" 2>&1
       grep -E "Kernel|Duration|DRAM Throughput|Compute \(SM\) Throughput|  [A-Za-z]+Kernel" "$OUT/ncu.txt" | head -60 ;;
+    detail)
+      # Where a decode kernel's cycles go: stall reasons, issue rate, memory traffic, for the
+      # pipelined decode kernel's first launches at DETAIL_TOKENS (default 64) tokens.
+      ncu --clock-control none --section SpeedOfLight --section MemoryWorkloadAnalysis --section SchedulerStats \
+        --section WarpStateStats --section InstructionStats --section Occupancy --section LaunchStats \
+        -k regex:${DETAIL_KERNEL:-Pipe} -c ${NCU_COUNT:-2} \
+        --metrics smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio,smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio,smsp__average_warps_issue_stalled_short_scoreboard_per_issue_active.ratio,smsp__average_warps_issue_stalled_mio_throttle_per_issue_active.ratio,smsp__average_warps_issue_stalled_math_pipe_throttle_per_issue_active.ratio,smsp__average_warps_issue_stalled_wait_per_issue_active.ratio,smsp__average_warps_issue_stalled_not_selected_per_issue_active.ratio,smsp__average_warps_issue_stalled_selected_per_issue_active.ratio,smsp__average_warps_issue_stalled_dispatch_stall_per_issue_active.ratio,smsp__average_warps_issue_stalled_lg_throttle_per_issue_active.ratio,smsp__average_warps_issue_stalled_sleeping_per_issue_active.ratio,smsp__average_warps_issue_stalled_branch_resolving_per_issue_active.ratio,smsp__average_warps_issue_stalled_no_instruction_per_issue_active.ratio,smsp__average_warps_issue_stalled_misc_per_issue_active.ratio,smsp__average_warps_issue_stalled_membar_per_issue_active.ratio \
+        $B/mxserve-bench-moe-gpu /tmp/ncu.csv gpt-oss-120b ${DETAIL_TOKENS:-64} > "$OUT/detail.txt" 2>&1
+      grep -vE "^==PROF==|^ +-+ +-+" "$OUT/detail.txt" | grep -E "Kernel|Duration|Throughput|Issue|Eligible|Active Warps|Stall|Warp Cycles|Executed Ipc|Registers|Shared Memory|Bank|Hit Rate|L1|L2|Occupancy|issue_stalled" | head -120 ;;
+    source)
+      # Per-instruction warp-stall samples (SASS) of one kernel launch: where its cycles go.
+      ncu --clock-control none --section SourceCounters --section WarpStateStats -k regex:${DETAIL_KERNEL:-Pipe} -c 1 \
+        --export /tmp/src --force-overwrite $B/mxserve-bench-moe-gpu /tmp/ncu.csv gpt-oss-120b ${DETAIL_TOKENS:-64} \
+        > "$OUT/source_run.txt" 2>&1
+      ncu --import /tmp/src.ncu-rep --page source --print-source sass --csv > "$OUT/source.csv" 2>&1
+      head -2 "$OUT/source.csv" | cut -c1-600; wc -l "$OUT/source.csv"; gzip -f "$OUT/source.csv" ;;
+    sass)
+      # The decode kernels' machine code (instruction mix of the inner loops), saved under $OUT.
+      cuobjdump -sass bundle-cuda/bin/mxserve-bench-moe-gpu > "$OUT/all.sass" 2>&1
+      grep -n "Function :" "$OUT/all.sass" | grep -E "Decode|Wgmma" | head -40; gzip -f "$OUT/all.sass" ;;
   esac
 done
 exit $rc
