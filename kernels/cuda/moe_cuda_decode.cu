@@ -475,13 +475,12 @@ void LaunchDecodeGemm(const GemmArgs& a, bool gate_up, bool rows16, bool one_mul
   // 8-row tiles up to 48 KB (4+ CTAs per SM), 16-row tiles up to 108 KB (2 per SM).
   const bool smem_a = smem_a_env && smem <= size_t(rows16 ? 108 << 10 : 48 << 10);
   // 8-row tiles: for the smallest batches (<= 4 token-slots: one CTA's load is all there is) the
-  // one-shot bulk kernel; else the K-streamed kernel (moe_cuda_decode_ks.cu), the weights-as-A
-  // kernel (moe_cuda_decode_wa.cu) or the pipelined kernel, the first whose shared memory fits;
-  // else the register ring. MXSERVE_CUDA_MOE_DECODE=ks|wa|pipe|bulk|ring pins one (benchmarks).
+  // one-shot bulk kernel; else the weights-as-A kernel (moe_cuda_decode_wa.cu), or the pipelined
+  // kernel where that does not fit; each where its shared memory fits; else the register ring. MXSERVE_CUDA_MOE_DECODE=wa|pipe|bulk|ring pins one (benchmarks).
   static const int pinned = [] {
     const char* v = std::getenv("MXSERVE_CUDA_MOE_DECODE");
     const std::string s = v == nullptr ? "" : v;
-    return s == "pipe" ? 1 : s == "bulk" ? 2 : s == "ring" ? 3 : s == "wa" ? 4 : s == "ks" ? 5 : 0;
+    return s == "pipe" ? 1 : s == "bulk" ? 2 : s == "ring" ? 3 : s == "wa" ? 4 : 0;
   }();
   if (!rows16 && pinned != 3) {
     const bool bulk_fits = DecodeBulkSmem(a) <= (113 << 10);
@@ -491,7 +490,6 @@ void LaunchDecodeGemm(const GemmArgs& a, bool gate_up, bool rows16, bool one_mul
       else LaunchDecodeBulk<false>(a, gate_up, max_tiles, stream);
       return;
     }
-    if ((pinned == 0 || pinned == 5) && LaunchDecodeKs(a, gate_up, one_mul, max_tiles, stream)) return;
     if (pinned != 1 && LaunchDecodeWa(a, gate_up, one_mul, max_tiles, stream)) return;
     if (LaunchDecodePipe(a, gate_up, one_mul, max_tiles, stream)) return;
   }

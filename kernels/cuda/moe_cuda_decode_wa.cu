@@ -37,6 +37,7 @@ namespace {
 
 constexpr int kKp = 6;      // K parts: consumer warps per row pair (13 warps: <= 152 registers)
 constexpr int kMaxC = 4;    // chunks a consumer warp may hold activations for (K <= 24..29 chunks)
+constexpr int kMaxS = 4;    // stages
 
 // Chunk c of one warp: groups A (rows g) and B (rows g + 8) from shared memory. wa/wb: the
 // groups' weights; sa/sb: their scales plus g * 4; x: the lane's token-g activations of this chunk
@@ -69,32 +70,26 @@ __device__ __forceinline__ void ChunkMmaA(float (&acc)[2][4], const uint8_t* wa,
   }
 }
 
-// An item: 2 row sets x kRp row pairs (m16 tiles) = 4 * kRp n8 groups; a stage holds the item's
-// weights (8 rows x kp/2 bytes per group), then their scales.
-__host__ __device__ inline int WaStageBytes(int kp, int chunks, int rp) {
-  return 4 * rp * (4 * kp + chunks * 32);
-}
-template <int kRp>
-constexpr int kMaxS = kRp == 1 ? 4 : 2;  // stages (the partial-sum slots are per stage)
+// A stage: 4 groups' weights (8 rows x kp/2 bytes each), then their scales.
+__host__ __device__ inline int WaStageBytes(int kp, int chunks) { return 4 * 4 * kp + 4 * chunks * 32; }
 
-template <bool kGateUp, bool kOneMul, int kRp>
+template <bool kGateUp, bool kOneMul>
 __global__ void __launch_bounds__(64 * kKp + 32, 1) DecodeWaKernel(const GemmArgs p, int S, int mode) {
-  constexpr int kG = 4 * kRp;  // groups per item
   extern __shared__ __align__(128) uint8_t smem[];
-  __shared__ uint64_t full[kMaxS<kRp>], empty[kMaxS<kRp>];
-  __shared__ int arrived[kMaxS<kRp>][2];                 // per stage and row set: K parts summed
-  __shared__ float4 red[kMaxS<kRp>][kKp][2][kRp][32];   // per stage: partial sums
+  __shared__ uint64_t full[kMaxS], empty[kMaxS];
+  __shared__ int arrived[kMaxS][2];             // per stage and row pair: K parts summed so far
+  __shared__ float4 red[kMaxS][kKp][2][32];     // per stage: [kq][rp][lane] partial sums
   PdlWait();
   const int nvalid = __ldg(p.ntiles);
   PdlLaunchDependents();
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int nt_total = p.n >> 3;
-  const int groups = (nt_total + kG - 1) / kG;  // items per tile
+  const int groups = (nt_total + 3) / 4;
   const int64_t items = int64_t(nvalid) * groups;
   const int it_lo = int(items * blockIdx.x / gridDim.x), it_hi = int(items * (blockIdx.x + 1) / gridDim.x);
   const int nfull = p.nfull, chunks = p.chunks;
-  const int rg_bytes = 4 * p.kp, sc_bytes = chunks * 32, w_bytes = kG * rg_bytes;
-  const int stage_bytes = WaStageBytes(p.kp, chunks, kRp);
+  const int rg_bytes = 4 * p.kp, sc_bytes = chunks * 32, w_bytes = 4 * rg_bytes;
+  const int stage_bytes = WaStageBytes(p.kp, chunks);
   if (threadIdx.x == 0) {
     for (int i = 0; i < S; ++i) {
       MbarInit(&full[i], 1);
@@ -104,46 +99,44 @@ __global__ void __launch_bounds__(64 * kKp + 32, 1) DecodeWaKernel(const GemmArg
     FenceMbarInit();
   }
   __syncthreads();  // the only CTA-wide barrier: from here on warps meet only through mbarriers
-  // Item it_lo + j is (tile, gi) of the range, kept incrementally (no divisions per item); its
-  // stage is j % S, used for the (j / S)-th time.
-  const int tile_lo = it_lo / groups, gi_lo = it_lo - tile_lo * groups;
 
   if (warp == 2 * kKp) {  // the producer warp (one thread): item -> stage once the stage is empty
     if (lane != 0) return;
-    int tile = tile_lo, gi = gi_lo, stage = 0, phase = 0;
     for (int j = 0; it_lo + j < it_hi; ++j) {
-      if (j >= S) MbarWait(&empty[stage], phase ^ 1);
-      const int e = __ldg(p.tiles + 3 * tile), nt0 = gi * kG;
-      const int nw = min(kG, nt_total - nt0);
+      const int item = it_lo + j, stage = j % S;
+      if (j >= S) MbarWait(&empty[stage], ((j / S) - 1) & 1);
+      const int tile = item / groups, nt0 = (item - tile * groups) * 4;
+      const int e = __ldg(p.tiles + 3 * tile);
+      const int nw = min(4, nt_total - nt0);
       uint8_t* base = smem + stage * stage_bytes;
       const int64_t rg = int64_t(e) * nt_total + nt0;
       if (mode == 2) {  // experiment: no copies
         MbarArrive(&full[stage]);
-      } else {
-        MbarExpectTx(&full[stage], nw * (rg_bytes + sc_bytes));
-        BulkCopyG2S(base, p.q + rg * rg_bytes, nw * rg_bytes, &full[stage]);
-        BulkCopyG2S(base + w_bytes, p.sc + rg * sc_bytes, nw * sc_bytes, &full[stage]);
+        continue;
       }
-      if (++gi == groups) gi = 0, ++tile;
-      if (++stage == S) stage = 0, phase ^= 1;
+      MbarExpectTx(&full[stage], nw * (rg_bytes + sc_bytes));
+      BulkCopyG2S(base, p.q + rg * rg_bytes, nw * rg_bytes, &full[stage]);
+      BulkCopyG2S(base + w_bytes, p.sc + rg * sc_bytes, nw * sc_bytes, &full[stage]);
     }
     return;
   }
 
-  // Consumer warps (rs, kq): row set rs (row pairs rs * kRp + r) over the kq-th K part. The
-  // activations of the warp's K part stay in registers while its items belong to one tile (a
-  // CTA's items are contiguous, so that is nearly always), loaded from global memory when the tile
-  // changes. Each warp adds its partials to the stage's slot; the last of the kKp warps of a row
-  // set to arrive sums the slot in kq order (deterministic) and writes the outputs. A warp then
-  // releases the stage and goes on without waiting for the others.
-  const int rs = warp & 1, kq = warp >> 1;
+  // Consumer warps (rp, kq). The activations of the warp's K part stay in registers while its
+  // items belong to one tile (a CTA's items are contiguous, so that is nearly always), loaded from
+  // global memory when the tile changes. Each warp adds its partial to the stage's slot; the last
+  // of the kKp warps of a row pair to arrive sums the slot in kq order (deterministic) and writes
+  // the outputs. A warp then releases the stage and goes on without waiting for the others.
+  const int rp = warp & 1, kq = warp >> 1;
   const int c_lo = kq * chunks / kKp, c_hi = (kq + 1) * chunks / kKp;
   uint4 x[kMaxC][4];
   int cur_tile = -1, e = 0, row0 = 0, rows = 0, pair0 = 0, pair1 = 0;
   float w0 = 0.f, w1 = 0.f;
   const int t0 = 2 * t, t1 = 2 * t + 1;
-  int tile = tile_lo, gi = gi_lo, stage = 0, phase = 0;
   for (int j = 0; it_lo + j < it_hi; ++j) {
+    const int item = it_lo + j, stage = j % S;
+    const int tile = item / groups;
+    const int ga = (item - tile * groups) * 4 + 2 * rp, gb = ga + 1;
+    const bool a_ok = ga < nt_total, b_ok = gb < nt_total;
     if (tile != cur_tile) {
       cur_tile = tile;
       e = __ldg(p.tiles + 3 * tile);
@@ -169,156 +162,120 @@ __global__ void __launch_bounds__(64 * kKp + 32, 1) DecodeWaKernel(const GemmArg
         if (t1 < rows) w1 = __ldg(p.route_w + pair1);
       }
     }
-    const int gbase = gi * kG + rs * 2 * kRp;  // group A of row pair r: gbase + 2r
-    MbarWait(&full[stage], phase);
+    // Bias, requested before the wait (any warp may be the last to arrive).
+    const int fa = ga * 8 + g, fb = gb * 8 + g;
+    const float ba = a_ok ? __ldg(p.bias + int64_t(e) * p.n + fa) : 0.f;
+    const float bb = b_ok ? __ldg(p.bias + int64_t(e) * p.n + fb) : 0.f;
+    MbarWait(&full[stage], (j / S) & 1);
     const uint8_t* base = smem + stage * stage_bytes;
-    float acc[kRp][2][4];
+    // Group B past the layer's rows (odd n / 8 at the last item) reads group A's bytes: its mma
+    // rows are independent and never stored.
+    const uint8_t* wa = base + (2 * rp) * rg_bytes;
+    const uint8_t* wb = b_ok ? wa + rg_bytes : wa;
+    const uint8_t* sa = base + w_bytes + (2 * rp) * sc_bytes + g * 4;
+    const uint8_t* sb = b_ok ? sa + sc_bytes : sa;
+    float acc[2][4];
 #pragma unroll
-    for (int r = 0; r < kRp; ++r)
+    for (int i = 0; i < 2; ++i)
 #pragma unroll
-      for (int i = 0; i < 2; ++i)
-#pragma unroll
-        for (int k = 0; k < 4; ++k) acc[r][i][k] = 0.f;
-    if (gbase < nt_total && mode != 1) {  // mode 1 (experiment): no multiply
-      // A group past the layer's rows (n / 8 not a multiple of the item) reads group gbase's
-      // bytes: its mma rows are independent and never stored.
-      const uint8_t* wr[2 * kRp];
-      const uint8_t* sr[2 * kRp];
-#pragma unroll
-      for (int k = 0; k < 2 * kRp; ++k) {
-        const int lg = rs * 2 * kRp + (gbase + k < nt_total ? k : 0);
-        wr[k] = base + lg * rg_bytes;
-        sr[k] = base + w_bytes + lg * sc_bytes + g * 4;
-      }
+      for (int k = 0; k < 4; ++k) acc[i][k] = 0.f;
+    if (a_ok && mode != 1) {  // mode 1 (experiment): no multiply
 #pragma unroll
       for (int i = 0; i < kMaxC; ++i) {
         const int c = c_lo + i;
-#pragma unroll
-        for (int r = 0; r < kRp; ++r) {
-          if (c < c_hi && c < nfull) {
-            ChunkMmaA<kOneMul, false>(acc[r], wr[2 * r], wr[2 * r + 1], sr[2 * r], sr[2 * r + 1], x[i], c, lane);
-          } else if (c < c_hi) {
-            ChunkMmaA<kOneMul, true>(acc[r], wr[2 * r], wr[2 * r + 1], sr[2 * r], sr[2 * r + 1], x[i], c, lane);
-          }
-        }
+        if (c < c_hi && c < nfull) ChunkMmaA<kOneMul, false>(acc, wa, wb, sa, sb, x[i], c, lane);
+        else if (c < c_hi) ChunkMmaA<kOneMul, true>(acc, wa, wb, sa, sb, x[i], c, lane);
       }
     }
-#pragma unroll
-    for (int r = 0; r < kRp; ++r) {
-      red[stage][kq][rs][r][lane] = make_float4(acc[r][0][0] + acc[r][1][0], acc[r][0][1] + acc[r][1][1],
-                                                acc[r][0][2] + acc[r][1][2], acc[r][0][3] + acc[r][1][3]);
-    }
+    red[stage][kq][rp][lane] = make_float4(acc[0][0] + acc[1][0], acc[0][1] + acc[1][1], acc[0][2] + acc[1][2],
+                                           acc[0][3] + acc[1][3]);
     __threadfence_block();
     __syncwarp();
     int prev = 0;
-    if (lane == 0) prev = atomicAdd(&arrived[stage][rs], 1);
+    if (lane == 0) prev = atomicAdd(&arrived[stage][rp], 1);
     prev = __shfl_sync(0xffffffffu, prev, 0);
-    if (prev == kKp - 1) {
+    if (prev == kKp - 1 && a_ok) {
       __threadfence_block();
+      float v[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
-      for (int r = 0; r < kRp; ++r) {
-        const int ga = gbase + 2 * r, gb = ga + 1;
-        if (ga >= nt_total) break;
-        const bool b_ok = gb < nt_total;
-        const int fa = ga * 8 + g, fb = gb * 8 + g;
-        float v[4] = {0.f, 0.f, 0.f, 0.f};
+      for (int q = 0; q < kKp; ++q) {
+        const float4 o = red[stage][q][rp][lane];
+        v[0] += o.x;
+        v[1] += o.y;
+        v[2] += o.z;
+        v[3] += o.w;
+      }
+      // v: (feature fa, token t0), (fa, t1), (fb, t0), (fb, t1).
+      v[0] += ba;
+      v[1] += ba;
+      v[2] += bb;
+      v[3] += bb;
+      if constexpr (kGateUp) {
+        // (gate, up) = features (2i, 2i + 1): rows g and g + 1 of a group, lanes 4 apart.
+        float u[4];
 #pragma unroll
-        for (int q = 0; q < kKp; ++q) {
-          const float4 o = red[stage][q][rs][r][lane];
-          v[0] += o.x;
-          v[1] += o.y;
-          v[2] += o.z;
-          v[3] += o.w;
+        for (int k = 0; k < 4; ++k) u[k] = __shfl_xor_sync(0xffffffffu, v[k], 4);
+        if ((g & 1) == 0) {
+          const int ia = PermIndex(fa >> 1, p.nfull_out), ib = PermIndex(fb >> 1, p.nfull_out);
+          uint16_t* act0 = p.act + int64_t(row0 + t0) * p.kp_out;
+          uint16_t* act1 = p.act + int64_t(row0 + t1) * p.kp_out;
+          if (t0 < rows) act0[ia] = F2Bf16(GptOssSwiglu(v[0], u[0], p.alpha, p.limit));
+          if (t1 < rows) act1[ia] = F2Bf16(GptOssSwiglu(v[1], u[1], p.alpha, p.limit));
+          if (b_ok && t0 < rows) act0[ib] = F2Bf16(GptOssSwiglu(v[2], u[2], p.alpha, p.limit));
+          if (b_ok && t1 < rows) act1[ib] = F2Bf16(GptOssSwiglu(v[3], u[3], p.alpha, p.limit));
         }
-        // v: (feature fa, token t0), (fa, t1), (fb, t0), (fb, t1).
-        const float ba = __ldg(p.bias + int64_t(e) * p.n + fa);
-        const float bb = b_ok ? __ldg(p.bias + int64_t(e) * p.n + fb) : 0.f;
-        v[0] += ba;
-        v[1] += ba;
-        v[2] += bb;
-        v[3] += bb;
-        if constexpr (kGateUp) {
-          // (gate, up) = features (2i, 2i + 1): rows g and g + 1 of a group, lanes 4 apart.
-          float u[4];
-#pragma unroll
-          for (int k = 0; k < 4; ++k) u[k] = __shfl_xor_sync(0xffffffffu, v[k], 4);
-          if ((g & 1) == 0) {
-            const int ia = PermIndex(fa >> 1, p.nfull_out), ib = PermIndex(fb >> 1, p.nfull_out);
-            uint16_t* act0 = p.act + int64_t(row0 + t0) * p.kp_out;
-            uint16_t* act1 = p.act + int64_t(row0 + t1) * p.kp_out;
-            if (t0 < rows) act0[ia] = F2Bf16(GptOssSwiglu(v[0], u[0], p.alpha, p.limit));
-            if (t1 < rows) act1[ia] = F2Bf16(GptOssSwiglu(v[1], u[1], p.alpha, p.limit));
-            if (b_ok && t0 < rows) act0[ib] = F2Bf16(GptOssSwiglu(v[2], u[2], p.alpha, p.limit));
-            if (b_ok && t1 < rows) act1[ib] = F2Bf16(GptOssSwiglu(v[3], u[3], p.alpha, p.limit));
-          }
-        } else {
-          if (t0 < rows) p.y[int64_t(pair0) * p.n + fa] = w0 * v[0];
-          if (t1 < rows) p.y[int64_t(pair1) * p.n + fa] = w1 * v[1];
-          if (b_ok && t0 < rows) p.y[int64_t(pair0) * p.n + fb] = w0 * v[2];
-          if (b_ok && t1 < rows) p.y[int64_t(pair1) * p.n + fb] = w1 * v[3];
-        }
+      } else {
+        if (t0 < rows) p.y[int64_t(pair0) * p.n + fa] = w0 * v[0];
+        if (t1 < rows) p.y[int64_t(pair1) * p.n + fa] = w1 * v[1];
+        if (b_ok && t0 < rows) p.y[int64_t(pair0) * p.n + fb] = w0 * v[2];
+        if (b_ok && t1 < rows) p.y[int64_t(pair1) * p.n + fb] = w1 * v[3];
       }
     }
     __syncwarp();
     if (lane == 0) {
-      if (prev == kKp - 1) arrived[stage][rs] = 0;
+      if (prev == kKp - 1) arrived[stage][rp] = 0;
       MbarArrive(&empty[stage]);
     }
-    if (++gi == groups) gi = 0, ++tile;
-    if (++stage == S) stage = 0, phase ^= 1;
   }
 }
 
-// Stage bytes a CTA may have: the 227 KB limit less the static partial sums (24 KB).
-constexpr int kWaSmemLimit = 200 << 10;
+// Stage bytes a CTA may have: the 227 KB limit less the static partial sums (kMaxS x kKp KB).
+constexpr int kWaSmemLimit = (226 - kMaxS * kKp) << 10;
 
-template <bool kOneMul, int kRp>
+template <bool kOneMul>
 void LaunchWaT(const GemmArgs& a, bool gate_up, int max_tiles, int stages, cudaStream_t stream) {
   static int sms = 0;
   if (sms == 0) {
     int dev = 0;
     cudaGetDevice(&dev);
     cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-    cudaFuncSetAttribute(DecodeWaKernel<true, kOneMul, kRp>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                         kWaSmemLimit);
-    cudaFuncSetAttribute(DecodeWaKernel<false, kOneMul, kRp>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                         kWaSmemLimit);
+    cudaFuncSetAttribute(DecodeWaKernel<true, kOneMul>, cudaFuncAttributeMaxDynamicSharedMemorySize, kWaSmemLimit);
+    cudaFuncSetAttribute(DecodeWaKernel<false, kOneMul>, cudaFuncAttributeMaxDynamicSharedMemorySize, kWaSmemLimit);
   }
-  const int64_t items = int64_t(max_tiles) * ((a.n / 8 + 4 * kRp - 1) / (4 * kRp));
+  const int64_t items = int64_t(max_tiles) * ((a.n / 8 + 3) / 4);
   const unsigned grid = unsigned(std::max<int64_t>(1, std::min<int64_t>(sms, items)));
-  auto k = gate_up ? DecodeWaKernel<true, kOneMul, kRp> : DecodeWaKernel<false, kOneMul, kRp>;
+  auto k = gate_up ? DecodeWaKernel<true, kOneMul> : DecodeWaKernel<false, kOneMul>;
   // MXSERVE_CUDA_MOE_WA_EXPERIMENT=1 skips the multiply, =2 the copies (wrong results; for
   // measuring the copy pipeline and the multiply apart).
   static const int mode = [] {
     const char* v = std::getenv("MXSERVE_CUDA_MOE_WA_EXPERIMENT");
     return v == nullptr ? 0 : std::atoi(v);
   }();
-  LaunchPdl(k, dim3(grid), dim3(64 * kKp + 32), size_t(stages) * WaStageBytes(a.kp, a.chunks, kRp), stream,
-            a, stages, mode);
-}
-
-template <int kRp>
-bool LaunchWaRp(const GemmArgs& a, bool gate_up, bool one_mul, int max_tiles, cudaStream_t stream) {
-  // A consumer warp holds its K part's activations (at most kMaxC chunks) in registers.
-  int most = 0;
-  for (int kq = 0; kq < kKp; ++kq) most = std::max(most, (kq + 1) * a.chunks / kKp - kq * a.chunks / kKp);
-  const int stages = std::min(kMaxS<kRp>, kWaSmemLimit / WaStageBytes(a.kp, a.chunks, kRp));
-  if (most > kMaxC || stages < 2) return false;
-  if (one_mul) LaunchWaT<true, kRp>(a, gate_up, max_tiles, stages, stream);
-  else LaunchWaT<false, kRp>(a, gate_up, max_tiles, stages, stream);
-  return true;
+  LaunchPdl(k, dim3(grid), dim3(64 * kKp + 32), size_t(stages) * WaStageBytes(a.kp, a.chunks), stream, a,
+            stages, mode);
 }
 
 }  // namespace
 
 bool LaunchDecodeWa(const GemmArgs& a, bool gate_up, bool one_mul, int max_tiles, cudaStream_t stream) {
-  // MXSERVE_CUDA_MOE_WA_RP=1: one row pair per warp (4-group items) instead of two (benchmarks).
-  static const int rp_env = [] {
-    const char* v = std::getenv("MXSERVE_CUDA_MOE_WA_RP");
-    return v == nullptr ? 2 : std::atoi(v);
-  }();
-  if (rp_env != 1 && LaunchWaRp<2>(a, gate_up, one_mul, max_tiles, stream)) return true;
-  return LaunchWaRp<1>(a, gate_up, one_mul, max_tiles, stream);
+  // A consumer warp holds ceil-ish(chunks / kKp) chunks of activations in registers.
+  int most = 0;
+  for (int kq = 0; kq < kKp; ++kq) most = std::max(most, (kq + 1) * a.chunks / kKp - kq * a.chunks / kKp);
+  const int stages = std::min(kMaxS, kWaSmemLimit / WaStageBytes(a.kp, a.chunks));
+  if (most > kMaxC || stages < 2) return false;
+  if (one_mul) LaunchWaT<true>(a, gate_up, max_tiles, stages, stream);
+  else LaunchWaT<false>(a, gate_up, max_tiles, stages, stream);
+  return true;
 }
 
 }  // namespace mxserve::kernels::cuda::internal

@@ -63,9 +63,6 @@ void LaunchDecodeGemm(const GemmArgs& a, bool gate_up, bool rows16, bool one_mul
 // The weights-as-A decode kernel (moe_cuda_decode_wa.cu; 8-row tiles): false when the layer's K
 // is too long for it (more than 28 chunks of 128) or two stages do not fit (nothing launched).
 bool LaunchDecodeWa(const GemmArgs& a, bool gate_up, bool one_mul, int max_tiles, cudaStream_t stream);
-// The K-streamed decode kernel (moe_cuda_decode_ks.cu; 8-row tiles): false when two stages do not
-// fit (nothing launched).
-bool LaunchDecodeKs(const GemmArgs& a, bool gate_up, bool one_mul, int max_tiles, cudaStream_t stream);
 void LaunchCombine(const float* y, const int32_t* ids, const int32_t* local, int num_experts,
                    int tokens, int top_k, int h, float* out, cudaStream_t stream);
 
