@@ -18,6 +18,7 @@
 #include "core/status.h"
 #include "core/status_map.h"
 #include "mxserve/v1/inference.grpc.pb.h"
+#include "nlohmann/json.hpp"
 
 namespace mxserve::frontends {
 namespace {
@@ -46,8 +47,29 @@ pb::FinishReason ToProto(FinishReason r) {
 // Door-neutral validation of a proto GenerateRequest into the engine's request.
 struct ParsedGenerate {
   GenerateRequest generate;
-  bool chat = false;  // text deltas come from the chat parser (content only)
+  bool chat = false;         // deltas come from the chat parser (content, reasoning, tool calls)
+  ChatRenderOptions render;  // chat: how the prompt was rendered (forced_tool: for the parser)
 };
+
+// A proto chat message as the templates take it (tool calls as OpenAI's JSON array).
+absl::StatusOr<ChatMessage> ToChatMessage(const pb::ChatMessage& m, size_t i) {
+  ChatMessage cm{m.role(), m.content(), m.name()};
+  if (m.tool_calls_size() > 0) {
+    if (m.role() != "assistant") {
+      const std::string p = absl::StrCat("messages[", i, "].tool_calls");
+      return InvalidParam(p, absl::StrCat("'", p, "' is only allowed on assistant messages"));
+    }
+    nlohmann::json calls = nlohmann::json::array();
+    for (const pb::ToolCall& c : m.tool_calls()) {
+      calls.push_back({{"id", c.id()},
+                       {"type", "function"},
+                       {"function", {{"name", c.name()}, {"arguments", c.arguments()}}}});
+    }
+    cm.tool_calls_json = calls.dump();
+  }
+  if (m.role() == "assistant") cm.reasoning = m.reasoning();
+  return cm;
+}
 
 absl::StatusOr<ParsedGenerate> ParseGenerate(const pb::GenerateRequest& req,
                                              const ServingContext& ctx) {
@@ -69,16 +91,30 @@ absl::StatusOr<ParsedGenerate> ParseGenerate(const pb::GenerateRequest& req,
     case pb::GenerateRequest::kMessages: {
       prompt_param = "messages";
       std::vector<ChatMessage> messages;
-      for (const auto& m : req.messages().messages()) {
-        messages.push_back(ChatMessage{m.role(), m.content(), ""});
+      for (int i = 0; i < req.messages().messages_size(); ++i) {
+        ASSIGN_OR_RETURN(ChatMessage m, ToChatMessage(req.messages().messages(i), i));
+        messages.push_back(std::move(m));
       }
       RETURN_IF_ERROR(CheckChatMessages(messages, "messages"));
-      ASSIGN_OR_RETURN(ids, RenderChatPrompt(messages, ChatRenderOptions{}, ctx));
+      RETURN_IF_ERROR(ReadChatToolOptions(req.tools_json(), req.tool_choice(), req.reasoning_effort(),
+                                          ctx, &out.render));
+      ASSIGN_OR_RETURN(ids, RenderChatPrompt(messages, out.render, ctx));
       out.chat = true;
       break;
     }
     default:
       return InvalidParam("input", "one of 'prompt', 'prompt_token_ids' or 'messages' is required");
+  }
+  if (!out.chat) {  // the chat fields mean nothing to a raw prompt: say so rather than drop them
+    const std::pair<const char*, const std::string*> chat_only[] = {
+        {"tools_json", &req.tools_json()},
+        {"tool_choice", &req.tool_choice()},
+        {"reasoning_effort", &req.reasoning_effort()}};
+    for (const auto& [field, value] : chat_only) {
+      if (!value->empty()) {
+        return InvalidParam(field, absl::StrCat("'", field, "' is only allowed with 'messages'"));
+      }
+    }
   }
   RETURN_IF_ERROR(CheckPromptTokens(ids, ctx, prompt_param));
 
@@ -128,7 +164,7 @@ class GenerateReactor : public grpc::ServerWriteReactor<pb::GenerateResponse> {
     id_ = parsed->generate.request_id;
     logprobs_ = parsed->generate.params.logprobs >= 0;
     prompt_tokens_ = static_cast<int>(parsed->generate.prompt_tokens.size());
-    if (parsed->chat) parser_ = ctx_.chat_template->NewParser();
+    if (parsed->chat) parser_ = ctx_.chat_template->NewParserFor(parsed->render);
     absl::Status s = ctx_.engine->Submit(std::move(parsed->generate),
                                          [this](GenerationEvent ev) { OnEvent(std::move(ev)); });
     if (!s.ok()) {
@@ -206,10 +242,26 @@ class GenerateReactor : public grpc::ServerWriteReactor<pb::GenerateResponse> {
     for (int32_t id : ev.token_ids) r.add_token_ids(id);
     completion_count_ += ev.token_ids.size();
     if (parser_) {
-      std::string text;
-      for (int32_t id : ev.token_ids) text += parser_->Push(id).content;
-      if (ev.finished) text += parser_->Finish().content;
+      std::string text, reasoning;
+      auto take = [&](ChatOutputParser::Delta d) {
+        text += d.content;
+        reasoning += d.reasoning;
+        for (const auto& t : d.tool_calls) {
+          pb::ToolCallDelta* p = r.add_tool_calls();
+          p->set_index(t.index);
+          if (call_ids_.size() <= static_cast<size_t>(t.index)) {  // the call's first piece
+            call_ids_.resize(t.index + 1);
+            call_ids_[t.index] = NewRequestId("call");
+            p->set_id(call_ids_[t.index]);
+          }
+          p->set_name(t.name);
+          p->set_arguments(t.arguments);
+        }
+      };
+      for (int32_t id : ev.token_ids) take(parser_->Push(id));
+      if (ev.finished) take(parser_->Finish());
       r.set_text(std::move(text));
+      r.set_reasoning(std::move(reasoning));
     } else {
       r.set_text(ev.text);
     }
@@ -237,12 +289,17 @@ class GenerateReactor : public grpc::ServerWriteReactor<pb::GenerateResponse> {
       final_status = ToGrpc(ev.error.ok() ? absl::InternalError("generation failed") : ev.error);
     } else {
       pb::GenerateResponse d = Delta(ev);
-      if (d.token_ids_size() > 0 || !d.text().empty()) out.push_back(std::move(d));
+      if (d.token_ids_size() > 0 || !d.text().empty() || !d.reasoning().empty() ||
+          d.tool_calls_size() > 0) {
+        out.push_back(std::move(d));
+      }
       if (ev.finished) {
         pb::GenerateResponse f;
         f.set_request_id(id_);
         f.set_finished(true);
-        f.set_finish_reason(ToProto(ev.finish_reason));
+        // A chat turn that ends by calling tools (harmony: <|call|>) asks the client to run them.
+        const bool tools = ev.finish_reason == FinishReason::kStop && !call_ids_.empty();
+        f.set_finish_reason(tools ? pb::FINISH_REASON_TOOL_CALLS : ToProto(ev.finish_reason));
         int prompt = ev.prompt_tokens > 0 ? ev.prompt_tokens : prompt_tokens_;
         int completion = ev.completion_tokens > 0 ? ev.completion_tokens
                                                   : static_cast<int>(completion_count_);
@@ -288,6 +345,7 @@ class GenerateReactor : public grpc::ServerWriteReactor<pb::GenerateResponse> {
   int prompt_tokens_ = 0;
   size_t completion_count_ = 0;  // only touched by engine callbacks (ordered)
   std::unique_ptr<ChatOutputParser> parser_;
+  std::vector<std::string> call_ids_;  // chat: ids of the tool calls so far (engine callbacks)
   std::atomic<bool> engine_finished_{false};
 
   std::mutex mu_;

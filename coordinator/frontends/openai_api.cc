@@ -489,15 +489,13 @@ absl::StatusOr<std::vector<int32_t>> RenderChatPrompt(const std::vector<ChatMess
   return ids;
 }
 
-absl::StatusOr<ChatCompletionRequest> ParseChatCompletionRequest(absl::string_view body,
-                                                                 const ServingContext& ctx) {
-  ASSIGN_OR_RETURN(json j, ParseBody(body));
-  RETURN_IF_ERROR(GetModel(j, ctx));
-  ASSIGN_OR_RETURN(std::vector<ChatMessage> messages, ReadMessages(j));
-  ASSIGN_OR_RETURN(const int n_choices, ReadN(j));
-  ChatRenderOptions render;
+namespace {
+
+// The OpenAI "tools" array and "tool_choice" (nullptr = absent) into render options.
+absl::Status ReadChatTools(const json* tools, const json* choice, const ServingContext& ctx,
+                           ChatRenderOptions* render) {
   std::vector<std::string> tool_names;
-  if (const json* tools = Field(j, "tools")) {
+  if (tools) {
     if (!tools->is_array()) return WrongType("tools", "an array", *tools);
     for (size_t i = 0; i < tools->size(); ++i) {
       const json& t = (*tools)[i];
@@ -518,16 +516,16 @@ absl::StatusOr<ChatCompletionRequest> ParseChatCompletionRequest(absl::string_vi
       }
       tool_names.push_back(name->get<std::string>());
     }
-    if (!tools->empty()) render.tools_json = tools->dump();
+    if (!tools->empty()) render->tools_json = tools->dump();
   }
-  if (const json* choice = Field(j, "tool_choice")) {
+  if (choice) {
     // auto: the model decides; none: no tools shown; required and named force the call by
     // ending the prompt inside its header (ChatRenderOptions::forced_tool).
     std::string forced;
     if (choice->is_string()) {
       const std::string c = choice->get<std::string>();
       if (c == "none") {
-        render.tools_json.clear();
+        render->tools_json.clear();
       } else if (c == "required") {
         // One tool: a call to it is the only way to comply, so its whole header is forced.
         forced = tool_names.size() == 1 ? tool_names[0] : "*";
@@ -562,9 +560,56 @@ absl::StatusOr<ChatCompletionRequest> ParseChatCompletionRequest(absl::string_vi
         return InvalidParam("tool_choice", "this model's chat template cannot force tool calls",
                             "unsupported_parameter");
       }
-      render.forced_tool = forced;
+      render->forced_tool = forced;
     }
   }
+  return absl::OkStatus();
+}
+
+absl::Status ReadReasoningEffort(const std::optional<std::string>& effort, ChatRenderOptions* render) {
+  if (!effort) return absl::OkStatus();
+  if (*effort != "low" && *effort != "medium" && *effort != "high") {
+    return InvalidParam("reasoning_effort", absl::StrCat("'reasoning_effort' must be low, "
+                                                         "medium or high, got '", *effort, "'"));
+  }
+  render->reasoning_effort = *effort;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ReadChatToolOptions(absl::string_view tools_json, absl::string_view tool_choice,
+                                 absl::string_view reasoning_effort, const ServingContext& ctx,
+                                 ChatRenderOptions* render) {
+  json tools;
+  if (!tools_json.empty()) {
+    tools = json::parse(tools_json, nullptr, /*allow_exceptions=*/false);
+    if (tools.is_discarded()) {
+      return InvalidParam("tools_json", "'tools_json' is not valid JSON (expected the OpenAI "
+                          "\"tools\" array)");
+    }
+  }
+  json choice;
+  if (tool_choice == "auto" || tool_choice == "none" || tool_choice == "required") {
+    choice = std::string(tool_choice);
+  } else if (!tool_choice.empty()) {  // a function's name
+    choice = json{{"type", "function"}, {"function", {{"name", std::string(tool_choice)}}}};
+  }
+  RETURN_IF_ERROR(ReadChatTools(tools_json.empty() ? nullptr : &tools,
+                                tool_choice.empty() ? nullptr : &choice, ctx, render));
+  return ReadReasoningEffort(reasoning_effort.empty() ? std::nullopt
+                                                      : std::optional<std::string>(reasoning_effort),
+                             render);
+}
+
+absl::StatusOr<ChatCompletionRequest> ParseChatCompletionRequest(absl::string_view body,
+                                                                 const ServingContext& ctx) {
+  ASSIGN_OR_RETURN(json j, ParseBody(body));
+  RETURN_IF_ERROR(GetModel(j, ctx));
+  ASSIGN_OR_RETURN(std::vector<ChatMessage> messages, ReadMessages(j));
+  ASSIGN_OR_RETURN(const int n_choices, ReadN(j));
+  ChatRenderOptions render;
+  RETURN_IF_ERROR(ReadChatTools(Field(j, "tools"), Field(j, "tool_choice"), ctx, &render));
   if (const json* rf = Field(j, "response_format")) {
     if (!rf->is_object()) return WrongType("response_format", "an object", *rf);
     const json* t = Field(*rf, "type");
@@ -580,13 +625,7 @@ absl::StatusOr<ChatCompletionRequest> ParseChatCompletionRequest(absl::string_vi
   RETURN_IF_ERROR(ReadStreamOptions(j, out.stream, &out.include_usage));
 
   ASSIGN_OR_RETURN(auto effort, GetString(j, "reasoning_effort"));
-  if (effort) {
-    if (*effort != "low" && *effort != "medium" && *effort != "high") {
-      return InvalidParam("reasoning_effort", absl::StrCat("'reasoning_effort' must be low, "
-                                                           "medium or high, got '", *effort, "'"));
-    }
-    render.reasoning_effort = *effort;
-  }
+  RETURN_IF_ERROR(ReadReasoningEffort(effort, &render));
 
   SamplingFields f;
   RETURN_IF_ERROR(ReadCommonSampling(j, &f));

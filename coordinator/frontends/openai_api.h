@@ -58,6 +58,14 @@ absl::StatusOr<std::vector<int32_t>> RenderChatPrompt(const std::vector<ChatMess
                                                       const ChatRenderOptions& options,
                                                       const ServingContext& ctx);
 
+// The chat options of the gRPC door, checked as the HTTP door checks its fields (same messages):
+// `tools_json` the OpenAI "tools" array as JSON text ("" = none); `tool_choice` "" or "auto",
+// "none", "required", or the name of one of the tools (forces a call to it); `reasoning_effort`
+// "" (the template's default), low, medium or high.
+absl::Status ReadChatToolOptions(absl::string_view tools_json, absl::string_view tool_choice,
+                                 absl::string_view reasoning_effort, const ServingContext& ctx,
+                                 ChatRenderOptions* render);
+
 // Valid UTF-8 (no overlongs, no surrogates, nothing above U+10FFFF)? On failure *bad_offset is
 // the first offending byte.
 bool IsValidUtf8(absl::string_view s, size_t* bad_offset = nullptr);

@@ -11,6 +11,7 @@
 
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "mxserve/v1/inference.grpc.pb.h"
+#include "nlohmann/json.hpp"
 #include "tests/frontends/fakes.h"
 
 namespace mxserve::frontends {
@@ -134,6 +135,84 @@ TEST_F(GrpcFrontendTest, GenerateFromTokenIdsAndMessages) {
             std::vector<int32_t>{FakeTokenizer::kEnd});
 }
 
+// Chat parity with /v1/chat/completions: tools, tool_choice and reasoning_effort reach the
+// template; earlier tool calls and reasoning of assistant turns too; the reply's reasoning and
+// tool calls come in their own fields, and a turn that calls tools finishes with TOOL_CALLS.
+TEST_F(GrpcFrontendTest, ChatCarriesToolsReasoningAndToolCalls) {
+  engine_.set_script([](const GenerateRequest& q) {
+    return FakeGenerationService::TextScript(
+        q, {FakeTokenizer::kThink, 'h', 'm', FakeTokenizer::kAnswer, 'o', 'k', FakeTokenizer::kCall,
+            '{', '"', 'q', '"', ':', '1', '}'});
+  });
+  const std::string tools = R"([{"type": "function", "function": {"name": "lookup", "parameters": {}}}])";
+  pb::GenerateRequest req;
+  req.set_tools_json(tools);
+  req.set_tool_choice("auto");
+  req.set_reasoning_effort("high");
+  auto* msgs = req.mutable_messages();
+  auto* u = msgs->add_messages();
+  u->set_role("user");
+  u->set_content("find q");
+  auto* a = msgs->add_messages();
+  a->set_role("assistant");
+  a->set_reasoning("think");
+  auto* call = a->add_tool_calls();
+  call->set_id("call_1");
+  call->set_name("lookup");
+  call->set_arguments("{}");
+  auto* t = msgs->add_messages();
+  t->set_role("tool");
+  t->set_name("lookup");
+  t->set_tool_call_id("call_1");
+  t->set_content("42");
+  Result r = Generate(req);
+  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+
+  EXPECT_EQ(nlohmann::json::parse(tmpl_.last_tools_json()), nlohmann::json::parse(tools));
+  EXPECT_EQ(tmpl_.last_effort(), "high");
+  const std::vector<ChatMessage> seen = tmpl_.last_messages();
+  ASSERT_EQ(seen.size(), 3u);
+  EXPECT_EQ(nlohmann::json::parse(seen[1].tool_calls_json), nlohmann::json::parse(R"([{"id": "call_1",
+      "type": "function", "function": {"name": "lookup", "arguments": "{}"}}])"));
+  EXPECT_EQ(seen[1].reasoning, "think");
+  EXPECT_EQ(seen[1].content, "");
+  EXPECT_EQ(seen[2].name, "lookup");
+  EXPECT_EQ(seen[2].content, "42");
+
+  std::string text, reasoning, id, name, args;
+  for (const auto& m : r.messages) {
+    text += m.text();
+    reasoning += m.reasoning();
+    for (const auto& c : m.tool_calls()) {
+      EXPECT_EQ(c.index(), 0);
+      if (!c.id().empty()) {
+        EXPECT_TRUE(id.empty()) << "id only on the call's first piece";
+        id = c.id();
+      }
+      name += c.name();
+      args += c.arguments();
+    }
+  }
+  EXPECT_EQ(text, "ok");
+  EXPECT_EQ(reasoning, "hm");
+  EXPECT_FALSE(id.empty());
+  EXPECT_EQ(name, "lookup");
+  EXPECT_EQ(args, R"({"q":1})");
+  ASSERT_FALSE(r.messages.empty());
+  EXPECT_TRUE(r.messages.back().finished());
+  EXPECT_EQ(r.messages.back().finish_reason(), pb::FINISH_REASON_TOOL_CALLS);
+
+  // tool_choice "none" offers no tools; a reply without calls finishes with STOP.
+  engine_.set_script([](const GenerateRequest& q) {
+    return FakeGenerationService::TextScript(q, {FakeTokenizer::kAnswer, 'o', 'k'});
+  });
+  req.set_tool_choice("none");
+  r = Generate(req);
+  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+  EXPECT_EQ(tmpl_.last_tools_json(), "");
+  EXPECT_EQ(r.messages.back().finish_reason(), pb::FINISH_REASON_STOP);
+}
+
 TEST_F(GrpcFrontendTest, InvalidRequestsNameTheField) {
   struct Case {
     std::string name;
@@ -171,6 +250,42 @@ TEST_F(GrpcFrontendTest, InvalidRequestsNameTheField) {
   add("bad role", C::INVALID_ARGUMENT, "messages[0].role", [](auto& r) {
     auto* m = r.mutable_messages()->add_messages();
     m->set_role("robot");
+  });
+  auto chat = [](pb::GenerateRequest& r) {
+    auto* m = r.mutable_messages()->add_messages();  // replaces the prompt (one input)
+    m->set_role("user");
+    m->set_content("Q");
+  };
+  constexpr char kTools[] = R"([{"type": "function", "function": {"name": "lookup"}}])";
+  add("tools without messages", C::INVALID_ARGUMENT, "'tools_json' is only allowed with 'messages'",
+      [&](auto& r) { r.set_tools_json(kTools); });
+  add("effort without messages", C::INVALID_ARGUMENT, "reasoning_effort",
+      [&](auto& r) { r.set_reasoning_effort("low"); });
+  add("tools not JSON", C::INVALID_ARGUMENT, "tools_json", [&](auto& r) {
+    chat(r);
+    r.set_tools_json("[{");
+  });
+  add("tool without name", C::INVALID_ARGUMENT, "tools[0].function.name", [&](auto& r) {
+    chat(r);
+    r.set_tools_json(R"([{"type": "function", "function": {}}])");
+  });
+  add("tool_choice unknown", C::INVALID_ARGUMENT, "which is not in 'tools'", [&](auto& r) {
+    chat(r);
+    r.set_tools_json(kTools);
+    r.set_tool_choice("nope");
+  });
+  add("tool_choice cannot force", C::INVALID_ARGUMENT, "cannot force tool calls", [&](auto& r) {
+    chat(r);
+    r.set_tools_json(kTools);
+    r.set_tool_choice("required");
+  });
+  add("reasoning_effort", C::INVALID_ARGUMENT, "reasoning_effort", [&](auto& r) {
+    chat(r);
+    r.set_reasoning_effort("max");
+  });
+  add("tool_calls on a user turn", C::INVALID_ARGUMENT, "messages[0].tool_calls", [&](auto& r) {
+    chat(r);
+    r.mutable_messages()->mutable_messages(0)->add_tool_calls()->set_name("lookup");
   });
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
