@@ -10,6 +10,7 @@
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "coordinator/frontends/api_error.h"
@@ -48,6 +49,7 @@ pb::FinishReason ToProto(FinishReason r) {
 struct ParsedGenerate {
   GenerateRequest generate;
   bool chat = false;         // deltas come from the chat parser (content, reasoning, tool calls)
+  int n = 1;                 // sequences (ChoiceRequests)
   ChatRenderOptions render;  // chat: how the prompt was rendered (forced_tool: for the parser)
 };
 
@@ -131,6 +133,13 @@ absl::StatusOr<ParsedGenerate> ParseGenerate(const pb::GenerateRequest& req,
   }
   for (int32_t id : sp.stop_token_ids()) f.stop_token_ids.push_back(id);
   if (sp.has_logprobs()) f.logprobs = sp.logprobs();
+  if (sp.has_n()) {
+    if (sp.n() < 1 || sp.n() > kMaxChoices) {
+      return InvalidParam("sampling.n", absl::StrCat("'sampling.n' must be in [1, ", kMaxChoices,
+                                                     "], got ", sp.n()));
+    }
+    out.n = sp.n();
+  }
   f.ignore_eos = sp.ignore_eos();
   ASSIGN_OR_RETURN(SamplingParams params,
                    ResolveSampling(f, static_cast<int>(ids.size()), ctx, prompt_param));
@@ -143,8 +152,11 @@ absl::StatusOr<ParsedGenerate> ParseGenerate(const pb::GenerateRequest& req,
   return out;
 }
 
-// One Generate call. Deleted when both gRPC is done with it (OnDone) and the engine has sent
-// its final event (or never started), so an engine callback never sees a dead reactor.
+// One Generate call: n engine requests (ChoiceRequests; n = 1 unless sampling.n says more)
+// behind one stream. Deleted when both gRPC is done with it (OnDone) and the engine has sent
+// every choice's final event (or they never started), so an engine callback never sees a dead
+// reactor. A choice that fails fails the stream; the others run out unseen (an engine callback
+// must not call back into the engine to cancel them; a client that goes away cancels them all).
 class GenerateReactor : public grpc::ServerWriteReactor<pb::GenerateResponse> {
  public:
   GenerateReactor(const ServingContext& ctx, grpc::CallbackServerContext* call,
@@ -157,19 +169,37 @@ class GenerateReactor : public grpc::ServerWriteReactor<pb::GenerateResponse> {
                        : absl::StatusOr<ParsedGenerate>(
                              absl::UnavailableError(ctx_.NotReadyMessage()));
     if (!parsed.ok()) {
-      engine_done_ = true;
       FinishNow(ToGrpc(parsed.status()));
       return;
     }
     id_ = parsed->generate.request_id;
     logprobs_ = parsed->generate.params.logprobs >= 0;
     prompt_tokens_ = static_cast<int>(parsed->generate.prompt_tokens.size());
-    if (parsed->chat) parser_ = ctx_.chat_template->NewParserFor(parsed->render);
-    absl::Status s = ctx_.engine->Submit(std::move(parsed->generate),
-                                         [this](GenerationEvent ev) { OnEvent(std::move(ev)); });
-    if (!s.ok()) {
-      engine_done_ = true;
-      FinishNow(ToGrpc(s));
+    std::vector<GenerateRequest> reqs = ChoiceRequests(parsed->generate, parsed->n);
+    for (const GenerateRequest& q : reqs) {
+      Choice c;
+      c.engine_id = q.request_id;
+      if (parsed->chat) c.parser = ctx_.chat_template->NewParserFor(parsed->render);
+      choices_.push_back(std::move(c));
+    }
+    multi_ = parsed->n > 1;
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        ++engine_pending_;  // before Submit: its callback may run at once
+      }
+      absl::Status s = ctx_.engine->Submit(std::move(reqs[i]), [this, i](GenerationEvent ev) {
+        OnEvent(i, std::move(ev));
+      });
+      if (!s.ok()) {
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          --engine_pending_;
+        }
+        for (size_t k = 0; k < i; ++k) ctx_.engine->Cancel(choices_[k].engine_id);
+        FinishAfterWrites(ToGrpc(s));  // an earlier choice may already be writing
+        return;
+      }
     }
   }
 
@@ -218,12 +248,25 @@ class GenerateReactor : public grpc::ServerWriteReactor<pb::GenerateResponse> {
     {
       std::lock_guard<std::mutex> lock(mu_);
       grpc_done_ = true;
-      del = engine_done_;
+      del = engine_pending_ == 0;
     }
     if (del) delete this;
   }
 
  private:
+  // One of the n sequences. Its fields are touched only by its engine callbacks (ordered).
+  struct Choice {
+    std::string engine_id;
+    std::unique_ptr<ChatOutputParser> parser;  // chat only
+    std::vector<std::string> call_ids;         // chat: ids of its tool calls so far
+    size_t completion_count = 0;
+    std::atomic<bool> done{false};             // its final event has arrived (read by Cancel)
+    Choice() = default;
+    Choice(Choice&& o) noexcept
+        : engine_id(std::move(o.engine_id)), parser(std::move(o.parser)),
+          call_ids(std::move(o.call_ids)), completion_count(o.completion_count) {}
+  };
+
   void FinishNow(grpc::Status s) {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -232,16 +275,34 @@ class GenerateReactor : public grpc::ServerWriteReactor<pb::GenerateResponse> {
     Finish(std::move(s));
   }
 
-  void CancelEngine() {
-    if (!id_.empty() && !engine_finished_.load()) ctx_.engine->Cancel(id_);
+  // Ends the stream with `s` once the write in progress (if any) is done; what is queued after
+  // it is dropped.
+  void FinishAfterWrites(grpc::Status s) {
+    bool finish = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (finished_ || finish_pending_) return;
+      finish_pending_ = true;
+      final_status_ = s;
+      if (!queue_.empty()) queue_.erase(queue_.begin() + 1, queue_.end());  // front() is in flight
+      if (!writing_) finished_ = finish = true;
+    }
+    if (finish) Finish(std::move(s));
   }
 
-  pb::GenerateResponse Delta(const GenerationEvent& ev) {
+  void CancelEngine() {
+    for (const Choice& c : choices_) {
+      if (!c.done.load()) ctx_.engine->Cancel(c.engine_id);
+    }
+  }
+
+  pb::GenerateResponse Delta(Choice& c, size_t index, const GenerationEvent& ev) {
     pb::GenerateResponse r;
     r.set_request_id(id_);
+    if (multi_) r.set_index(static_cast<int32_t>(index));
     for (int32_t id : ev.token_ids) r.add_token_ids(id);
-    completion_count_ += ev.token_ids.size();
-    if (parser_) {
+    c.completion_count += ev.token_ids.size();
+    if (c.parser) {
       std::string text, reasoning;
       auto take = [&](ChatOutputParser::Delta d) {
         text += d.content;
@@ -249,17 +310,17 @@ class GenerateReactor : public grpc::ServerWriteReactor<pb::GenerateResponse> {
         for (const auto& t : d.tool_calls) {
           pb::ToolCallDelta* p = r.add_tool_calls();
           p->set_index(t.index);
-          if (call_ids_.size() <= static_cast<size_t>(t.index)) {  // the call's first piece
-            call_ids_.resize(t.index + 1);
-            call_ids_[t.index] = NewRequestId("call");
-            p->set_id(call_ids_[t.index]);
+          if (c.call_ids.size() <= static_cast<size_t>(t.index)) {  // the call's first piece
+            c.call_ids.resize(t.index + 1);
+            c.call_ids[t.index] = NewRequestId("call");
+            p->set_id(c.call_ids[t.index]);
           }
           p->set_name(t.name);
           p->set_arguments(t.arguments);
         }
       };
-      for (int32_t id : ev.token_ids) take(parser_->Push(id));
-      if (ev.finished) take(parser_->Finish());
+      for (int32_t id : ev.token_ids) take(c.parser->Push(id));
+      if (ev.finished) take(c.parser->Finish());
       r.set_text(std::move(text));
       r.set_reasoning(std::move(reasoning));
     } else {
@@ -282,13 +343,14 @@ class GenerateReactor : public grpc::ServerWriteReactor<pb::GenerateResponse> {
     return r;
   }
 
-  void OnEvent(GenerationEvent ev) {
+  void OnEvent(size_t index, GenerationEvent ev) {
+    Choice& c = choices_[index];
     std::vector<pb::GenerateResponse> out;
-    grpc::Status final_status;
+    grpc::Status error;
     if (ev.finish_reason == FinishReason::kError) {
-      final_status = ToGrpc(ev.error.ok() ? absl::InternalError("generation failed") : ev.error);
+      error = ToGrpc(ev.error.ok() ? absl::InternalError("generation failed") : ev.error);
     } else {
-      pb::GenerateResponse d = Delta(ev);
+      pb::GenerateResponse d = Delta(c, index, ev);
       if (d.token_ids_size() > 0 || !d.text().empty() || !d.reasoning().empty() ||
           d.tool_calls_size() > 0) {
         out.push_back(std::move(d));
@@ -296,29 +358,34 @@ class GenerateReactor : public grpc::ServerWriteReactor<pb::GenerateResponse> {
       if (ev.finished) {
         pb::GenerateResponse f;
         f.set_request_id(id_);
+        if (multi_) f.set_index(static_cast<int32_t>(index));
         f.set_finished(true);
         // A chat turn that ends by calling tools (harmony: <|call|>) asks the client to run them.
-        const bool tools = ev.finish_reason == FinishReason::kStop && !call_ids_.empty();
+        const bool tools = ev.finish_reason == FinishReason::kStop && !c.call_ids.empty();
         f.set_finish_reason(tools ? pb::FINISH_REASON_TOOL_CALLS : ToProto(ev.finish_reason));
         int prompt = ev.prompt_tokens > 0 ? ev.prompt_tokens : prompt_tokens_;
         int completion = ev.completion_tokens > 0 ? ev.completion_tokens
-                                                  : static_cast<int>(completion_count_);
+                                                  : static_cast<int>(c.completion_count);
         f.mutable_usage()->set_prompt_tokens(prompt);
         f.mutable_usage()->set_completion_tokens(completion);
         f.mutable_usage()->set_total_tokens(prompt + completion);
         out.push_back(std::move(f));
       }
     }
+    if (ev.finished) c.done.store(true);
     pb::GenerateResponse* start = nullptr;
     bool finish = false, del = false;
     grpc::Status finish_status;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (!finished_) {
+      if (!finished_ && !finish_pending_) {
         for (auto& r : out) queue_.push_back(std::move(r));
-        if (ev.finished) {
+        if (!error.ok()) {  // the stream ends with the error once what is queued is written
           finish_pending_ = true;
-          final_status_ = final_status;
+          final_status_ = error;
+        } else if (ev.finished && ++choices_done_ == choices_.size()) {
+          finish_pending_ = true;
+          final_status_ = grpc::Status::OK;
         }
         if (!writing_ && !queue_.empty()) {
           writing_ = true;
@@ -329,9 +396,8 @@ class GenerateReactor : public grpc::ServerWriteReactor<pb::GenerateResponse> {
         }
       }
       if (ev.finished) {
-        engine_finished_.store(true);
-        engine_done_ = true;
-        del = grpc_done_;
+        --engine_pending_;
+        del = grpc_done_ && engine_pending_ == 0;
       }
     }
     if (start) StartWrite(start);
@@ -342,20 +408,19 @@ class GenerateReactor : public grpc::ServerWriteReactor<pb::GenerateResponse> {
   const ServingContext& ctx_;
   std::string id_;
   bool logprobs_ = false;
+  bool multi_ = false;  // n > 1: messages carry their choice's index
   int prompt_tokens_ = 0;
-  size_t completion_count_ = 0;  // only touched by engine callbacks (ordered)
-  std::unique_ptr<ChatOutputParser> parser_;
-  std::vector<std::string> call_ids_;  // chat: ids of the tool calls so far (engine callbacks)
-  std::atomic<bool> engine_finished_{false};
+  std::vector<Choice> choices_;  // fixed after the constructor
 
   std::mutex mu_;
-  std::deque<pb::GenerateResponse> queue_;  // guarded by mu_; front() is being written
-  bool writing_ = false;                    // guarded by mu_
-  bool finish_pending_ = false;             // guarded by mu_
-  bool finished_ = false;                   // guarded by mu_: Finish called (or about to be)
-  grpc::Status final_status_;               // guarded by mu_
-  bool grpc_done_ = false;                  // guarded by mu_
-  bool engine_done_ = false;                // guarded by mu_
+  std::deque<pb::GenerateResponse> queue_ ABSL_GUARDED_BY(mu_);  // front() is being written
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool finish_pending_ ABSL_GUARDED_BY(mu_) = false;  // Finish once the queue drains
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;        // Finish called (or about to be)
+  grpc::Status final_status_ ABSL_GUARDED_BY(mu_);
+  size_t choices_done_ ABSL_GUARDED_BY(mu_) = 0;
+  bool grpc_done_ ABSL_GUARDED_BY(mu_) = false;
+  int engine_pending_ ABSL_GUARDED_BY(mu_) = 0;  // choices whose final event is due
 };
 
 class InferenceService final : public pb::Inference::CallbackService {

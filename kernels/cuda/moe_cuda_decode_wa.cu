@@ -36,7 +36,7 @@ namespace mxserve::kernels::cuda::internal {
 namespace {
 
 constexpr int kKp = 6;      // K parts: consumer warps per row pair (13 warps: <= 152 registers)
-constexpr int kMaxC = 4;    // chunks a consumer warp may hold activations for (K <= 24..29 chunks)
+constexpr int kMaxC = 4;    // chunks a consumer warp may hold activations for (K <= 24 chunks: 3072)
 constexpr int kMaxS = 4;    // stages
 
 // Chunk c of one warp: groups A (rows g) and B (rows g + 8) from shared memory. wa/wb: the

@@ -3,6 +3,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <set>
+#include <map>
 #include <thread>
 
 #include <grpcpp/generic/generic_stub.h>
@@ -257,6 +259,8 @@ TEST_F(GrpcFrontendTest, InvalidRequestsNameTheField) {
     m->set_content("Q");
   };
   constexpr char kTools[] = R"([{"type": "function", "function": {"name": "lookup"}}])";
+  add("n 0", C::INVALID_ARGUMENT, "sampling.n", [](auto& r) { r.mutable_sampling()->set_n(0); });
+  add("n 17", C::INVALID_ARGUMENT, "sampling.n", [](auto& r) { r.mutable_sampling()->set_n(17); });
   add("tools without messages", C::INVALID_ARGUMENT, "'tools_json' is only allowed with 'messages'",
       [&](auto& r) { r.set_tools_json(kTools); });
   add("effort without messages", C::INVALID_ARGUMENT, "reasoning_effort",
@@ -343,6 +347,67 @@ TEST_F(GrpcFrontendTest, ClientCancelCancelsTheEngineRequest) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   EXPECT_EQ(engine_.cancelled().count(id), 1u);
+  engine_.set_hold_after_first(false);
+  EXPECT_TRUE(Generate(Prompt("abc")).status.ok());
+}
+
+// sampling.n: n engine requests behind one stream; messages carry their sequence's index, each
+// sequence ends with its own final message, seeds are seed + i; a cancel cancels every one.
+TEST_F(GrpcFrontendTest, NSequencesShareOneStream) {
+  pb::GenerateRequest req = Prompt("abc");
+  req.set_request_id("multi");
+  req.mutable_sampling()->set_n(3);
+  req.mutable_sampling()->set_seed(7);
+  Result r = Generate(req);
+  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+  std::map<int, std::string> text;
+  std::map<int, int> finals;
+  for (const auto& m : r.messages) {
+    EXPECT_EQ(m.request_id(), "multi");
+    if (m.finished()) {
+      ++finals[m.index()];
+      EXPECT_EQ(m.finish_reason(), pb::FINISH_REASON_STOP);
+      EXPECT_EQ(m.usage().completion_tokens(), 6);
+    } else {
+      EXPECT_TRUE(finals.count(m.index()) == 0) << "a delta after its sequence's final message";
+      text[m.index()] += m.text();
+    }
+  }
+  EXPECT_EQ(text, (std::map<int, std::string>{{0, "Hello!"}, {1, "Hello!"}, {2, "Hello!"}}));
+  EXPECT_EQ(finals, (std::map<int, int>{{0, 1}, {1, 1}, {2, 1}}));
+  ASSERT_TRUE(r.messages.back().finished());
+  const auto sent = engine_.requests();
+  ASSERT_EQ(sent.size(), 3u);
+  std::set<std::string> ids;
+  std::set<uint64_t> seeds;
+  for (const auto& q : sent) {
+    ids.insert(q.request_id);
+    seeds.insert(q.params.seed.value_or(0));
+  }
+  EXPECT_EQ(ids, (std::set<std::string>{"multi-0", "multi-1", "multi-2"}));
+  EXPECT_EQ(seeds, (std::set<uint64_t>{7, 8, 9}));
+
+  // Cancelling the call cancels every sequence.
+  engine_.set_hold_after_first(true);
+  grpc::ClientContext ctx;
+  req.set_request_id("multi2");
+  req.mutable_sampling()->set_n(2);
+  auto reader = stub_->Generate(&ctx, req);
+  pb::GenerateResponse m;
+  ASSERT_TRUE(reader->Read(&m));
+  ctx.TryCancel();
+  while (reader->Read(&m)) {
+  }
+  EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  auto both = [&] {
+    auto c = engine_.cancelled();
+    return c.count("multi2-0") == 1 && c.count("multi2-1") == 1;
+  };
+  while (!both() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_TRUE(both());
   engine_.set_hold_after_first(false);
   EXPECT_TRUE(Generate(Prompt("abc")).status.ok());
 }
