@@ -476,11 +476,11 @@ void LaunchDecodeGemm(const GemmArgs& a, bool gate_up, bool rows16, bool one_mul
   const bool smem_a = smem_a_env && smem <= size_t(rows16 ? 108 << 10 : 48 << 10);
   // 8-row tiles: for the smallest batches (<= 4 token-slots: one CTA's load is all there is) the
   // one-shot bulk kernel; else the weights-as-A kernel (moe_cuda_decode_wa.cu), or the pipelined
-  // kernel where that does not fit; each where its shared memory fits; else the register ring. MXSERVE_CUDA_MOE_DECODE=wa|pipe|bulk|ring pins one (benchmarks).
+  // kernel where that does not fit; each where its shared memory fits; else the register ring. MXSERVE_CUDA_MOE_DECODE=wa|kst|kst4|pipe|bulk|ring pins one (benchmarks).
   static const int pinned = [] {
     const char* v = std::getenv("MXSERVE_CUDA_MOE_DECODE");
     const std::string s = v == nullptr ? "" : v;
-    return s == "pipe" ? 1 : s == "bulk" ? 2 : s == "ring" ? 3 : s == "wa" ? 4 : 0;
+    return s == "pipe" ? 1 : s == "bulk" ? 2 : s == "ring" ? 3 : s == "wa" ? 4 : s == "kst" ? 5 : s == "kst4" ? 6 : 0;
   }();
   if (!rows16 && pinned != 3) {
     const bool bulk_fits = DecodeBulkSmem(a) <= (113 << 10);
@@ -488,6 +488,11 @@ void LaunchDecodeGemm(const GemmArgs& a, bool gate_up, bool rows16, bool one_mul
     if (want_bulk && bulk_fits) {
       if (one_mul) LaunchDecodeBulk<true>(a, gate_up, max_tiles, stream);
       else LaunchDecodeBulk<false>(a, gate_up, max_tiles, stream);
+      return;
+    }
+    // Pinned only until measured (see moe_cuda_decode_kst.cu); falls through when it cannot run.
+    if ((pinned == 5 || pinned == 6) &&
+        LaunchDecodeKst(a, gate_up, one_mul, pinned == 6 ? 4 : 2, max_tiles, a.held, stream) == 0) {
       return;
     }
     if (pinned != 1 && LaunchDecodeWa(a, gate_up, one_mul, max_tiles, stream)) return;

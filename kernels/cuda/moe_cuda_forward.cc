@@ -80,14 +80,15 @@ struct LayerAccess {
     g.tiles = ws.d_tiles_;
     g.ntiles = ws.d_counts_ + 3 * nh + 1;
     g.rows = static_cast<int>(pairs);
+    g.held = nh;
     g.act = ws.d_act_;
     g.kp_out = L.kp_i_;
     g.nfull_out = L.kp_i_ / 128;
     g.alpha = L.alpha_;
     g.limit = L.limit_;
     auto launch_failed = [](int code, const char* which) {
-      return absl::InternalError(absl::StrCat("MoeForwardCuda: the wgmma ", which,
-                                              " GEMM could not describe its activations to the copy "
+      return absl::InternalError(absl::StrCat("MoeForwardCuda: the ", which,
+                                              " GEMM could not describe its operands to the copy "
                                               "engine (cuTensorMapEncodeTiled: ", code, ")"));
     };
     if (int r = internal::LaunchGemm(g, true, p, L.small_scales_, static_cast<int>(max_tiles), stream);

@@ -22,6 +22,7 @@ struct GemmArgs {
   const int32_t* ntiles;  // device count of valid tiles
   int rows;               // rows of a (token-slots): the TMA bound of the wgmma path, and
                           // min(tile height, rows) bounds the rows of any tile
+  int held;               // experts in q / sc (the TMA bound of the kst decode path)
   // gate_up epilogue
   uint16_t* act;          // [P][kp_out] bf16, permuted for the down GEMM
   int kp_out, nfull_out;

@@ -34,18 +34,13 @@
 
 #include "kernels/cuda/moe_cuda_gemm.cuh"
 #include "kernels/cuda/moe_cuda_launch.h"
+#include "kernels/cuda/moe_cuda_tma.h"
 
 namespace mxserve::kernels::cuda::internal {
 namespace {
 
 // ---- PTX wrappers (sm_90a) ------------------------------------------------------------------
 // (the mbarrier and bulk-copy wrappers are in moe_cuda_gemm.cuh)
-__device__ __forceinline__ void TmaLoad2d(void* dst, const CUtensorMap* map, uint64_t* bar, int c0, int c1) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];"
-      ::"r"(SmemAddr(dst)), "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(SmemAddr(bar))
-      : "memory");
-}
 __device__ __forceinline__ void WgmmaFence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
 __device__ __forceinline__ void WgmmaCommit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
 template <int N>
@@ -366,9 +361,7 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1) WgmmaGemmKernel(const __gri
 // Path 4: 128 token rows per tile; path 5: 64 (fewer rows per expert); path 6: 256.
 int WgmmaBm(int path) { return path == 5 ? 64 : path == 6 ? 256 : 128; }
 
-namespace {
-
-PFN_cuTensorMapEncodeTiled_v12000 EncodeFn() {
+PFN_cuTensorMapEncodeTiled_v12000 TensorMapEncoder() {
   static PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
     void* f = nullptr;
     cudaDriverEntryPointQueryResult q{};
@@ -381,6 +374,8 @@ PFN_cuTensorMapEncodeTiled_v12000 EncodeFn() {
   }();
   return fn;
 }
+
+namespace {
 
 template <int BN, int MW, int NC, int D, int PF, bool kGateUp, bool kOneMul>
 void LaunchT(const CUtensorMap& map, const GemmArgs& a, int max_tiles, cudaStream_t stream) {
@@ -409,11 +404,11 @@ void LaunchCfg(const CUtensorMap& map, const GemmArgs& a, bool gate_up, bool one
 
 }  // namespace
 
-bool WgmmaAvailable() { return EncodeFn() != nullptr; }
+bool WgmmaAvailable() { return TensorMapEncoder() != nullptr; }
 
 int LaunchWgmmaGemm(const GemmArgs& a, bool gate_up, bool one_mul, int bn, int max_tiles, cudaStream_t stream) {
   if (a.rows <= 0) return 0;
-  const PFN_cuTensorMapEncodeTiled_v12000 encode = EncodeFn();
+  const PFN_cuTensorMapEncodeTiled_v12000 encode = TensorMapEncoder();
   if (encode == nullptr) return -1;
   CUtensorMap map;
   const cuuint64_t dims[2] = {cuuint64_t(a.kp), cuuint64_t(a.rows)};

@@ -36,7 +36,7 @@ for s in $steps; do
       $B/mxserve-gpu-moe-check ${CHECK_ONLY:-} 2>&1 | tee "$OUT/check.txt" || rc=1 ;;
     checkdecode)
       # The check again with each other 8-row decode kernel pinned (the default one ran in check).
-      for D in ${CHECK_DECODE:-pipe bulk ring}; do
+      for D in ${CHECK_DECODE:-kst kst4 pipe bulk ring}; do
         for S in tiny-pad tiny-k1 half-held big-scales gpt-oss-20b; do
           MXSERVE_CUDA_MOE_DECODE=$D $B/mxserve-gpu-moe-check $S 2>&1 | grep -E "^(PASS|FAIL)" | sed "s/^/$D /"
         done
@@ -65,7 +65,7 @@ for s in $steps; do
       # register ring, programmatic dependent launch on and off, ring activations in shared memory
       # or through L1.
       # DECODE_CFGS: kernel:pdl:smem_a entries.
-      for cfg in ${DECODE_CFGS:-wa:1:1 wa:0:1 pipe:1:1 pipe:0:1 bulk:1:1 bulk:0:1 ring:1:1 ring:1:0}; do
+      for cfg in ${DECODE_CFGS:-wa:1:1 kst:1:1 kst4:1:1 wa:0:1 pipe:1:1 pipe:0:1 bulk:1:1 bulk:0:1 ring:1:1 ring:1:0}; do
         set -- ${cfg//:/ }
         echo "## MXSERVE_CUDA_MOE_DECODE=$1 MXSERVE_CUDA_MOE_PDL=$2 MXSERVE_CUDA_MOE_SMEM_A=$3"
         MXSERVE_CUDA_MOE_DECODE=$1 MXSERVE_CUDA_MOE_PDL=$2 MXSERVE_CUDA_MOE_SMEM_A=$3 \

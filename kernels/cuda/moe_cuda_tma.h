@@ -1,0 +1,29 @@
+// Tensor-memory-accelerator helpers shared by the kernels that load through TMA tensor maps
+// (moe_cuda_wgmma.cu, moe_cuda_decode_kst.cu), private to kernels/cuda.
+#pragma once
+
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
+#include <cstdint>
+
+namespace mxserve::kernels::cuda::internal {
+
+// The driver's cuTensorMapEncodeTiled, or nullptr when this driver has none (then no TMA path
+// may run). Looked up once.
+PFN_cuTensorMapEncodeTiled_v12000 TensorMapEncoder();
+
+#ifdef __CUDACC__
+// One 2D box of `map` at element coordinates (c0, c1) into shared memory, completing on `bar`
+// (its bytes count toward the barrier's expected transaction bytes; out-of-bounds parts of the box
+// arrive as zeros and count too).
+__device__ __forceinline__ void TmaLoad2d(void* dst, const CUtensorMap* map, uint64_t* bar, int c0, int c1) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];"
+      ::"r"(static_cast<uint32_t>(__cvta_generic_to_shared(dst))), "l"(reinterpret_cast<uint64_t>(map)),
+      "r"(c0), "r"(c1), "r"(static_cast<uint32_t>(__cvta_generic_to_shared(bar)))
+      : "memory");
+}
+#endif
+
+}  // namespace mxserve::kernels::cuda::internal
