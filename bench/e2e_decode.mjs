@@ -18,11 +18,11 @@ execFileSync(join(bin, 'mxserve-make-model'), ['--preset', 'tiny', '--out', mode
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-async function start(workers) {
-  const portFile = join(tmp, `ports-${workers}.json`);
+async function start(workers, stream) {
+  const portFile = join(tmp, `ports-${workers}-${stream}.json`);
   const child = spawn(join(bin, 'mxserve-coordinator'), [
     '--model', model, '--host', '127.0.0.1', '--http-port', '0', '--grpc-port', '0',
-    '--port-file', portFile, '--local-workers', String(workers),
+    '--port-file', portFile, '--local-workers', String(workers), `--expert_call_stream=${stream}`,
   ], { stdio: ['ignore', 'ignore', 'pipe'] });
   let log = '';
   child.stderr.on('data', (d) => { log += d; });
@@ -61,12 +61,15 @@ async function load(port) {
 }
 
 const rows = [];
-for (const workers of [0, 2]) {
-  const { child, port } = await start(workers);
+// Expert calls to workers go over one RunExpertsStream per worker (the default) or, for
+// comparison, one unary call each (--expert_call_stream=false).
+for (const [workers, stream] of [[0, true], [2, true], [2, false]]) {
+  const { child, port } = await start(workers, stream);
   try {
     const { tokens, secs } = await load(port);
-    rows.push([workers === 0 ? 'single-process (experts in-process)' : `${workers} local workers (gRPC)`,
-               concurrency, maxTokens, tokens, secs.toFixed(2), (tokens / secs).toFixed(1)]);
+    const mode = workers === 0 ? 'single-process (experts in-process)'
+                               : `${workers} local workers (gRPC, ${stream ? 'stream' : 'unary calls'})`;
+    rows.push([mode, concurrency, maxTokens, tokens, secs.toFixed(2), (tokens / secs).toFixed(1)]);
   } finally {
     child.kill('SIGTERM');
     await sleep(500);

@@ -207,6 +207,7 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(CoordinatorOptio
   ro.client.keepalive_time = options.keepalive_time;
   ro.client.keepalive_timeout = options.keepalive_timeout;
   ro.client.auth = options.worker_auth;
+  ro.client.stream = options.expert_call_stream;
   ro.router.call_timeout = options.expert_call_timeout;
   ro.router.down_wait = options.worker_down_wait;
   ro.ready_timeout = options.worker_startup_timeout;

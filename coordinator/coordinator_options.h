@@ -42,6 +42,7 @@ struct CoordinatorOptions {
   absl::Duration health_probe_timeout = absl::Seconds(1);  // Check deadline: longer = "hung"
   absl::Duration keepalive_time = absl::Seconds(1);        // gRPC keepalive to workers
   absl::Duration keepalive_timeout = absl::Seconds(1);
+  bool expert_call_stream = true;     // RunExpertsStream per worker (false: unary calls)
   // Compute.
   int threads = 0;                    // dense-path threads (0 = all cores)
   // Engine.

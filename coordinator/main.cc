@@ -44,6 +44,8 @@ ABSL_FLAG(int, restart_window_s, 60, "Window of the crash-loop limit --max-resta
 ABSL_FLAG(int, health_probe_timeout_ms, 1000, "A worker not answering a health check this fast is hung");
 ABSL_FLAG(int, worker_keepalive_ms, 1000,
           "gRPC keepalive interval and timeout to workers (a hung worker shows within ~2x this)");
+ABSL_FLAG(bool, expert_call_stream, true,
+          "Expert calls over one long-lived RunExpertsStream per worker (false: one unary call each)");
 ABSL_FLAG(int, threads, 0, "Dense-path compute threads (0 = all cores)");
 ABSL_FLAG(int, max_model_len, 0, "Context length (0 = the model's, bounded by the KV cache)");
 ABSL_FLAG(int, max_num_seqs, 64, "Running sequences at once");
@@ -128,6 +130,7 @@ int main(int argc, char** argv) {
   o.restart_window = absl::Seconds(absl::GetFlag(FLAGS_restart_window_s));
   o.health_probe_timeout = absl::Milliseconds(absl::GetFlag(FLAGS_health_probe_timeout_ms));
   o.keepalive_time = o.keepalive_timeout = absl::Milliseconds(absl::GetFlag(FLAGS_worker_keepalive_ms));
+  o.expert_call_stream = absl::GetFlag(FLAGS_expert_call_stream);
   if (o.expert_replicas < 1 || o.max_restarts < 0 || o.restart_window <= absl::ZeroDuration() ||
       o.worker_down_wait < absl::ZeroDuration() || o.expert_call_timeout <= absl::ZeroDuration() ||
       o.health_probe_timeout <= absl::ZeroDuration() || o.keepalive_time <= absl::ZeroDuration()) {

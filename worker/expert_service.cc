@@ -143,6 +143,27 @@ grpc::Status ExpertService::RunExperts(grpc::ServerContext* ctx, const v1::RunEx
   return s;
 }
 
+grpc::Status ExpertService::RunExpertsStream(
+    grpc::ServerContext* ctx,
+    grpc::ServerReaderWriter<v1::ExpertStreamResponse, v1::ExpertStreamRequest>* stream) {
+  v1::ExpertStreamRequest req;
+  v1::ExpertStreamResponse resp;
+  while (stream->Read(&req)) {
+    resp.Clear();
+    resp.set_id(req.id());
+    ++in_flight_;
+    const grpc::Status s = ToGrpcStatus(Handle(req.request(), resp.mutable_response()));
+    --in_flight_;
+    if (!s.ok()) {
+      resp.clear_response();
+      resp.set_code(s.error_code());
+      resp.set_message(s.error_message());
+    }
+    if (!stream->Write(resp)) break;  // the client went away
+  }
+  return grpc::Status::OK;
+}
+
 grpc::Status ExpertService::Describe(grpc::ServerContext* ctx, const v1::DescribeRequest* req,
                                      v1::DescribeResponse* resp) {
   resp->set_model_type(info_.model_type);

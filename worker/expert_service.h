@@ -35,11 +35,15 @@ class ExpertService final : public v1::ExpertWorker::Service {
   void SetReady(std::shared_ptr<ExpertExecutor> executor) ABSL_LOCKS_EXCLUDED(mu_);
   bool ready() const ABSL_LOCKS_EXCLUDED(mu_);
   const WorkerModelInfo& info() const { return info_; }
-  // RunExperts calls being handled now; used to drain before shutting the server down.
+  // RunExperts calls (unary, or one message of a stream) being handled now; used to drain before
+  // shutting the server down.
   int in_flight() const { return in_flight_.load(); }
 
   grpc::Status RunExperts(grpc::ServerContext* ctx, const v1::RunExpertsRequest* req,
                           v1::RunExpertsResponse* resp) override;
+  grpc::Status RunExpertsStream(
+      grpc::ServerContext* ctx,
+      grpc::ServerReaderWriter<v1::ExpertStreamResponse, v1::ExpertStreamRequest>* stream) override;
   grpc::Status Describe(grpc::ServerContext* ctx, const v1::DescribeRequest* req,
                         v1::DescribeResponse* resp) override;
 

@@ -131,6 +131,13 @@ grpc::Status AuthenticatedExpertService::RunExperts(grpc::ServerContext* ctx,
   return inner_->RunExperts(ctx, req, resp);
 }
 
+grpc::Status AuthenticatedExpertService::RunExpertsStream(
+    grpc::ServerContext* ctx,
+    grpc::ServerReaderWriter<v1::ExpertStreamResponse, v1::ExpertStreamRequest>* stream) {
+  if (grpc::Status s = Check(*ctx); !s.ok()) return s;
+  return inner_->RunExpertsStream(ctx, stream);
+}
+
 grpc::Status AuthenticatedExpertService::Describe(grpc::ServerContext* ctx,
                                                   const v1::DescribeRequest* req,
                                                   v1::DescribeResponse* resp) {

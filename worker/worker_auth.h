@@ -55,6 +55,9 @@ class AuthenticatedExpertService final : public v1::ExpertWorker::Service {
   AuthenticatedExpertService(std::shared_ptr<ExpertService> inner, WorkerAuthOptions auth);
   grpc::Status RunExperts(grpc::ServerContext* ctx, const v1::RunExpertsRequest* req,
                           v1::RunExpertsResponse* resp) override;
+  grpc::Status RunExpertsStream(
+      grpc::ServerContext* ctx,
+      grpc::ServerReaderWriter<v1::ExpertStreamResponse, v1::ExpertStreamRequest>* stream) override;
   grpc::Status Describe(grpc::ServerContext* ctx, const v1::DescribeRequest* req,
                         v1::DescribeResponse* resp) override;
   // OK or UNAUTHENTICATED for one call.

@@ -162,18 +162,21 @@ int Main(double seconds_per_point) {
   std::printf("## RunExperts round trip over loopback gRPC vs raw TCP\n\n");
   std::printf("%s. gpt-oss-20b-shaped call: hidden %d, top-%d of %d experts, layer 0. The worker's\n"
               "executor writes zeros (transport, (de)serialisation and validation only; no MoE\n"
-              "kernel). Client = WorkerClient (production path incl. F32->BF16 encode/decode), server =\n"
+              "kernel). Client = WorkerClient (production path incl. F32->BF16 encode/decode; calls on\n"
+              "one RunExpertsStream, and, for comparison, one unary RunExperts call each), server =\n"
               "WorkerServer/ExpertService (sync gRPC %s). Raw TCP = the same request and response byte\n"
               "counts over one 127.0.0.1 socket pair, TCP_NODELAY. Median of >= 5 calls per row, ~%.1f s each;\n"
               "GB/s counts request + response bytes. no-transport = the same encode, protobuf\n"
               "serialise/parse, validation and decode on both sides, in one thread, no socket.\n\n",
               Cpu().c_str(), kHidden, kTopK, kExperts, grpc::Version().c_str(), seconds_per_point);
-  std::printf("| tokens | wire | request B | response B | gRPC µs | gRPC GB/s | no-transport µs | raw TCP µs | raw TCP GB/s | gRPC / TCP |\n");
-  std::printf("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  std::printf("| tokens | wire | request B | response B | gRPC unary µs | gRPC stream µs | stream GB/s | no-transport µs | raw TCP µs | raw TCP GB/s | stream / TCP |\n");
+  std::printf("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   const absl::Duration budget = absl::Seconds(seconds_per_point);
   for (v1::TensorDType wire : {v1::TENSOR_DTYPE_F32, v1::TENSOR_DTYPE_BF16}) {
+    // The production client (calls on one RunExpertsStream) and the unary one (--expert_call_stream=false).
     auto client = WorkerClient::Create((*server)->address(), {.wire_dtype = wire});
-    if (!client.ok() || !(*client)->WaitReady(absl::Now() + absl::Seconds(10)).ok()) {
+    auto unary = WorkerClient::Create((*server)->address(), {.wire_dtype = wire, .stream = false});
+    if (!client.ok() || !unary.ok() || !(*client)->WaitReady(absl::Now() + absl::Seconds(10)).ok()) {
       std::fprintf(stderr, "worker not ready\n");
       return 1;
     }
@@ -204,15 +207,19 @@ int Main(double seconds_per_point) {
       EncodeTensor(out.data(), out.size(), wire, resp.mutable_output());
       const size_t req_b = req.ByteSizeLong(), resp_b = resp.ByteSizeLong();
       bool failed = false;
-      Timing g = Measure(
-          [&] {
-            absl::Status s = (*client)->RunExperts(call, out.data(), absl::Now() + absl::Seconds(30));
-            if (!s.ok() && !failed) {
-              failed = true;
-              std::fprintf(stderr, "RunExperts: %s\n", s.ToString().c_str());
-            }
-          },
-          budget);
+      auto timed = [&](WorkerClient& c) {
+        return Measure(
+            [&] {
+              absl::Status s = c.RunExperts(call, out.data(), absl::Now() + absl::Seconds(30));
+              if (!s.ok() && !failed) {
+                failed = true;
+                std::fprintf(stderr, "RunExperts: %s\n", s.ToString().c_str());
+              }
+            },
+            budget);
+      };
+      Timing u = timed(**unary);
+      Timing g = timed(**client);
       if (failed) return 1;
       // The same work with no transport: client encode + serialise, server parse + validate +
       // answer + serialise, client parse + decode. What is left of the gRPC time is gRPC's own.
@@ -242,8 +249,8 @@ int Main(double seconds_per_point) {
           budget);
       Timing r = RawTcp(req_b, resp_b, budget);
       const double bytes = static_cast<double>(req_b + resp_b);
-      std::printf("| %d | %s | %zu | %zu | %.0f | %.2f | %.0f | %.0f | %.2f | %.1f× |\n", T,
-                  wire == v1::TENSOR_DTYPE_F32 ? "F32" : "BF16", req_b, resp_b, g.median_us,
+      std::printf("| %d | %s | %zu | %zu | %.0f | %.0f | %.2f | %.0f | %.0f | %.2f | %.1f× |\n", T,
+                  wire == v1::TENSOR_DTYPE_F32 ? "F32" : "BF16", req_b, resp_b, u.median_us, g.median_us,
                   bytes / g.median_us / 1e3, p.median_us, r.median_us,
                   bytes / r.median_us / 1e3, g.median_us / r.median_us);
       std::fflush(stdout);

@@ -95,33 +95,49 @@ absl::Status WorkerClient::Annotate(const absl::Status& s) const {
   return absl::Status(s.code(), absl::StrCat(name_, ": ", s.message()));
 }
 
-absl::Status WorkerClient::RunExperts(const ExpertCall& call, float* out, absl::Time deadline) {
+namespace {
+// The request fields of one call (the wire dtype chosen by the client).
+void FillRequest(const ExpertCall& call, v1::TensorDType dtype, v1::RunExpertsRequest* req) {
   const size_t T = std::max(call.num_tokens, 0), H = std::max(call.hidden, 0),
                k = std::max(call.top_k, 0);
-  // Reused per thread (the router calls each backend from its own long-lived thread): the
-  // multi-MB bytes fields keep their capacity instead of being faulted in afresh every layer.
-  thread_local v1::RunExpertsRequest req;
-  thread_local v1::RunExpertsResponse resp;
-  req.Clear();
-  resp.Clear();
-  req.set_layer(call.layer);
-  req.set_num_tokens(call.num_tokens);
-  req.set_hidden_size(call.hidden);
-  req.set_top_k(call.top_k);
-  req.set_dtype(options_.wire_dtype);
-  EncodeTensor(call.x, T * H, options_.wire_dtype, req.mutable_hidden());
+  req->Clear();
+  req->set_layer(call.layer);
+  req->set_num_tokens(call.num_tokens);
+  req->set_hidden_size(call.hidden);
+  req->set_top_k(call.top_k);
+  req->set_dtype(dtype);
+  EncodeTensor(call.x, T * H, dtype, req->mutable_hidden());
   if (T * k > 0) {
-    req.mutable_expert_ids()->Add(call.expert_ids, call.expert_ids + T * k);
-    req.mutable_weights()->Add(call.weights, call.weights + T * k);
+    req->mutable_expert_ids()->Add(call.expert_ids, call.expert_ids + T * k);
+    req->mutable_weights()->Add(call.weights, call.weights + T * k);
   }
-  grpc::ClientContext ctx;
-  ctx.set_deadline(absl::ToChronoTime(deadline));
-  AddWorkerToken(options_.auth, &ctx);
-  const std::shared_ptr<const Conn> c = conn();
-  bytes_sent_ += req.hidden().size() + T * k * 8;
-  grpc::Status gs = c->stub->RunExperts(&ctx, req, &resp);
-  if (!gs.ok()) return Annotate(FromGrpcStatus(gs));
-  bytes_received_ += resp.output().size();
+}
+}  // namespace
+
+WorkerClient::~WorkerClient() {
+  {
+    std::lock_guard<std::mutex> l(stream_mu_);
+    CloseStream();
+  }
+  {
+    std::lock_guard<std::mutex> l(dog_mu_);
+    stopping_ = true;
+  }
+  dog_cv_.notify_all();
+  if (dog_.joinable()) dog_.join();
+}
+
+absl::Status WorkerClient::RunExperts(const ExpertCall& call, float* out, absl::Time deadline) {
+  if (options_.stream && !stream_unsupported_.load()) {
+    std::unique_lock<std::mutex> l(stream_mu_, std::try_to_lock);
+    if (l.owns_lock()) return RunOnStream(call, out, deadline);
+  }
+  return RunUnary(call, out, deadline);
+}
+
+absl::Status WorkerClient::CheckAndDecode(const ExpertCall& call, const v1::RunExpertsResponse& resp,
+                                          float* out) const {
+  const size_t T = std::max(call.num_tokens, 0), H = std::max(call.hidden, 0);
   const size_t esize = WireDTypeSize(options_.wire_dtype);
   if (resp.num_tokens() != call.num_tokens || resp.dtype() != options_.wire_dtype ||
       resp.output().size() != T * H * esize) {
@@ -130,9 +146,132 @@ absl::Status WorkerClient::RunExperts(const ExpertCall& call, float* out, absl::
         resp.dtype(), " output ", resp.output().size(), " bytes; expected ", T, " tokens of ",
         H, " x ", esize, " bytes")));
   }
-  if (T * H == 0) return absl::OkStatus();
-  DecodeTensorInto(resp.output(), T * H, options_.wire_dtype, out);
+  if (T * H > 0) DecodeTensorInto(resp.output(), T * H, options_.wire_dtype, out);
   return absl::OkStatus();
+}
+
+absl::Status WorkerClient::RunUnary(const ExpertCall& call, float* out, absl::Time deadline) {
+  // Reused per thread (the router calls each backend from its own long-lived thread): the
+  // multi-MB bytes fields keep their capacity instead of being faulted in afresh every layer.
+  thread_local v1::RunExpertsRequest req;
+  thread_local v1::RunExpertsResponse resp;
+  FillRequest(call, options_.wire_dtype, &req);
+  resp.Clear();
+  grpc::ClientContext ctx;
+  ctx.set_deadline(absl::ToChronoTime(deadline));
+  AddWorkerToken(options_.auth, &ctx);
+  const std::shared_ptr<const Conn> c = conn();
+  bytes_sent_ += req.hidden().size() + req.expert_ids_size() * 8;
+  grpc::Status gs = c->stub->RunExperts(&ctx, req, &resp);
+  if (!gs.ok()) return Annotate(FromGrpcStatus(gs));
+  bytes_received_ += resp.output().size();
+  return CheckAndDecode(call, resp, out);
+}
+
+void WorkerClient::CloseStream() {
+  if (!stream_) return;
+  stream_->ctx->TryCancel();
+  stream_->rw->Finish().IgnoreError();
+  stream_.reset();
+}
+
+absl::Status WorkerClient::RunOnStream(const ExpertCall& call, float* out, absl::Time deadline) {
+  // Reused per thread (one stream call at a time per client): buffers keep their capacity.
+  thread_local v1::ExpertStreamRequest req;
+  thread_local v1::ExpertStreamResponse resp;
+  FillRequest(call, options_.wire_dtype, req.mutable_request());
+  for (int attempt = 0;; ++attempt) {
+    const std::shared_ptr<const Conn> c = conn();
+    if (stream_ && stream_->conn != c) CloseStream();  // Reconnect: the old channel's stream goes
+    const bool fresh = !stream_;
+    if (fresh) {
+      auto st = std::make_unique<Stream>();
+      st->conn = c;
+      st->ctx = std::make_unique<grpc::ClientContext>();
+      AddWorkerToken(options_.auth, st->ctx.get());
+      st->rw = c->stub->RunExpertsStream(st->ctx.get());
+      stream_ = std::move(st);
+    }
+    req.set_id(++next_id_);
+    resp.Clear();
+    bytes_sent_ += req.request().hidden().size() + req.request().expert_ids_size() * 8;
+    Arm(stream_->ctx.get(), deadline);
+    const bool ok = stream_->rw->Write(req) && stream_->rw->Read(&resp);
+    const bool fired = Disarm();
+    if (ok) {
+      if (fired) CloseStream();  // answered, but the watchdog cancelled the stream meanwhile
+      if (resp.id() != req.id()) {
+        CloseStream();
+        return Annotate(absl::InternalError(absl::StrCat("RunExperts stream answered call ", resp.id(),
+                                                         " to call ", req.id())));
+      }
+      if (resp.code() != 0) {
+        return Annotate(FromGrpcStatus(
+            grpc::Status(static_cast<grpc::StatusCode>(resp.code()), resp.message())));
+      }
+      bytes_received_ += resp.response().output().size();
+      return CheckAndDecode(call, resp.response(), out);
+    }
+    // The stream is gone: say why, and open a new one on the next call.
+    const grpc::Status gs = stream_->rw->Finish();
+    stream_.reset();
+    if (fired) {
+      return Annotate(absl::DeadlineExceededError("Deadline Exceeded: no RunExperts answer by the call's deadline"));
+    }
+    switch (gs.error_code()) {
+      case grpc::StatusCode::UNIMPLEMENTED:  // a worker without the stream: unary from now on
+        stream_unsupported_ = true;
+        return RunUnary(call, out, deadline);
+      case grpc::StatusCode::UNAUTHENTICATED:
+      case grpc::StatusCode::PERMISSION_DENIED:
+        return Annotate(FromGrpcStatus(gs));
+      default:
+        break;
+    }
+    // A stream that broke while idle (the worker restarted, or drained and shut down) had not
+    // seen this call: once more on a new stream (expert calls are idempotent). Otherwise the
+    // worker is unreachable: UNAVAILABLE, so the router retries elsewhere.
+    if (!fresh && attempt == 0 && absl::Now() < deadline) continue;
+    return Annotate(absl::UnavailableError(absl::StrCat(
+        "RunExperts stream failed: ", gs.ok() ? std::string("ended by the worker") : gs.error_message())));
+  }
+}
+
+void WorkerClient::Arm(grpc::ClientContext* ctx, absl::Time deadline) {
+  std::lock_guard<std::mutex> l(dog_mu_);
+  if (!dog_.joinable()) dog_ = std::thread([this] { WatchdogLoop(); });
+  armed_ = ctx;
+  armed_deadline_ = deadline;
+  fired_ = false;
+  dog_cv_.notify_all();
+}
+
+bool WorkerClient::Disarm() {
+  std::lock_guard<std::mutex> l(dog_mu_);
+  armed_ = nullptr;
+  dog_cv_.notify_all();
+  return fired_;
+}
+
+void WorkerClient::WatchdogLoop() {
+  std::unique_lock<std::mutex> l(dog_mu_);
+  while (!stopping_) {
+    if (armed_ == nullptr) {
+      dog_cv_.wait(l);
+      continue;
+    }
+    if (absl::Now() >= armed_deadline_) {
+      armed_->TryCancel();  // the blocked Write/Read returns false
+      fired_ = true;
+      armed_ = nullptr;
+      continue;
+    }
+    if (armed_deadline_ == absl::InfiniteFuture()) {
+      dog_cv_.wait(l);
+    } else {
+      dog_cv_.wait_until(l, absl::ToChronoTime(armed_deadline_));
+    }
+  }
 }
 
 absl::StatusOr<bool> WorkerClient::IsServing(absl::Time deadline) {

@@ -1,15 +1,20 @@
 // An ExpertBackend reached over gRPC (mxserve.v1.ExpertWorker on host:port): explicit message
 // sizes, keepalive, a deadline on every call, F32 activations on the wire by default (exact;
-// BF16 halves the bytes). Also the readiness wait (grpc.health.v1 Check), Describe, and the
+// BF16 halves the bytes). Calls go over one long-lived RunExpertsStream (no per-call stream setup;
+// each call's deadline enforced by cancelling the stream) unless options say unary, or the stream
+// is busy with another thread's call. Also the readiness wait (grpc.health.v1 Check), Describe, and the
 // health Watch stream the WorkerWatcher keeps open. Reconnect() swaps the channel (a restarted
 // local worker comes back on a new port); calls already in flight finish on the old one.
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "coordinator/router/expert_backend.h"
@@ -31,10 +36,14 @@ struct WorkerClientOptions {
   absl::Duration keepalive_timeout = absl::Seconds(1);
   // Mutual TLS and/or the worker token (worker/worker_auth.h); must match the workers'.
   WorkerAuthOptions auth;
+  // RunExperts over the worker's RunExpertsStream (one stream per client, reopened after a
+  // failure or Reconnect) rather than one unary call each.
+  bool stream = true;
 };
 
 class WorkerClient final : public ExpertBackend {
  public:
+  ~WorkerClient() override;
   // Makes the channel (connects lazily; no I/O here). address is "host:port".
   static absl::StatusOr<std::unique_ptr<WorkerClient>> Create(const std::string& address,
                                                               WorkerClientOptions options = {});
@@ -60,6 +69,16 @@ class WorkerClient final : public ExpertBackend {
  private:
   WorkerClient() = default;
   absl::Status Annotate(const absl::Status& s) const;
+  absl::Status RunUnary(const ExpertCall& call, float* out, absl::Time deadline);
+  // The call on the stream; the caller holds stream_mu_.
+  absl::Status RunOnStream(const ExpertCall& call, float* out, absl::Time deadline)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(stream_mu_);
+  absl::Status CheckAndDecode(const ExpertCall& call, const v1::RunExpertsResponse& resp, float* out) const;
+  void CloseStream() ABSL_EXCLUSIVE_LOCKS_REQUIRED(stream_mu_);
+  // Cancels `ctx` if `deadline` passes before Disarm(); Disarm says whether it did.
+  void Arm(grpc::ClientContext* ctx, absl::Time deadline);
+  bool Disarm();
+  void WatchdogLoop();
   struct Conn {
     std::string address;
     std::shared_ptr<grpc::Channel> channel;
@@ -76,6 +95,26 @@ class WorkerClient final : public ExpertBackend {
   std::shared_ptr<grpc::ChannelCredentials> creds_;  // from options_.auth
   std::atomic<uint64_t> generation_{0};
   std::atomic<uint64_t> bytes_sent_{0}, bytes_received_{0};
+
+  // The RunExperts stream: one call at a time (a second thread's concurrent call goes unary).
+  struct Stream {
+    std::shared_ptr<const Conn> conn;  // the channel it runs on (a Reconnect replaces it)
+    std::unique_ptr<grpc::ClientContext> ctx;
+    std::unique_ptr<grpc::ClientReaderWriter<v1::ExpertStreamRequest, v1::ExpertStreamResponse>> rw;
+  };
+  std::mutex stream_mu_;
+  std::unique_ptr<Stream> stream_ ABSL_GUARDED_BY(stream_mu_);
+  std::atomic<bool> stream_unsupported_{false};  // the worker answered UNIMPLEMENTED
+  uint64_t next_id_ ABSL_GUARDED_BY(stream_mu_) = 0;
+
+  // The deadline watchdog of stream calls (a thread, started with the first stream call).
+  std::mutex dog_mu_;
+  std::condition_variable dog_cv_;
+  grpc::ClientContext* armed_ ABSL_GUARDED_BY(dog_mu_) = nullptr;
+  absl::Time armed_deadline_ ABSL_GUARDED_BY(dog_mu_);
+  bool fired_ ABSL_GUARDED_BY(dog_mu_) = false;
+  bool stopping_ ABSL_GUARDED_BY(dog_mu_) = false;
+  std::thread dog_;
 };
 
 }  // namespace mxserve
