@@ -205,31 +205,7 @@ __global__ void __launch_bounds__(64 * kKp + 32, 1) DecodeWaKernel(const GemmArg
         v[2] += o.z;
         v[3] += o.w;
       }
-      // v: (feature fa, token t0), (fa, t1), (fb, t0), (fb, t1).
-      v[0] += ba;
-      v[1] += ba;
-      v[2] += bb;
-      v[3] += bb;
-      if constexpr (kGateUp) {
-        // (gate, up) = features (2i, 2i + 1): rows g and g + 1 of a group, lanes 4 apart.
-        float u[4];
-#pragma unroll
-        for (int k = 0; k < 4; ++k) u[k] = __shfl_xor_sync(0xffffffffu, v[k], 4);
-        if ((g & 1) == 0) {
-          const int ia = PermIndex(fa >> 1, p.nfull_out), ib = PermIndex(fb >> 1, p.nfull_out);
-          uint16_t* act0 = p.act + int64_t(row0 + t0) * p.kp_out;
-          uint16_t* act1 = p.act + int64_t(row0 + t1) * p.kp_out;
-          if (t0 < rows) act0[ia] = F2Bf16(GptOssSwiglu(v[0], u[0], p.alpha, p.limit));
-          if (t1 < rows) act1[ia] = F2Bf16(GptOssSwiglu(v[1], u[1], p.alpha, p.limit));
-          if (b_ok && t0 < rows) act0[ib] = F2Bf16(GptOssSwiglu(v[2], u[2], p.alpha, p.limit));
-          if (b_ok && t1 < rows) act1[ib] = F2Bf16(GptOssSwiglu(v[3], u[3], p.alpha, p.limit));
-        }
-      } else {
-        if (t0 < rows) p.y[int64_t(pair0) * p.n + fa] = w0 * v[0];
-        if (t1 < rows) p.y[int64_t(pair1) * p.n + fa] = w1 * v[1];
-        if (b_ok && t0 < rows) p.y[int64_t(pair0) * p.n + fb] = w0 * v[2];
-        if (b_ok && t1 < rows) p.y[int64_t(pair1) * p.n + fb] = w1 * v[3];
-      }
+      StoreTileA<kGateUp>(p, v, ba, bb, fa, fb, b_ok, g, t, TileSlotsA{row0, rows, pair0, pair1, w0, w1});
     }
     __syncwarp();
     if (lane == 0) {

@@ -213,4 +213,44 @@ __device__ __forceinline__ void BlockMma(float (&acc)[MT][NW][4], const uint4 (&
   }
 }
 
+// The outputs of one m16 x n8 tile of the weights-as-A decode kernels (moe_cuda_decode_wa.cu,
+// moe_cuda_decode_kst.cu): v = (feature fa, token t0), (fa, t1), (fb, t0), (fb, t1), t0 = 2t,
+// t1 = 2t + 1; ba/bb the features' biases; fb's group may lie past the layer (b_ok false); tokens
+// from `rows` on are not stored. gate_up: bias + SwiGLU of the (gate, up) pairs = features
+// (2i, 2i + 1), rows g and g + 1 of a group, lanes 4 apart (so the whole warp must call this),
+// written to the down GEMM's operand. down: bias, times each token-slot's routing weight.
+struct TileSlotsA {
+  int row0, rows;    // the tile's first row (token-slot) and its row count
+  int pair0, pair1;  // down: the slots' pair indices (tokens t0, t1)
+  float w0, w1;      // down: their routing weights
+};
+template <bool kGateUp>
+__device__ __forceinline__ void StoreTileA(const GemmArgs& p, float (&v)[4], float ba, float bb, int fa,
+                                           int fb, bool b_ok, int g, int t, const TileSlotsA& s) {
+  const int t0 = 2 * t, t1 = 2 * t + 1;
+  v[0] += ba;
+  v[1] += ba;
+  v[2] += bb;
+  v[3] += bb;
+  if constexpr (kGateUp) {
+    float u[4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) u[k] = __shfl_xor_sync(0xffffffffu, v[k], 4);
+    if ((g & 1) == 0) {
+      const int ia = PermIndex(fa >> 1, p.nfull_out), ib = PermIndex(fb >> 1, p.nfull_out);
+      uint16_t* act0 = p.act + int64_t(s.row0 + t0) * p.kp_out;
+      uint16_t* act1 = p.act + int64_t(s.row0 + t1) * p.kp_out;
+      if (t0 < s.rows) act0[ia] = F2Bf16(GptOssSwiglu(v[0], u[0], p.alpha, p.limit));
+      if (t1 < s.rows) act1[ia] = F2Bf16(GptOssSwiglu(v[1], u[1], p.alpha, p.limit));
+      if (b_ok && t0 < s.rows) act0[ib] = F2Bf16(GptOssSwiglu(v[2], u[2], p.alpha, p.limit));
+      if (b_ok && t1 < s.rows) act1[ib] = F2Bf16(GptOssSwiglu(v[3], u[3], p.alpha, p.limit));
+    }
+  } else {
+    if (t0 < s.rows) p.y[int64_t(s.pair0) * p.n + fa] = s.w0 * v[0];
+    if (t1 < s.rows) p.y[int64_t(s.pair1) * p.n + fa] = s.w1 * v[1];
+    if (b_ok && t0 < s.rows) p.y[int64_t(s.pair0) * p.n + fb] = s.w0 * v[2];
+    if (b_ok && t1 < s.rows) p.y[int64_t(s.pair1) * p.n + fb] = s.w1 * v[3];
+  }
+}
+
 }  // namespace mxserve::kernels::cuda::internal
