@@ -33,7 +33,7 @@ serve: build $(if $(MODEL),,tiny-model)
 	  "$(HOST)" "$(HTTP_PORT)" "$(GRPC_PORT)"
 
 client-deps: deps
-	@cd tests/client && (test -d node_modules/openai || npm install --no-audit --no-fund --loglevel=error)
+	@cd tests/client && (test -d node_modules/openai -a -d node_modules/@grpc/grpc-js || npm install --no-audit --no-fund --loglevel=error)
 
 test: build client-deps
 	@cd $(BUILD) && ctest --output-on-failure -j$(JOBS) --timeout 600

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# Starts a coordinator (tiny model, 2 local workers) on free ports and runs the openai SDK tests.
-# Usage: run_openai_sdk.sh BIN_DIR
+# Starts a coordinator (tiny model, 2 local workers) on free ports and runs the client tests: the
+# openai SDK over HTTP and an independent gRPC client (@grpc/grpc-js) over mxserve.v1.Inference.
+# Usage: run_client_tests.sh BIN_DIR
 set -euo pipefail
 BIN=$1
 HERE=$(cd "$(dirname "$0")" && pwd)
 TMP=$(mktemp -d)
 cleanup() { [[ -n "${PID:-}" ]] && kill "$PID" 2>/dev/null && wait "$PID" 2>/dev/null; rm -rf "$TMP"; }
 trap cleanup EXIT
-if [[ ! -d "$HERE/node_modules/openai" ]]; then
+if [[ ! -d "$HERE/node_modules/openai" || ! -d "$HERE/node_modules/@grpc/grpc-js" ]]; then
   (cd "$HERE" && npm install --no-audit --no-fund --loglevel=error)
 fi
 "$BIN/mxserve-make-model" --preset tiny --out "$TMP/tiny" --seed 3 >"$TMP/make.log" 2>&1
@@ -22,5 +23,8 @@ for _ in $(seq 1 600); do
   kill -0 "$PID" 2>/dev/null || { cat "$TMP/coordinator.log"; exit 1; }
   sleep 0.1
 done
-MXSERVE_BASE_URL="http://127.0.0.1:$PORT/v1" MXSERVE_MODEL=tiny \
-  node --test "$HERE/openai_sdk.test.mjs" || { echo "--- coordinator log"; tail -50 "$TMP/coordinator.log"; exit 1; }
+GRPC_PORT=$(node -e "console.log(JSON.parse(require('fs').readFileSync('$TMP/ports.json')).grpc_port)")
+MXSERVE_BASE_URL="http://127.0.0.1:$PORT/v1" MXSERVE_GRPC_TARGET="127.0.0.1:$GRPC_PORT" \
+  MXSERVE_PROTO_DIR="$HERE/../../proto" MXSERVE_MODEL=tiny \
+  node --test "$HERE/openai_sdk.test.mjs" "$HERE/grpc_client.test.mjs" ||
+  { echo "--- coordinator log"; tail -50 "$TMP/coordinator.log"; exit 1; }
