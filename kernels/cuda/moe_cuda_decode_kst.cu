@@ -43,7 +43,8 @@ __host__ __device__ inline KsGeom MakeKsGeom(int rows) {
   g.w_bytes = kGroups * kCs * 512;  // [group][kCs chunks x 512]
   g.s_bytes = kGroups * kCs * 32;   // [group][kCs chunks x 32]
   g.a_stride = kCs * 256 + 16;      // a token row's slice, +16: rows start 4 banks apart
-  g.stage_bytes = g.w_bytes + g.s_bytes + rows * g.a_stride;
+  // Stages start 128-byte aligned (TMA destinations).
+  g.stage_bytes = (g.w_bytes + g.s_bytes + rows * g.a_stride + 127) / 128 * 128;
   return g;
 }
 
