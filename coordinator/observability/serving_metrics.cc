@@ -160,6 +160,12 @@ class ServingMetrics::SnapshotCollector {
                                "Expert-call request payload bytes", MetricType::Counter);
     MetricFamily recv = Family("mxserve:expert_call_received_bytes_total",
                                "Expert-call response payload bytes", MetricType::Counter);
+    MetricFamily opens = Family("mxserve:expert_stream_opens_total",
+                                "RunExpertsStreams opened to the worker (1 in steady state)",
+                                MetricType::Counter);
+    MetricFamily unary = Family("mxserve:expert_unary_calls_total",
+                                "Expert calls sent unary instead of on the worker's stream",
+                                MetricType::Counter);
     MetricFamily changes = Family("mxserve:worker_state_changes_total",
                                   "Worker up/down transitions", MetricType::Counter);
     MetricFamily lat = Family("mxserve:expert_call_latency_seconds",
@@ -174,6 +180,8 @@ class ServingMetrics::SnapshotCollector {
       fails.metric.push_back(Value(MetricType::Counter, static_cast<double>(b.call_failures), labels));
       sent.metric.push_back(Value(MetricType::Counter, static_cast<double>(b.bytes_sent), labels));
       recv.metric.push_back(Value(MetricType::Counter, static_cast<double>(b.bytes_received), labels));
+      opens.metric.push_back(Value(MetricType::Counter, static_cast<double>(b.stream_opens), labels));
+      unary.metric.push_back(Value(MetricType::Counter, static_cast<double>(b.unary_calls), labels));
       changes.metric.push_back(Value(MetricType::Counter, static_cast<double>(b.state_changes), labels));
       ClientMetric h;
       h.label = labels;
@@ -187,7 +195,9 @@ class ServingMetrics::SnapshotCollector {
       h.histogram.bucket.push_back({b.latency.count, std::numeric_limits<double>::infinity()});
       lat.metric.push_back(std::move(h));
     }
-    for (MetricFamily* f : {&up, &calls, &fails, &sent, &recv, &changes, &lat}) out->push_back(std::move(*f));
+    for (MetricFamily* f : {&up, &calls, &fails, &sent, &recv, &opens, &unary, &changes, &lat}) {
+      out->push_back(std::move(*f));
+    }
     auto one = [&](const char* name, const char* help, MetricType type, double v) {
       MetricFamily f = Family(name, help, type);
       f.metric.push_back(Value(type, v, model));

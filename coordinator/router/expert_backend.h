@@ -41,6 +41,10 @@ class ExpertBackend {
   // Payload bytes sent and received so far (0 where nothing crosses a wire).
   virtual uint64_t bytes_sent() const { return 0; }
   virtual uint64_t bytes_received() const { return 0; }
+  // gRPC backends: RunExpertsStreams opened (1 in steady state; more after failures or
+  // reconnects) and calls that went unary (stream off, unsupported by the worker, or busy).
+  virtual uint64_t stream_opens() const { return 0; }
+  virtual uint64_t unary_calls() const { return 0; }
 };
 
 }  // namespace mxserve

@@ -392,6 +392,8 @@ RouterStats ExpertRouter::Stats() const {
     bs.state_changes = h.changes;
     bs.bytes_sent = backends_[b]->bytes_sent();
     bs.bytes_received = backends_[b]->bytes_received();
+    bs.stream_opens = backends_[b]->stream_opens();
+    bs.unary_calls = backends_[b]->unary_calls();
     bs.latency = h.latency;
     st.backends.push_back(std::move(bs));
   }

@@ -39,6 +39,8 @@ struct BackendStats {
   uint64_t state_changes = 0;   // up->down and down->up transitions
   uint64_t bytes_sent = 0;      // request payload bytes (activations, ids, weights)
   uint64_t bytes_received = 0;  // response payload bytes
+  uint64_t stream_opens = 0;    // RunExpertsStreams opened to it
+  uint64_t unary_calls = 0;     // calls that went unary instead of on the stream
   LatencyHistogram latency;     // successful calls only
 };
 

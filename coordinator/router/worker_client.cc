@@ -151,6 +151,7 @@ absl::Status WorkerClient::CheckAndDecode(const ExpertCall& call, const v1::RunE
 }
 
 absl::Status WorkerClient::RunUnary(const ExpertCall& call, float* out, absl::Time deadline) {
+  ++unary_calls_;
   // Reused per thread (the router calls each backend from its own long-lived thread): the
   // multi-MB bytes fields keep their capacity instead of being faulted in afresh every layer.
   thread_local v1::RunExpertsRequest req;
@@ -191,6 +192,7 @@ absl::Status WorkerClient::RunOnStream(const ExpertCall& call, float* out, absl:
       AddWorkerToken(options_.auth, st->ctx.get());
       st->rw = c->stub->RunExpertsStream(st->ctx.get());
       stream_ = std::move(st);
+      ++stream_opens_;
     }
     req.set_id(++next_id_);
     resp.Clear();

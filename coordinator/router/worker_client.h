@@ -54,6 +54,8 @@ class WorkerClient final : public ExpertBackend {
   absl::Status Reconnect(const std::string& address) override;
   uint64_t bytes_sent() const override { return bytes_sent_.load(); }
   uint64_t bytes_received() const override { return bytes_received_.load(); }
+  uint64_t stream_opens() const override { return stream_opens_.load(); }
+  uint64_t unary_calls() const override { return unary_calls_.load(); }
 
   // Polls grpc.health.v1 Check("mxserve.v1.ExpertWorker") until SERVING or `deadline`
   // (DEADLINE_EXCEEDED then, with the last answer seen).
@@ -95,6 +97,7 @@ class WorkerClient final : public ExpertBackend {
   std::shared_ptr<grpc::ChannelCredentials> creds_;  // from options_.auth
   std::atomic<uint64_t> generation_{0};
   std::atomic<uint64_t> bytes_sent_{0}, bytes_received_{0};
+  std::atomic<uint64_t> stream_opens_{0}, unary_calls_{0};
 
   // The RunExperts stream: one call at a time (a second thread's concurrent call goes unary).
   struct Stream {

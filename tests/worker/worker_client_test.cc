@@ -130,6 +130,8 @@ TEST_F(WorkerClientStreamTest, WorkerRestartedOnTheSameAddressIsReachedAgain) {
   absl::Status s = client->RunExperts(c.call(0), c.out.data(), absl::Now() + absl::Seconds(10));
   ASSERT_TRUE(s.ok()) << s;
   EXPECT_EQ(c.out, first);
+  EXPECT_EQ(client->stream_opens(), 2u);
+  EXPECT_EQ(client->unary_calls(), 0u);
 }
 
 // First call slow (past its deadline), the rest immediate.
@@ -197,6 +199,8 @@ TEST_F(WorkerClientStreamTest, WorkerWithoutTheStreamIsServedUnary) {
     ASSERT_TRUE(ref->RunExperts(r.call(0), r.out.data(), absl::Now() + absl::Seconds(10)).ok());
     EXPECT_EQ(c.out, r.out);
   }
+  EXPECT_EQ((*client)->stream_opens(), 1u);  // the one that answered UNIMPLEMENTED
+  EXPECT_EQ((*client)->unary_calls(), 3u);
   server->Shutdown();
 }
 
