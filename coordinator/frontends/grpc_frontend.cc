@@ -169,7 +169,7 @@ class GenerateReactor : public grpc::ServerWriteReactor<pb::GenerateResponse> {
                        : absl::StatusOr<ParsedGenerate>(
                              absl::UnavailableError(ctx_.NotReadyMessage()));
     if (!parsed.ok()) {
-      FinishNow(ToGrpc(parsed.status()));
+      FinishAfterWrites(ToGrpc(parsed.status()));
       return;
     }
     id_ = parsed->generate.request_id;
@@ -267,16 +267,8 @@ class GenerateReactor : public grpc::ServerWriteReactor<pb::GenerateResponse> {
           call_ids(std::move(o.call_ids)), completion_count(o.completion_count) {}
   };
 
-  void FinishNow(grpc::Status s) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      finished_ = true;
-    }
-    Finish(std::move(s));
-  }
-
-  // Ends the stream with `s` once the write in progress (if any) is done; what is queued after
-  // it is dropped.
+  // Ends the stream with `s`: now, or once the write in progress (if any) is done; what is
+  // queued after it is dropped.
   void FinishAfterWrites(grpc::Status s) {
     bool finish = false;
     {

@@ -96,8 +96,9 @@ absl::Status WorkerClient::Annotate(const absl::Status& s) const {
 }
 
 namespace {
-// The request fields of one call (the wire dtype chosen by the client).
-void FillRequest(const ExpertCall& call, v1::TensorDType dtype, v1::RunExpertsRequest* req) {
+// The request fields of one call (the wire dtype chosen by the client); returns its payload bytes
+// (activations, ids, weights).
+size_t FillRequest(const ExpertCall& call, v1::TensorDType dtype, v1::RunExpertsRequest* req) {
   const size_t T = std::max(call.num_tokens, 0), H = std::max(call.hidden, 0),
                k = std::max(call.top_k, 0);
   req->Clear();
@@ -111,6 +112,7 @@ void FillRequest(const ExpertCall& call, v1::TensorDType dtype, v1::RunExpertsRe
     req->mutable_expert_ids()->Add(call.expert_ids, call.expert_ids + T * k);
     req->mutable_weights()->Add(call.weights, call.weights + T * k);
   }
+  return req->hidden().size() + T * k * 8;
 }
 }  // namespace
 
@@ -156,13 +158,13 @@ absl::Status WorkerClient::RunUnary(const ExpertCall& call, float* out, absl::Ti
   // multi-MB bytes fields keep their capacity instead of being faulted in afresh every layer.
   thread_local v1::RunExpertsRequest req;
   thread_local v1::RunExpertsResponse resp;
-  FillRequest(call, options_.wire_dtype, &req);
+  const size_t payload = FillRequest(call, options_.wire_dtype, &req);
   resp.Clear();
   grpc::ClientContext ctx;
   ctx.set_deadline(absl::ToChronoTime(deadline));
   AddWorkerToken(options_.auth, &ctx);
   const std::shared_ptr<const Conn> c = conn();
-  bytes_sent_ += req.hidden().size() + req.expert_ids_size() * 8;
+  bytes_sent_ += payload;
   grpc::Status gs = c->stub->RunExperts(&ctx, req, &resp);
   if (!gs.ok()) return Annotate(FromGrpcStatus(gs));
   bytes_received_ += resp.output().size();
@@ -180,7 +182,7 @@ absl::Status WorkerClient::RunOnStream(const ExpertCall& call, float* out, absl:
   // Reused per thread (one stream call at a time per client): buffers keep their capacity.
   thread_local v1::ExpertStreamRequest req;
   thread_local v1::ExpertStreamResponse resp;
-  FillRequest(call, options_.wire_dtype, req.mutable_request());
+  const size_t payload = FillRequest(call, options_.wire_dtype, req.mutable_request());
   for (int attempt = 0;; ++attempt) {
     const std::shared_ptr<const Conn> c = conn();
     if (stream_ && stream_->conn != c) CloseStream();  // Reconnect: the old channel's stream goes
@@ -196,7 +198,7 @@ absl::Status WorkerClient::RunOnStream(const ExpertCall& call, float* out, absl:
     }
     req.set_id(++next_id_);
     resp.Clear();
-    bytes_sent_ += req.request().hidden().size() + req.request().expert_ids_size() * 8;
+    bytes_sent_ += payload;
     Arm(stream_->ctx.get(), deadline);
     const bool ok = stream_->rw->Write(req) && stream_->rw->Read(&resp);
     const bool fired = Disarm();

@@ -409,18 +409,14 @@ __global__ void __launch_bounds__(256, 1) DecodePipeKernel(const GemmArgs p) {
 
 template <bool kOneMul, int S>
 void LaunchDecodePipeT(const GemmArgs& a, bool gate_up, int max_tiles, size_t smem, cudaStream_t stream) {
-  static int sms = 0;
-  if (sms == 0) {
-    int dev = 0;
-    cudaGetDevice(&dev);
-    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+  static const bool raised = [] {
     cudaFuncSetAttribute(DecodePipeKernel<true, kOneMul, S>, cudaFuncAttributeMaxDynamicSharedMemorySize, 220 << 10);
     cudaFuncSetAttribute(DecodePipeKernel<false, kOneMul, S>, cudaFuncAttributeMaxDynamicSharedMemorySize, 220 << 10);
-  }
-  const int64_t items = int64_t(max_tiles) * ((a.n / 8 + 3) / 4);
-  const unsigned grid = unsigned(std::max<int64_t>(1, std::min<int64_t>(sms, items)));
+    return true;
+  }();
+  (void)raised;
   auto k = gate_up ? DecodePipeKernel<true, kOneMul, S> : DecodePipeKernel<false, kOneMul, S>;
-  LaunchPdl(k, dim3(grid), dim3(256), smem, stream, a);
+  LaunchPdl(k, dim3(PersistentGrid(int64_t(max_tiles) * ((a.n / 8 + 3) / 4))), dim3(256), smem, stream, a);
 }
 
 // Returns false when the stages do not fit (then another kernel runs).

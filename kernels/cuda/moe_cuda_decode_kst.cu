@@ -48,40 +48,17 @@ __host__ __device__ inline KsGeom MakeKsGeom(int rows) {
   return g;
 }
 
-// Local chunk lc of a slice: groups A (rows g) and B (rows g + 8). w*/s*: the groups' slice of
-// weights / scales (s* plus g * 4); arow: the lane's token row of the slice (token g).
+// Local chunk lc of a slice: its activations (the lane's token row of the slice, arow, in the
+// permuted order), then ChunkMmaA.
 template <bool kOneMul, bool kTail>
 __device__ __forceinline__ void SliceChunkMma(float (&acc)[2][4], const uint8_t* wa, const uint8_t* wb,
                                               const uint8_t* sa, const uint8_t* sb, const uint8_t* arow,
                                               int lc, int lane) {
-  const int t = lane & 3;
-  const uint32_t swa = *reinterpret_cast<const uint32_t*>(sa + lc * 32);
-  const uint32_t swb = *reinterpret_cast<const uint32_t*>(sb + lc * 32);
-  auto block = [&](uint32_t qa, uint32_t qb, int b, const uint4& xb) {
-    uint32_t ra[4], rb[4];
-    DecodeScaled<kOneMul>(qa, swa, b, ra);
-    DecodeScaled<kOneMul>(qb, swb, b, rb);
-    Mma(acc[0], ra[0], rb[0], ra[1], rb[1], xb.x, xb.y);
-    Mma(acc[1], ra[2], rb[2], ra[3], rb[3], xb.z, xb.w);
-  };
-  if constexpr (!kTail) {
-    const uint4 qa = *reinterpret_cast<const uint4*>(wa + lc * 512 + lane * 16);
-    const uint4 qb = *reinterpret_cast<const uint4*>(wb + lc * 512 + lane * 16);
-    const uint8_t* xr = arow + lc * 256 + t * 64;
-    uint4 x[4];
+  const uint8_t* xr = arow + lc * 256 + (lane & 3) * (kTail ? 32 : 64);
+  uint4 x[4];
 #pragma unroll
-    for (int b = 0; b < 4; ++b) x[b] = *reinterpret_cast<const uint4*>(xr + 16 * b);
-    block(qa.x, qb.x, 0, x[0]);
-    block(qa.y, qb.y, 1, x[1]);
-    block(qa.z, qb.z, 2, x[2]);
-    block(qa.w, qb.w, 3, x[3]);
-  } else {  // the 64-wide tail chunk: 8 bytes per lane, two blocks
-    const uint2 qa = *reinterpret_cast<const uint2*>(wa + lc * 512 + lane * 8);
-    const uint2 qb = *reinterpret_cast<const uint2*>(wb + lc * 512 + lane * 8);
-    const uint8_t* xr = arow + lc * 256 + t * 32;
-    block(qa.x, qb.x, 0, *reinterpret_cast<const uint4*>(xr));
-    block(qa.y, qb.y, 1, *reinterpret_cast<const uint4*>(xr + 16));
-  }
+  for (int b = 0; b < (kTail ? 2 : 4); ++b) x[b] = *reinterpret_cast<const uint4*>(xr + 16 * b);
+  ChunkMmaA<kOneMul, kTail>(acc, wa, wb, sa, sb, x, lc, lane);
 }
 
 // wmap: 2D [all groups][4 * kp / 8] of u64 (box kCs * 64 x kGroups); smap: [all groups][chunks * 4]
@@ -202,18 +179,15 @@ constexpr int kKsSmemLimit = 200 << 10;
 template <bool kOneMul, int kCs>
 void LaunchKstT(const CUtensorMap& wmap, const CUtensorMap& smap, const GemmArgs& a, bool gate_up, int max_tiles,
                 int stages, size_t smem, cudaStream_t stream) {
-  static int sms = 0;
-  if (sms == 0) {
-    int dev = 0;
-    cudaGetDevice(&dev);
-    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+  static const bool raised = [] {
     cudaFuncSetAttribute(DecodeKstKernel<true, kOneMul, kCs>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                          kKsSmemLimit);
     cudaFuncSetAttribute(DecodeKstKernel<false, kOneMul, kCs>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                          kKsSmemLimit);
-  }
-  const int64_t items = int64_t(max_tiles) * ((a.n / 8 + kGroups - 1) / kGroups);
-  const unsigned grid = unsigned(std::max<int64_t>(1, std::min<int64_t>(sms, items)));
+    return true;
+  }();
+  (void)raised;
+  const unsigned grid = PersistentGrid(int64_t(max_tiles) * ((a.n / 8 + kGroups - 1) / kGroups));
   auto k = gate_up ? DecodeKstKernel<true, kOneMul, kCs> : DecodeKstKernel<false, kOneMul, kCs>;
   LaunchPdl(k, dim3(grid), dim3(32 * kWarps + 32), smem, stream, wmap, smap, a, stages);
 }

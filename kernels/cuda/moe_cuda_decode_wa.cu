@@ -39,37 +39,6 @@ constexpr int kKp = 6;      // K parts: consumer warps per row pair (13 warps: <
 constexpr int kMaxC = 4;    // chunks a consumer warp may hold activations for (K <= 24 chunks: 3072)
 constexpr int kMaxS = 4;    // stages
 
-// Chunk c of one warp: groups A (rows g) and B (rows g + 8) from shared memory. wa/wb: the
-// groups' weights; sa/sb: their scales plus g * 4; x: the lane's token-g activations of this chunk
-// (B fragments of its 8 k16 steps; blocks 0-1 only for the tail). acc[0]/acc[1]: even/odd steps.
-template <bool kOneMul, bool kTail>
-__device__ __forceinline__ void ChunkMmaA(float (&acc)[2][4], const uint8_t* wa, const uint8_t* wb,
-                                          const uint8_t* sa, const uint8_t* sb, const uint4 (&x)[4],
-                                          int c, int lane) {
-  const uint32_t swa = *reinterpret_cast<const uint32_t*>(sa + c * 32);
-  const uint32_t swb = *reinterpret_cast<const uint32_t*>(sb + c * 32);
-  auto block = [&](uint32_t qa, uint32_t qb, int b, const uint4& xb) {
-    uint32_t ra[4], rb[4];
-    DecodeScaled<kOneMul>(qa, swa, b, ra);
-    DecodeScaled<kOneMul>(qb, swb, b, rb);
-    Mma(acc[0], ra[0], rb[0], ra[1], rb[1], xb.x, xb.y);
-    Mma(acc[1], ra[2], rb[2], ra[3], rb[3], xb.z, xb.w);
-  };
-  if constexpr (!kTail) {
-    const uint4 qa = *reinterpret_cast<const uint4*>(wa + c * 512 + lane * 16);
-    const uint4 qb = *reinterpret_cast<const uint4*>(wb + c * 512 + lane * 16);
-    block(qa.x, qb.x, 0, x[0]);
-    block(qa.y, qb.y, 1, x[1]);
-    block(qa.z, qb.z, 2, x[2]);
-    block(qa.w, qb.w, 3, x[3]);
-  } else {  // the 64-wide tail chunk: 8 bytes per lane, two blocks
-    const uint2 qa = *reinterpret_cast<const uint2*>(wa + c * 512 + lane * 8);
-    const uint2 qb = *reinterpret_cast<const uint2*>(wb + c * 512 + lane * 8);
-    block(qa.x, qb.x, 0, x[0]);
-    block(qa.y, qb.y, 1, x[1]);
-  }
-}
-
 // A stage: 4 groups' weights (8 rows x kp/2 bytes each), then their scales.
 __host__ __device__ inline int WaStageBytes(int kp, int chunks) { return 4 * 4 * kp + 4 * chunks * 32; }
 
@@ -220,16 +189,13 @@ constexpr int kWaSmemLimit = (226 - kMaxS * kKp) << 10;
 
 template <bool kOneMul>
 void LaunchWaT(const GemmArgs& a, bool gate_up, int max_tiles, int stages, cudaStream_t stream) {
-  static int sms = 0;
-  if (sms == 0) {
-    int dev = 0;
-    cudaGetDevice(&dev);
-    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+  static const bool raised = [] {
     cudaFuncSetAttribute(DecodeWaKernel<true, kOneMul>, cudaFuncAttributeMaxDynamicSharedMemorySize, kWaSmemLimit);
     cudaFuncSetAttribute(DecodeWaKernel<false, kOneMul>, cudaFuncAttributeMaxDynamicSharedMemorySize, kWaSmemLimit);
-  }
-  const int64_t items = int64_t(max_tiles) * ((a.n / 8 + 3) / 4);
-  const unsigned grid = unsigned(std::max<int64_t>(1, std::min<int64_t>(sms, items)));
+    return true;
+  }();
+  (void)raised;
+  const unsigned grid = PersistentGrid(int64_t(max_tiles) * ((a.n / 8 + 3) / 4));
   auto k = gate_up ? DecodeWaKernel<true, kOneMul> : DecodeWaKernel<false, kOneMul>;
   // MXSERVE_CUDA_MOE_WA_EXPERIMENT=1 skips the multiply, =2 the copies (wrong results; for
   // measuring the copy pipeline and the multiply apart).

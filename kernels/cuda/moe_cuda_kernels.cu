@@ -487,6 +487,16 @@ bool PdlEnabled() {
   return on;
 }
 
+unsigned PersistentGrid(int64_t items) {
+  static const int sms = [] {
+    int dev = 0, n = 0;
+    cudaGetDevice(&dev);
+    cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev);
+    return std::max(n, 1);
+  }();
+  return unsigned(std::max<int64_t>(1, std::min<int64_t>(sms, items)));
+}
+
 int PathBm(int path) { return path == 0 ? 8 : path == 1 ? 16 : path == 2 ? 32 : path >= 4 ? WgmmaBm(path) : 64; }
 
 int LaunchGemm(const GemmArgs& a, bool gate_up, int path, bool one_mul, int max_tiles, cudaStream_t stream) {

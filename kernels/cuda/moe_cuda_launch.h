@@ -32,6 +32,10 @@ void LaunchPdl(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cu
   cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
 }
 
+// Blocks of a persistent grid over `items` work items: one per SM (the device's count, looked up
+// once), fewer when there are fewer items, at least one.
+unsigned PersistentGrid(int64_t items);
+
 struct RoutingArgs {
   const int32_t* ids;
   const int32_t* local;
