@@ -457,6 +457,15 @@ void LaunchDecodeT(const GemmArgs& a, bool gate_up, int max_tiles, size_t smem, 
   LaunchPdl(k, dim3((a.n / 8 + kWarps - 1) / kWarps, max_tiles), dim3(32 * kWarps), smem, stream, a);
 }
 
+int DecodePin() {
+  static const int pinned = [] {
+    const char* v = std::getenv("MXSERVE_CUDA_MOE_DECODE");
+    const std::string s = v == nullptr ? "" : v;
+    return s == "pipe" ? 1 : s == "bulk" ? 2 : s == "ring" ? 3 : s == "wa" ? 4 : s == "kst" ? 5 : s == "kst4" ? 6 : 0;
+  }();
+  return pinned;
+}
+
 void LaunchDecodeGemm(const GemmArgs& a, bool gate_up, bool rows16, bool one_mul, int max_tiles,
                       cudaStream_t stream) {
   if (max_tiles <= 0) return;
@@ -471,13 +480,13 @@ void LaunchDecodeGemm(const GemmArgs& a, bool gate_up, bool rows16, bool one_mul
   // 8-row tiles up to 48 KB (4+ CTAs per SM), 16-row tiles up to 108 KB (2 per SM).
   const bool smem_a = smem_a_env && smem <= size_t(rows16 ? 108 << 10 : 48 << 10);
   // 8-row tiles: for the smallest batches (<= 4 token-slots: one CTA's load is all there is) the
-  // one-shot bulk kernel; else the weights-as-A kernel (moe_cuda_decode_wa.cu), or the pipelined
-  // kernel where that does not fit; each where its shared memory fits; else the register ring. MXSERVE_CUDA_MOE_DECODE=wa|kst|kst4|pipe|bulk|ring pins one (benchmarks).
-  static const int pinned = [] {
-    const char* v = std::getenv("MXSERVE_CUDA_MOE_DECODE");
-    const std::string s = v == nullptr ? "" : v;
-    return s == "pipe" ? 1 : s == "bulk" ? 2 : s == "ring" ? 3 : s == "wa" ? 4 : s == "kst" ? 5 : s == "kst4" ? 6 : 0;
-  }();
+  // one-shot bulk kernel; else, and for 16-row tiles, the K-streamed TMA kernel
+  // (moe_cuda_decode_kst.cu); where that cannot run the weights-as-A kernel
+  // (moe_cuda_decode_wa.cu), the pipelined kernel, the register ring. MXSERVE_CUDA_MOE_DECODE pins
+  // one (benchmarks; DecodePin).
+  const int pinned = DecodePin();
+  const bool kst = pinned == 0 || pinned == 5 || pinned == 6;
+  const int kst_slice = pinned == 5 ? 2 : pinned == 6 ? 4 : 0;
   if (!rows16 && pinned != 3) {
     const bool bulk_fits = DecodeBulkSmem(a) <= (113 << 10);
     const bool want_bulk = pinned == 2 || (pinned == 0 && a.rows <= 4);
@@ -486,14 +495,11 @@ void LaunchDecodeGemm(const GemmArgs& a, bool gate_up, bool rows16, bool one_mul
       else LaunchDecodeBulk<false>(a, gate_up, max_tiles, stream);
       return;
     }
-    // Pinned only until measured (see moe_cuda_decode_kst.cu); falls through when it cannot run.
-    if ((pinned == 5 || pinned == 6) &&
-        LaunchDecodeKst(a, gate_up, one_mul, pinned == 6 ? 4 : 2, max_tiles, a.held, stream) == 0) {
-      return;
-    }
+    if (kst && LaunchDecodeKst(a, gate_up, one_mul, kst_slice, 8, max_tiles, stream) == 0) return;
     if (pinned != 1 && LaunchDecodeWa(a, gate_up, one_mul, max_tiles, stream)) return;
     if (LaunchDecodePipe(a, gate_up, one_mul, max_tiles, stream)) return;
   }
+  if (rows16 && kst && LaunchDecodeKst(a, gate_up, one_mul, kst_slice, 16, max_tiles, stream) == 0) return;
   if (rows16 && smem_a) {
     if (one_mul) LaunchDecodeT<true, true, true>(a, gate_up, max_tiles, smem, stream);
     else LaunchDecodeT<true, false, true>(a, gate_up, max_tiles, smem, stream);

@@ -22,6 +22,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
+#include <string>
 
 #include "kernels/cuda/moe_cuda_gemm.cuh"
 #include "kernels/cuda/moe_cuda_launch.h"
@@ -30,15 +32,15 @@
 namespace mxserve::kernels::cuda::internal {
 namespace {
 
-constexpr int kWarps = 12;          // consumer warps; an item is 2 * kWarps n8 groups
-constexpr int kGroups = 2 * kWarps;
+constexpr int kWarps = 12;          // consumer warps; an item is 2 * kMt * kWarps n8 groups
 constexpr int kMaxS = 8;            // stages
 
 struct KsGeom {
   int w_bytes, s_bytes, a_stride, stage_bytes;
 };
-template <int kCs>
+template <int kCs, int kMt>
 __host__ __device__ inline KsGeom MakeKsGeom(int rows) {
+  constexpr int kGroups = 2 * kMt * kWarps;
   KsGeom g;
   g.w_bytes = kGroups * kCs * 512;  // [group][kCs chunks x 512]
   g.s_bytes = kGroups * kCs * 32;   // [group][kCs chunks x 32]
@@ -48,25 +50,54 @@ __host__ __device__ inline KsGeom MakeKsGeom(int rows) {
   return g;
 }
 
-// Local chunk lc of a slice: its activations (the lane's token row of the slice, arow, in the
-// permuted order), then ChunkMmaA.
-template <bool kOneMul, bool kTail>
-__device__ __forceinline__ void SliceChunkMma(float (&acc)[2][4], const uint8_t* wa, const uint8_t* wb,
-                                              const uint8_t* sa, const uint8_t* sb, const uint8_t* arow,
-                                              int lc, int lane) {
-  const uint8_t* xr = arow + lc * 256 + (lane & 3) * (kTail ? 32 : 64);
-  uint4 x[4];
+// Local chunk lc of a slice for the warp's kMt m16 tiles (groups wa[m], wa[m] + wboff[m]; scales
+// likewise) and kNb token groups (arow[j]: the lane's token row of group j in the slice, permuted
+// order). Each k32 block's activations are loaded once and feed all kMt tiles.
+template <bool kOneMul, bool kTail, int kNb, int kMt>
+__device__ __forceinline__ void SliceChunkMma(float (&acc)[kMt][kNb][2][4], const uint8_t* const (&wa)[kMt],
+                                              const int (&wboff)[kMt], const uint8_t* const (&sa)[kMt],
+                                              const int (&sboff)[kMt], const bool (&ok)[kMt],
+                                              const uint8_t* const (&arow)[kNb], int lc, int lane) {
+  uint4 qa[kMt], qb[kMt];
+  uint32_t swa[kMt], swb[kMt];
 #pragma unroll
-  for (int b = 0; b < (kTail ? 2 : 4); ++b) x[b] = *reinterpret_cast<const uint4*>(xr + 16 * b);
-  ChunkMmaA<kOneMul, kTail>(acc, wa, wb, sa, sb, x, lc, lane);
+  for (int m = 0; m < kMt; ++m) {
+    if constexpr (!kTail) {
+      qa[m] = *reinterpret_cast<const uint4*>(wa[m] + lc * 512 + lane * 16);
+      qb[m] = *reinterpret_cast<const uint4*>(wa[m] + wboff[m] + lc * 512 + lane * 16);
+    } else {  // the 64-wide tail chunk: 8 bytes per lane, two blocks
+      const uint2 a2 = *reinterpret_cast<const uint2*>(wa[m] + lc * 512 + lane * 8);
+      const uint2 b2 = *reinterpret_cast<const uint2*>(wa[m] + wboff[m] + lc * 512 + lane * 8);
+      qa[m] = make_uint4(a2.x, a2.y, 0u, 0u);
+      qb[m] = make_uint4(b2.x, b2.y, 0u, 0u);
+    }
+    swa[m] = *reinterpret_cast<const uint32_t*>(sa[m] + lc * 32);
+    swb[m] = *reinterpret_cast<const uint32_t*>(sa[m] + sboff[m] + lc * 32);
+  }
+  auto word = [](const uint4& q, int b) { return b == 0 ? q.x : b == 1 ? q.y : b == 2 ? q.z : q.w; };
+#pragma unroll
+  for (int b = 0; b < (kTail ? 2 : 4); ++b) {
+    uint4 xb[kNb];
+#pragma unroll
+    for (int j = 0; j < kNb; ++j) {
+      xb[j] = *reinterpret_cast<const uint4*>(arow[j] + lc * 256 + (lane & 3) * (kTail ? 32 : 64) + 16 * b);
+    }
+#pragma unroll
+    for (int m = 0; m < kMt; ++m) {
+      if (m == 0 || ok[m]) BlockMmaA<kOneMul, kNb>(acc[m], word(qa[m], b), word(qb[m], b), swa[m], swb[m], b, xb);
+    }
+  }
 }
 
 // wmap: 2D [all groups][4 * kp / 8] of u64 (box kCs * 64 x kGroups); smap: [all groups][chunks * 4]
 // of u64 (box kCs * 4 x kGroups). Boxes past a row's end (the tail slice) arrive zero-filled.
-template <bool kGateUp, bool kOneMul, int kCs>
+// Tiles of up to 8 * kNb token rows (the routing's bm); each consumer warp owns kMt m16 tiles
+// (2 * kMt groups) of an item.
+template <bool kGateUp, bool kOneMul, int kCs, int kNb, int kMt>
 __global__ void __launch_bounds__(32 * kWarps + 32, 1) DecodeKstKernel(const __grid_constant__ CUtensorMap wmap,
                                                                       const __grid_constant__ CUtensorMap smap,
                                                                       const GemmArgs p, int S) {
+  constexpr int kRows = 8 * kNb, kGroups = 2 * kMt * kWarps;
   extern __shared__ __align__(128) uint8_t smem[];
   __shared__ uint64_t full[kMaxS], empty[kMaxS];
   PdlWait();
@@ -79,7 +110,7 @@ __global__ void __launch_bounds__(32 * kWarps + 32, 1) DecodeKstKernel(const __g
   const int it_lo = int(items * blockIdx.x / gridDim.x), it_hi = int(items * (blockIdx.x + 1) / gridDim.x);
   const int nfull = p.nfull, chunks = p.chunks;
   const int slices = (chunks + kCs - 1) / kCs;
-  const KsGeom geo = MakeKsGeom<kCs>(min(8, max(1, p.rows)));
+  const KsGeom geo = MakeKsGeom<kCs, kMt>(min(kRows, max(1, p.rows)));
   if (threadIdx.x == 0) {
     for (int i = 0; i < S; ++i) {
       MbarInit(&full[i], 1);
@@ -95,7 +126,7 @@ __global__ void __launch_bounds__(32 * kWarps + 32, 1) DecodeKstKernel(const __g
     for (int item = it_lo; item < it_hi; ++item) {
       const int tile = item / per_tile, gi0 = (item - tile * per_tile) * kGroups;
       const int e = __ldg(p.tiles + 3 * tile), row0 = __ldg(p.tiles + 3 * tile + 1);
-      const int n_rows = min(__ldg(p.tiles + 3 * tile + 2), 8);
+      const int n_rows = min(__ldg(p.tiles + 3 * tile + 2), kRows);
       const int grow = e * nt_total + gi0;  // the item's first group row in the tensor maps
       for (int s = 0; s < slices; ++s, ++q) {
         const int stage = q % S;
@@ -117,115 +148,186 @@ __global__ void __launch_bounds__(32 * kWarps + 32, 1) DecodeKstKernel(const __g
     return;
   }
 
-  // Consumer warp `warp`: groups 2 * warp, 2 * warp + 1 of each item.
+  // Consumer warp `warp`: groups 2 * (kMt * warp + m) and the next, m < kMt, of each item, all token
+  // groups of its tile.
   int q = 0;
   for (int item = it_lo; item < it_hi; ++item) {
     const int tile = item / per_tile;
-    const int ga = (item - tile * per_tile) * kGroups + 2 * warp, gb = ga + 1;
-    const bool a_ok = ga < nt_total, b_ok = gb < nt_total;
     const int e = __ldg(p.tiles + 3 * tile), row0 = __ldg(p.tiles + 3 * tile + 1);
-    const int rows = min(__ldg(p.tiles + 3 * tile + 2), 8);
-    // Epilogue operands, requested now: they arrive while the slices are multiplied.
-    const int t0 = 2 * t, t1 = 2 * t + 1;
-    const int fa = ga * 8 + g, fb = gb * 8 + g;
-    const float ba = a_ok ? __ldg(p.bias + int64_t(e) * p.n + fa) : 0.f;
-    const float bb = b_ok ? __ldg(p.bias + int64_t(e) * p.n + fb) : 0.f;
-    int pair0 = 0, pair1 = 0;
-    float w0 = 0.f, w1 = 0.f;
-    if constexpr (!kGateUp) {
-      if (t0 < rows) pair0 = __ldg(p.sorted + row0 + t0);
-      if (t1 < rows) pair1 = __ldg(p.sorted + row0 + t1);
-      if (t0 < rows) w0 = __ldg(p.route_w + pair0);
-      if (t1 < rows) w1 = __ldg(p.route_w + pair1);
+    const int rows = min(__ldg(p.tiles + 3 * tile + 2), kRows);
+    int ga[kMt], fa[kMt], fb[kMt], woff[kMt], wboff[kMt], soff[kMt], sboff[kMt];
+    bool a_ok[kMt], b_ok[kMt];
+    float ba[kMt], bb[kMt];
+#pragma unroll
+    for (int m = 0; m < kMt; ++m) {
+      const int lg = 2 * (kMt * warp + m);  // the m16 tile's first group within the item
+      ga[m] = (item - tile * per_tile) * kGroups + lg;
+      a_ok[m] = ga[m] < nt_total;
+      b_ok[m] = ga[m] + 1 < nt_total;
+      // Epilogue operands, requested now: they arrive while the slices are multiplied.
+      fa[m] = ga[m] * 8 + g;
+      fb[m] = fa[m] + 8;
+      ba[m] = a_ok[m] ? __ldg(p.bias + int64_t(e) * p.n + fa[m]) : 0.f;
+      bb[m] = b_ok[m] ? __ldg(p.bias + int64_t(e) * p.n + fb[m]) : 0.f;
+      // Group B past the layer's rows (odd n / 8) reads group A's bytes: its mma rows are
+      // independent and never stored.
+      woff[m] = lg * (kCs * 512);
+      soff[m] = lg * (kCs * 32) + g * 4;
+      wboff[m] = b_ok[m] ? kCs * 512 : 0;
+      sboff[m] = b_ok[m] ? kCs * 32 : 0;
     }
-    float acc[2][4];
+    int pair0[kNb], pair1[kNb];
+    float w0[kNb], w1[kNb];
 #pragma unroll
-    for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < kNb; ++j) {
+      const int t0 = 8 * j + 2 * t, t1 = t0 + 1;
+      pair0[j] = pair1[j] = 0;
+      w0[j] = w1[j] = 0.f;
+      if constexpr (!kGateUp) {
+        if (t0 < rows) pair0[j] = __ldg(p.sorted + row0 + t0);
+        if (t1 < rows) pair1[j] = __ldg(p.sorted + row0 + t1);
+        if (t0 < rows) w0[j] = __ldg(p.route_w + pair0[j]);
+        if (t1 < rows) w1[j] = __ldg(p.route_w + pair1[j]);
+      }
+    }
+    float acc[kMt][kNb][2][4];
 #pragma unroll
-      for (int k = 0; k < 4; ++k) acc[i][k] = 0.f;
-    // Group B past the layer's rows (odd n / 8) reads group A's bytes, tokens past the tile read
-    // token 0: their mma rows / columns are independent and never stored.
-    const int woff = (2 * warp) * (kCs * 512), soff = (2 * warp) * (kCs * 32) + g * 4;
-    const int wboff = b_ok ? kCs * 512 : 0, sboff = b_ok ? kCs * 32 : 0;
-    const int aoff = (g < rows ? g : 0) * geo.a_stride;
+    for (int m = 0; m < kMt; ++m)
+#pragma unroll
+      for (int j = 0; j < kNb; ++j)
+#pragma unroll
+        for (int i = 0; i < 2; ++i)
+#pragma unroll
+          for (int k = 0; k < 4; ++k) acc[m][j][i][k] = 0.f;
+    // Tokens past the tile read token 0: their mma columns are independent and never stored.
+    int aoff[kNb];
+#pragma unroll
+    for (int j = 0; j < kNb; ++j) aoff[j] = (8 * j + g < rows ? 8 * j + g : 0) * geo.a_stride;
     for (int s = 0; s < slices; ++s, ++q) {
       const int stage = q % S;
       MbarWait(&full[stage], (q / S) & 1);
-      if (a_ok) {
+      if (a_ok[0]) {
         const uint8_t* base = smem + stage * geo.stage_bytes;
-        const uint8_t* wa = base + woff;
-        const uint8_t* sa = base + geo.w_bytes + soff;
-        const uint8_t* arow = base + geo.w_bytes + geo.s_bytes + aoff;
+        const uint8_t* wa[kMt];
+        const uint8_t* sa[kMt];
+#pragma unroll
+        for (int m = 0; m < kMt; ++m) {
+          wa[m] = base + woff[m];
+          sa[m] = base + geo.w_bytes + soff[m];
+        }
+        const uint8_t* arow[kNb];
+#pragma unroll
+        for (int j = 0; j < kNb; ++j) arow[j] = base + geo.w_bytes + geo.s_bytes + aoff[j];
         const int c0 = s * kCs, nf = max(0, min(min(chunks, c0 + kCs), nfull) - c0);
 #pragma unroll
         for (int lc = 0; lc < kCs; ++lc) {
-          if (lc < nf) SliceChunkMma<kOneMul, false>(acc, wa, wa + wboff, sa, sa + sboff, arow, lc, lane);
-          else if (c0 + lc < chunks) SliceChunkMma<kOneMul, true>(acc, wa, wa + wboff, sa, sa + sboff, arow, lc, lane);
+          if (lc < nf) {
+            SliceChunkMma<kOneMul, false, kNb, kMt>(acc, wa, wboff, sa, sboff, a_ok, arow, lc, lane);
+          } else if (c0 + lc < chunks) {
+            SliceChunkMma<kOneMul, true, kNb, kMt>(acc, wa, wboff, sa, sboff, a_ok, arow, lc, lane);
+          }
         }
       }
       __syncwarp();
       if (lane == 0) MbarArrive(&empty[stage]);
     }
-    if (!a_ok) continue;
-    float v[4];
 #pragma unroll
-    for (int k = 0; k < 4; ++k) v[k] = acc[0][k] + acc[1][k];
-    StoreTileA<kGateUp>(p, v, ba, bb, fa, fb, b_ok, g, t, TileSlotsA{row0, rows, pair0, pair1, w0, w1});
+    for (int m = 0; m < kMt; ++m) {
+      if (!a_ok[m]) break;  // warp-uniform; later tiles are past the layer too
+#pragma unroll
+      for (int j = 0; j < kNb; ++j) {
+        if (8 * j >= rows) break;  // warp-uniform
+        float v[4];
+#pragma unroll
+        for (int k = 0; k < 4; ++k) v[k] = acc[m][j][0][k] + acc[m][j][1][k];
+        StoreTileA<kGateUp>(p, v, ba[m], bb[m], fa[m], fb[m], b_ok[m], g, t,
+                            TileSlotsA{row0 + 8 * j, rows - 8 * j, pair0[j], pair1[j], w0[j], w1[j]});
+      }
+    }
   }
 }
 
-constexpr int kKsSmemLimit = 200 << 10;
+// The most dynamic shared memory a CTA may have on sm_90 (227 KB) less the static mbarriers.
+constexpr int kKsSmemLimit = (227 << 10) - 1024;
 
-template <bool kOneMul, int kCs>
+template <bool kOneMul, int kCs, int kNb, int kMt>
 void LaunchKstT(const CUtensorMap& wmap, const CUtensorMap& smap, const GemmArgs& a, bool gate_up, int max_tiles,
                 int stages, size_t smem, cudaStream_t stream) {
   static const bool raised = [] {
-    cudaFuncSetAttribute(DecodeKstKernel<true, kOneMul, kCs>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                         kKsSmemLimit);
-    cudaFuncSetAttribute(DecodeKstKernel<false, kOneMul, kCs>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                         kKsSmemLimit);
+    cudaFuncSetAttribute(DecodeKstKernel<true, kOneMul, kCs, kNb, kMt>,
+                         cudaFuncAttributeMaxDynamicSharedMemorySize, kKsSmemLimit);
+    cudaFuncSetAttribute(DecodeKstKernel<false, kOneMul, kCs, kNb, kMt>,
+                         cudaFuncAttributeMaxDynamicSharedMemorySize, kKsSmemLimit);
     return true;
   }();
   (void)raised;
-  const unsigned grid = PersistentGrid(int64_t(max_tiles) * ((a.n / 8 + kGroups - 1) / kGroups));
-  auto k = gate_up ? DecodeKstKernel<true, kOneMul, kCs> : DecodeKstKernel<false, kOneMul, kCs>;
+  const unsigned grid = PersistentGrid(int64_t(max_tiles) * ((a.n / 8 + 2 * kMt * kWarps - 1) / (2 * kMt * kWarps)));
+  auto k = gate_up ? DecodeKstKernel<true, kOneMul, kCs, kNb, kMt> : DecodeKstKernel<false, kOneMul, kCs, kNb, kMt>;
   LaunchPdl(k, dim3(grid), dim3(32 * kWarps + 32), smem, stream, wmap, smap, a, stages);
 }
 
-// A 2D u64 tensor map [rows][row_bytes / 8] with boxes of box_bytes x kGroups rows.
-CUresult EncodeRows(CUtensorMap* map, const uint8_t* base, int64_t rows, int64_t row_bytes, int box_bytes) {
+// A 2D u64 tensor map [rows][row_bytes / 8] with boxes of box_bytes x box_rows rows.
+CUresult EncodeRows(CUtensorMap* map, const uint8_t* base, int64_t rows, int64_t row_bytes, int box_bytes,
+                    int box_rows) {
   const cuuint64_t dims[2] = {cuuint64_t(row_bytes / 8), cuuint64_t(rows)};
   const cuuint64_t strides[1] = {cuuint64_t(row_bytes)};
-  const cuuint32_t box[2] = {cuuint32_t(box_bytes / 8), cuuint32_t(kGroups)};
+  const cuuint32_t box[2] = {cuuint32_t(box_bytes / 8), cuuint32_t(box_rows)};
   const cuuint32_t estr[2] = {1, 1};
   return TensorMapEncoder()(map, CU_TENSOR_MAP_DATA_TYPE_UINT64, 2, const_cast<uint8_t*>(base), dims, strides, box,
                             estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
                             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
 }
 
-template <int kCs>
-int LaunchKstCs(const GemmArgs& a, bool gate_up, bool one_mul, int max_tiles, int held, cudaStream_t stream) {
-  const KsGeom geo = MakeKsGeom<kCs>(std::min(8, std::max(1, a.rows)));
-  const int stages = std::min(kMaxS, kKsSmemLimit / geo.stage_bytes);
+template <int kCs, int kMt>
+int Stages(int tile_rows, int rows) {
+  return std::min(kMaxS, kKsSmemLimit / MakeKsGeom<kCs, kMt>(std::min(tile_rows, std::max(1, rows))).stage_bytes);
+}
+
+template <int kCs, int kNb, int kMt>
+int LaunchKstCs(const GemmArgs& a, bool gate_up, bool one_mul, int max_tiles, cudaStream_t stream) {
+  constexpr int kGroups = 2 * kMt * kWarps;
+  const KsGeom geo = MakeKsGeom<kCs, kMt>(std::min(8 * kNb, std::max(1, a.rows)));
+  const int stages = Stages<kCs, kMt>(8 * kNb, a.rows);
   if (stages < 2 || TensorMapEncoder() == nullptr) return -1;
-  const int64_t groups = int64_t(held) * (a.n / 8);
+  const int64_t groups = int64_t(a.held) * (a.n / 8);
   CUtensorMap wmap, smap;
-  if (CUresult r = EncodeRows(&wmap, a.q, groups, int64_t(4) * a.kp, kCs * 512); r != CUDA_SUCCESS) return int(r);
-  if (CUresult r = EncodeRows(&smap, a.sc, groups, int64_t(a.chunks) * 32, kCs * 32); r != CUDA_SUCCESS) {
+  if (CUresult r = EncodeRows(&wmap, a.q, groups, int64_t(4) * a.kp, kCs * 512, kGroups); r != CUDA_SUCCESS) {
+    return int(r);
+  }
+  if (CUresult r = EncodeRows(&smap, a.sc, groups, int64_t(a.chunks) * 32, kCs * 32, kGroups); r != CUDA_SUCCESS) {
     return int(r);
   }
   const size_t smem = size_t(stages) * geo.stage_bytes;
-  if (one_mul) LaunchKstT<true, kCs>(wmap, smap, a, gate_up, max_tiles, stages, smem, stream);
-  else LaunchKstT<false, kCs>(wmap, smap, a, gate_up, max_tiles, stages, smem, stream);
+  if (one_mul) LaunchKstT<true, kCs, kNb, kMt>(wmap, smap, a, gate_up, max_tiles, stages, smem, stream);
+  else LaunchKstT<false, kCs, kNb, kMt>(wmap, smap, a, gate_up, max_tiles, stages, smem, stream);
   return 0;
+}
+
+template <int kNb>
+int LaunchKstNb(const GemmArgs& a, bool gate_up, bool one_mul, int slice_chunks, int max_tiles,
+                cudaStream_t stream) {
+  // MXSERVE_CUDA_MOE_KST_MT=2 (benchmarks): two m16 tiles per warp (2-chunk slices).
+  static const bool mt2 = [] {
+    const char* v = std::getenv("MXSERVE_CUDA_MOE_KST_MT");
+    return v != nullptr && std::string(v) == "2";
+  }();
+  if (mt2) return LaunchKstCs<2, kNb, 2>(a, gate_up, one_mul, max_tiles, stream);
+  // Auto: 4-chunk slices while three stages fit (fewer, larger copies), else 2-chunk.
+  if (slice_chunks == 0) slice_chunks = Stages<4, 1>(8 * kNb, a.rows) >= 3 ? 4 : 2;
+  return slice_chunks == 4 ? LaunchKstCs<4, kNb, 1>(a, gate_up, one_mul, max_tiles, stream)
+                           : LaunchKstCs<2, kNb, 1>(a, gate_up, one_mul, max_tiles, stream);
 }
 
 }  // namespace
 
-int LaunchDecodeKst(const GemmArgs& a, bool gate_up, bool one_mul, int slice_chunks, int max_tiles, int held,
+int LaunchDecodeKst(const GemmArgs& a, bool gate_up, bool one_mul, int slice_chunks, int tile_rows, int max_tiles,
                     cudaStream_t stream) {
-  return slice_chunks == 4 ? LaunchKstCs<4>(a, gate_up, one_mul, max_tiles, held, stream)
-                           : LaunchKstCs<2>(a, gate_up, one_mul, max_tiles, held, stream);
+  switch (tile_rows) {
+    case 8: return LaunchKstNb<1>(a, gate_up, one_mul, slice_chunks, max_tiles, stream);
+    case 16: return LaunchKstNb<2>(a, gate_up, one_mul, slice_chunks, max_tiles, stream);
+    case 32: return LaunchKstNb<4>(a, gate_up, one_mul, slice_chunks, max_tiles, stream);
+    default: return -1;
+  }
 }
 
 }  // namespace mxserve::kernels::cuda::internal

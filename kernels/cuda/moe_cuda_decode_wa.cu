@@ -97,7 +97,7 @@ __global__ void __launch_bounds__(64 * kKp + 32, 1) DecodeWaKernel(const GemmArg
   // the outputs. A warp then releases the stage and goes on without waiting for the others.
   const int rp = warp & 1, kq = warp >> 1;
   const int c_lo = kq * chunks / kKp, c_hi = (kq + 1) * chunks / kKp;
-  uint4 x[kMaxC][4];
+  uint4 x[kMaxC][1][4];  // [chunk][token group (one)][block]
   int cur_tile = -1, e = 0, row0 = 0, rows = 0, pair0 = 0, pair1 = 0;
   float w0 = 0.f, w1 = 0.f;
   const int t0 = 2 * t, t1 = 2 * t + 1;
@@ -120,7 +120,7 @@ __global__ void __launch_bounds__(64 * kKp + 32, 1) DecodeWaKernel(const GemmArg
           const uint8_t* xc = arow + c * 256 + (c < nfull ? t * 64 : t * 32);
 #pragma unroll
           for (int b = 0; b < 4; ++b) {
-            if (c < nfull || b < 2) x[i][b] = __ldg(reinterpret_cast<const uint4*>(xc + 16 * b));
+            if (c < nfull || b < 2) x[i][0][b] = __ldg(reinterpret_cast<const uint4*>(xc + 16 * b));
           }
         }
       }
@@ -143,11 +143,11 @@ __global__ void __launch_bounds__(64 * kKp + 32, 1) DecodeWaKernel(const GemmArg
     const uint8_t* wb = b_ok ? wa + rg_bytes : wa;
     const uint8_t* sa = base + w_bytes + (2 * rp) * sc_bytes + g * 4;
     const uint8_t* sb = b_ok ? sa + sc_bytes : sa;
-    float acc[2][4];
+    float acc[1][2][4];
 #pragma unroll
     for (int i = 0; i < 2; ++i)
 #pragma unroll
-      for (int k = 0; k < 4; ++k) acc[i][k] = 0.f;
+      for (int k = 0; k < 4; ++k) acc[0][i][k] = 0.f;
     if (a_ok && mode != 1) {  // mode 1 (experiment): no multiply
 #pragma unroll
       for (int i = 0; i < kMaxC; ++i) {
@@ -156,8 +156,8 @@ __global__ void __launch_bounds__(64 * kKp + 32, 1) DecodeWaKernel(const GemmArg
         else if (c < c_hi) ChunkMmaA<kOneMul, true>(acc, wa, wb, sa, sb, x[i], c, lane);
       }
     }
-    red[stage][kq][rp][lane] = make_float4(acc[0][0] + acc[1][0], acc[0][1] + acc[1][1], acc[0][2] + acc[1][2],
-                                           acc[0][3] + acc[1][3]);
+    red[stage][kq][rp][lane] = make_float4(acc[0][0][0] + acc[0][1][0], acc[0][0][1] + acc[0][1][1],
+                                           acc[0][0][2] + acc[0][1][2], acc[0][0][3] + acc[0][1][3]);
     __threadfence_block();
     __syncwarp();
     int prev = 0;

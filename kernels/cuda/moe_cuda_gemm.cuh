@@ -214,34 +214,47 @@ __device__ __forceinline__ void BlockMma(float (&acc)[MT][NW][4], const uint4 (&
 }
 
 // Chunk c of one warp of the weights-as-A decode kernels (moe_cuda_decode_wa.cu,
-// moe_cuda_decode_kst.cu): groups A (rows g) and B (rows g + 8) from shared memory. wa/wb: the
-// groups' weights; sa/sb: their scales plus g * 4; x: the lane's token-g activations of this chunk
-// (B fragments of its 8 k16 steps; blocks 0-1 only for the tail). acc[0]/acc[1]: even/odd steps.
-template <bool kOneMul, bool kTail>
-__device__ __forceinline__ void ChunkMmaA(float (&acc)[2][4], const uint8_t* wa, const uint8_t* wb,
-                                          const uint8_t* sa, const uint8_t* sb, const uint4 (&x)[4],
+// moe_cuda_decode_kst.cu): groups A (rows g) and B (rows g + 8) from shared memory, times kNb
+// groups of 8 tokens. wa/wb: the groups' weights; sa/sb: their scales plus g * 4; x[j]: the lane's
+// activations of token 8j + g in this chunk (B fragments of its 8 k16 steps; blocks 0-1 only for
+// the tail). acc[j][0]/acc[j][1]: token group j, even/odd steps. Each decoded weight word feeds
+// kNb mma (BlockMmaA: one k32 block, xb[j] its B fragments for token group j).
+template <bool kOneMul, int kNb>
+__device__ __forceinline__ void BlockMmaA(float (&acc)[kNb][2][4], uint32_t qa, uint32_t qb, uint32_t swa,
+                                          uint32_t swb, int b, const uint4 (&xb)[kNb]) {
+  uint32_t ra[4], rb[4];
+  DecodeScaled<kOneMul>(qa, swa, b, ra);
+  DecodeScaled<kOneMul>(qb, swb, b, rb);
+#pragma unroll
+  for (int j = 0; j < kNb; ++j) {
+    Mma(acc[j][0], ra[0], rb[0], ra[1], rb[1], xb[j].x, xb[j].y);
+    Mma(acc[j][1], ra[2], rb[2], ra[3], rb[3], xb[j].z, xb[j].w);
+  }
+}
+template <bool kOneMul, bool kTail, int kNb>
+__device__ __forceinline__ void ChunkMmaA(float (&acc)[kNb][2][4], const uint8_t* wa, const uint8_t* wb,
+                                          const uint8_t* sa, const uint8_t* sb, const uint4 (&x)[kNb][4],
                                           int c, int lane) {
   const uint32_t swa = *reinterpret_cast<const uint32_t*>(sa + c * 32);
   const uint32_t swb = *reinterpret_cast<const uint32_t*>(sb + c * 32);
-  auto block = [&](uint32_t qa, uint32_t qb, int b, const uint4& xb) {
-    uint32_t ra[4], rb[4];
-    DecodeScaled<kOneMul>(qa, swa, b, ra);
-    DecodeScaled<kOneMul>(qb, swb, b, rb);
-    Mma(acc[0], ra[0], rb[0], ra[1], rb[1], xb.x, xb.y);
-    Mma(acc[1], ra[2], rb[2], ra[3], rb[3], xb.z, xb.w);
+  auto block = [&](uint32_t qa, uint32_t qb, int b) {
+    uint4 xb[kNb];
+#pragma unroll
+    for (int j = 0; j < kNb; ++j) xb[j] = x[j][b];
+    BlockMmaA<kOneMul, kNb>(acc, qa, qb, swa, swb, b, xb);
   };
   if constexpr (!kTail) {
     const uint4 qa = *reinterpret_cast<const uint4*>(wa + c * 512 + lane * 16);
     const uint4 qb = *reinterpret_cast<const uint4*>(wb + c * 512 + lane * 16);
-    block(qa.x, qb.x, 0, x[0]);
-    block(qa.y, qb.y, 1, x[1]);
-    block(qa.z, qb.z, 2, x[2]);
-    block(qa.w, qb.w, 3, x[3]);
+    block(qa.x, qb.x, 0);
+    block(qa.y, qb.y, 1);
+    block(qa.z, qb.z, 2);
+    block(qa.w, qb.w, 3);
   } else {  // the 64-wide tail chunk: 8 bytes per lane, two blocks
     const uint2 qa = *reinterpret_cast<const uint2*>(wa + c * 512 + lane * 8);
     const uint2 qb = *reinterpret_cast<const uint2*>(wb + c * 512 + lane * 8);
-    block(qa.x, qb.x, 0, x[0]);
-    block(qa.y, qb.y, 1, x[1]);
+    block(qa.x, qb.x, 0);
+    block(qa.y, qb.y, 1);
   }
 }
 

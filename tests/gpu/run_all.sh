@@ -35,8 +35,8 @@ for s in $steps; do
     check)
       $B/mxserve-gpu-moe-check ${CHECK_ONLY:-} 2>&1 | tee "$OUT/check.txt" || rc=1 ;;
     checkdecode)
-      # The check again with each other 8-row decode kernel pinned (the default one ran in check).
-      for D in ${CHECK_DECODE:-kst kst4 pipe bulk ring}; do
+      # The check again with each other decode kernel pinned (the default, kst4, ran in check).
+      for D in ${CHECK_DECODE:-kst wa pipe bulk ring}; do
         for S in tiny-pad tiny-k1 half-held big-scales gpt-oss-20b; do
           MXSERVE_CUDA_MOE_DECODE=$D $B/mxserve-gpu-moe-check $S 2>&1 | grep -E "^(PASS|FAIL)" | sed "s/^/$D /"
         done
@@ -56,7 +56,7 @@ for s in $steps; do
         ${BENCH_TOKENS:-1,4,16,64,256,1024,4096,16384} 2>&1 | tee "$OUT/table.txt" || rc=1 ;;
     paths)
       # The same layer with each kernel configuration pinned (what kAuto's thresholds rest on).
-      for P in decode decode16 mid prefill wgmma64 wgmma wgmma256; do
+      for P in ${PATHS:-decode decode16 mid prefill wgmma64 wgmma wgmma256}; do
         echo "## path $P"
         MXSERVE_CUDA_MOE_PATH=$P $B/mxserve-bench-moe-gpu "/tmp/paths_$P.csv" gpt-oss-120b ${PATH_TOKENS:-16,256,1024,4096} | grep '^| gpt'
       done 2>&1 | tee "$OUT/paths.txt" ;;
