@@ -10,20 +10,20 @@
 // and ran at half the wa kernel's speed; here a slice's weights and scales are one TMA box each
 // (24 group rows x the slice's bytes, from 2D tensor maps over all groups of all experts).
 //
-// Work split: a persistent CTA per SM walks a contiguous range of items (tile, kWarps * 2
-// consecutive n8 groups = 192 weight rows). Each item is streamed through S shared-memory stages
-// in K slices of kCs chunks (weights, scales and the tile's activation rows of that slice); a
-// producer thread fills a stage as soon as every consumer warp has released it. Consumer warp w
-// multiplies groups 2w, 2w + 1 of the item (the m16 A operand, decoded into its registers) with
-// the tokens (the n8 B operand) slice by slice, then writes its 16 rows x 8 tokens. Not the
-// default yet: MXSERVE_CUDA_MOE_DECODE=kst (kCs = 2) or kst4 (kCs = 4) selects it.
+// Work split: a persistent CTA per SM walks a contiguous range of items (tile, 2 * kMt * kW
+// consecutive n8 groups; 192 weight rows as launched: kMt 1, kW 12). Each item is streamed through
+// S shared-memory stages in K slices of kCs chunks (weights, scales and the tile's activation rows
+// of that slice); a producer thread fills a stage as soon as every consumer warp has released it.
+// Consumer warp w multiplies its kMt m16 tiles of the item (the A operand, decoded into its
+// registers) with the tile's tokens (kNb n8 B operands: tiles of 8, 16 or 32 token rows) slice by
+// slice, then writes its rows x tokens. The default decode kernel for every tile size above 4
+// token-slots (moe_cuda_decode.cu); 4-chunk slices where three stages fit, else 2.
+// MXSERVE_CUDA_MOE_DECODE=kst pins 2-chunk slices (benchmarks).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
-#include <string>
 
 #include "kernels/cuda/moe_cuda_gemm.cuh"
 #include "kernels/cuda/moe_cuda_launch.h"
@@ -32,15 +32,15 @@
 namespace mxserve::kernels::cuda::internal {
 namespace {
 
-constexpr int kWarps = 12;          // consumer warps; an item is 2 * kMt * kWarps n8 groups
 constexpr int kMaxS = 8;            // stages
 
 struct KsGeom {
   int w_bytes, s_bytes, a_stride, stage_bytes;
 };
-template <int kCs, int kMt>
+// kW consumer warps, each owning kMt m16 tiles of an item: an item is 2 * kMt * kW n8 groups.
+template <int kCs, int kMt, int kW>
 __host__ __device__ inline KsGeom MakeKsGeom(int rows) {
-  constexpr int kGroups = 2 * kMt * kWarps;
+  constexpr int kGroups = 2 * kMt * kW;
   KsGeom g;
   g.w_bytes = kGroups * kCs * 512;  // [group][kCs chunks x 512]
   g.s_bytes = kGroups * kCs * 32;   // [group][kCs chunks x 32]
@@ -93,11 +93,11 @@ __device__ __forceinline__ void SliceChunkMma(float (&acc)[kMt][kNb][2][4], cons
 // of u64 (box kCs * 4 x kGroups). Boxes past a row's end (the tail slice) arrive zero-filled.
 // Tiles of up to 8 * kNb token rows (the routing's bm); each consumer warp owns kMt m16 tiles
 // (2 * kMt groups) of an item.
-template <bool kGateUp, bool kOneMul, int kCs, int kNb, int kMt>
-__global__ void __launch_bounds__(32 * kWarps + 32, 1) DecodeKstKernel(const __grid_constant__ CUtensorMap wmap,
+template <bool kGateUp, bool kOneMul, int kCs, int kNb, int kMt, int kW>
+__global__ void __launch_bounds__(32 * kW + 32, 1) DecodeKstKernel(const __grid_constant__ CUtensorMap wmap,
                                                                       const __grid_constant__ CUtensorMap smap,
                                                                       const GemmArgs p, int S) {
-  constexpr int kRows = 8 * kNb, kGroups = 2 * kMt * kWarps;
+  constexpr int kRows = 8 * kNb, kGroups = 2 * kMt * kW;
   extern __shared__ __align__(128) uint8_t smem[];
   __shared__ uint64_t full[kMaxS], empty[kMaxS];
   PdlWait();
@@ -110,17 +110,17 @@ __global__ void __launch_bounds__(32 * kWarps + 32, 1) DecodeKstKernel(const __g
   const int it_lo = int(items * blockIdx.x / gridDim.x), it_hi = int(items * (blockIdx.x + 1) / gridDim.x);
   const int nfull = p.nfull, chunks = p.chunks;
   const int slices = (chunks + kCs - 1) / kCs;
-  const KsGeom geo = MakeKsGeom<kCs, kMt>(min(kRows, max(1, p.rows)));
+  const KsGeom geo = MakeKsGeom<kCs, kMt, kW>(min(kRows, max(1, p.rows)));
   if (threadIdx.x == 0) {
     for (int i = 0; i < S; ++i) {
       MbarInit(&full[i], 1);
-      MbarInit(&empty[i], kWarps);
+      MbarInit(&empty[i], kW);
     }
     FenceMbarInit();
   }
   __syncthreads();  // the only CTA-wide barrier: from here on warps meet only through mbarriers
 
-  if (warp == kWarps) {  // the producer (one thread): (item, slice) -> stage once the stage is empty
+  if (warp == kW) {  // the producer (one thread): (item, slice) -> stage once the stage is empty
     if (lane != 0) return;
     int q = 0;  // stage uses so far
     for (int item = it_lo; item < it_hi; ++item) {
@@ -250,20 +250,22 @@ __global__ void __launch_bounds__(32 * kWarps + 32, 1) DecodeKstKernel(const __g
 // The most dynamic shared memory a CTA may have on sm_90 (227 KB) less the static mbarriers.
 constexpr int kKsSmemLimit = (227 << 10) - 1024;
 
-template <bool kOneMul, int kCs, int kNb, int kMt>
+template <bool kOneMul, int kCs, int kNb, int kMt, int kW>
 void LaunchKstT(const CUtensorMap& wmap, const CUtensorMap& smap, const GemmArgs& a, bool gate_up, int max_tiles,
                 int stages, size_t smem, cudaStream_t stream) {
   static const bool raised = [] {
-    cudaFuncSetAttribute(DecodeKstKernel<true, kOneMul, kCs, kNb, kMt>,
+    cudaFuncSetAttribute(DecodeKstKernel<true, kOneMul, kCs, kNb, kMt, kW>,
                          cudaFuncAttributeMaxDynamicSharedMemorySize, kKsSmemLimit);
-    cudaFuncSetAttribute(DecodeKstKernel<false, kOneMul, kCs, kNb, kMt>,
+    cudaFuncSetAttribute(DecodeKstKernel<false, kOneMul, kCs, kNb, kMt, kW>,
                          cudaFuncAttributeMaxDynamicSharedMemorySize, kKsSmemLimit);
     return true;
   }();
   (void)raised;
-  const unsigned grid = PersistentGrid(int64_t(max_tiles) * ((a.n / 8 + 2 * kMt * kWarps - 1) / (2 * kMt * kWarps)));
-  auto k = gate_up ? DecodeKstKernel<true, kOneMul, kCs, kNb, kMt> : DecodeKstKernel<false, kOneMul, kCs, kNb, kMt>;
-  LaunchPdl(k, dim3(grid), dim3(32 * kWarps + 32), smem, stream, wmap, smap, a, stages);
+  constexpr int kGroups = 2 * kMt * kW;
+  const unsigned grid = PersistentGrid(int64_t(max_tiles) * ((a.n / 8 + kGroups - 1) / kGroups));
+  auto k = gate_up ? DecodeKstKernel<true, kOneMul, kCs, kNb, kMt, kW>
+                   : DecodeKstKernel<false, kOneMul, kCs, kNb, kMt, kW>;
+  LaunchPdl(k, dim3(grid), dim3(32 * kW + 32), smem, stream, wmap, smap, a, stages);
 }
 
 // A 2D u64 tensor map [rows][row_bytes / 8] with boxes of box_bytes x box_rows rows.
@@ -278,16 +280,17 @@ CUresult EncodeRows(CUtensorMap* map, const uint8_t* base, int64_t rows, int64_t
                             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
 }
 
-template <int kCs, int kMt>
+template <int kCs, int kMt, int kW>
 int Stages(int tile_rows, int rows) {
-  return std::min(kMaxS, kKsSmemLimit / MakeKsGeom<kCs, kMt>(std::min(tile_rows, std::max(1, rows))).stage_bytes);
+  return std::min(kMaxS,
+                  kKsSmemLimit / MakeKsGeom<kCs, kMt, kW>(std::min(tile_rows, std::max(1, rows))).stage_bytes);
 }
 
-template <int kCs, int kNb, int kMt>
+template <int kCs, int kNb, int kMt, int kW>
 int LaunchKstCs(const GemmArgs& a, bool gate_up, bool one_mul, int max_tiles, cudaStream_t stream) {
-  constexpr int kGroups = 2 * kMt * kWarps;
-  const KsGeom geo = MakeKsGeom<kCs, kMt>(std::min(8 * kNb, std::max(1, a.rows)));
-  const int stages = Stages<kCs, kMt>(8 * kNb, a.rows);
+  constexpr int kGroups = 2 * kMt * kW;
+  const KsGeom geo = MakeKsGeom<kCs, kMt, kW>(std::min(8 * kNb, std::max(1, a.rows)));
+  const int stages = Stages<kCs, kMt, kW>(8 * kNb, a.rows);
   if (stages < 2 || TensorMapEncoder() == nullptr) return -1;
   const int64_t groups = int64_t(a.held) * (a.n / 8);
   CUtensorMap wmap, smap;
@@ -298,24 +301,21 @@ int LaunchKstCs(const GemmArgs& a, bool gate_up, bool one_mul, int max_tiles, cu
     return int(r);
   }
   const size_t smem = size_t(stages) * geo.stage_bytes;
-  if (one_mul) LaunchKstT<true, kCs, kNb, kMt>(wmap, smap, a, gate_up, max_tiles, stages, smem, stream);
-  else LaunchKstT<false, kCs, kNb, kMt>(wmap, smap, a, gate_up, max_tiles, stages, smem, stream);
+  if (one_mul) LaunchKstT<true, kCs, kNb, kMt, kW>(wmap, smap, a, gate_up, max_tiles, stages, smem, stream);
+  else LaunchKstT<false, kCs, kNb, kMt, kW>(wmap, smap, a, gate_up, max_tiles, stages, smem, stream);
   return 0;
 }
 
 template <int kNb>
 int LaunchKstNb(const GemmArgs& a, bool gate_up, bool one_mul, int slice_chunks, int max_tiles,
                 cudaStream_t stream) {
-  // MXSERVE_CUDA_MOE_KST_MT=2 (benchmarks): two m16 tiles per warp (2-chunk slices).
-  static const bool mt2 = [] {
-    const char* v = std::getenv("MXSERVE_CUDA_MOE_KST_MT");
-    return v != nullptr && std::string(v) == "2";
-  }();
-  if (mt2) return LaunchKstCs<2, kNb, 2>(a, gate_up, one_mul, max_tiles, stream);
+  // Two m16 tiles per warp (kMt 2) measured no better at 256 tokens with 12 warps and 2-chunk
+  // slices (0.690 against 0.702 ms), and slower with 6 warps and 4-chunk slices (0.959) or 8 warps
+  // and 3-chunk slices (0.787; docs/PERFORMANCE.md): more warps hide more latency.
   // Auto: 4-chunk slices while three stages fit (fewer, larger copies), else 2-chunk.
-  if (slice_chunks == 0) slice_chunks = Stages<4, 1>(8 * kNb, a.rows) >= 3 ? 4 : 2;
-  return slice_chunks == 4 ? LaunchKstCs<4, kNb, 1>(a, gate_up, one_mul, max_tiles, stream)
-                           : LaunchKstCs<2, kNb, 1>(a, gate_up, one_mul, max_tiles, stream);
+  if (slice_chunks == 0) slice_chunks = Stages<4, 1, 12>(8 * kNb, a.rows) >= 3 ? 4 : 2;
+  return slice_chunks == 4 ? LaunchKstCs<4, kNb, 1, 12>(a, gate_up, one_mul, max_tiles, stream)
+                           : LaunchKstCs<2, kNb, 1, 12>(a, gate_up, one_mul, max_tiles, stream);
 }
 
 }  // namespace

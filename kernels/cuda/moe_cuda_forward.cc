@@ -35,9 +35,10 @@ struct LayerAccess {
       p = forced;
     } else if (path == CudaMoePath::kAuto) {
       const int64_t avg = pairs / std::max<int64_t>(1, std::min<int64_t>(nh, pairs));
-      // decode / decode16 / wgmma 64-, 128-, 256-row tiles: from forced-path runs of gpt-oss-120b
-      // (kernels/cuda/WGMMA.md).
-      p = avg <= 4 ? 0 : avg <= 8 ? 1 : avg <= 48 ? 5 : avg <= 192 ? 4 : 6;
+      // decode (8-row tiles) / decode16 (16) / wgmma 64-, 128-, 256-row tiles: from forced-path runs
+      // of gpt-oss-120b (kernels/cuda/WGMMA.md, docs/PERFORMANCE.md): 16-row decode tiles beat
+      // wgmma64 up to 16 token-slots per expert (512 tokens), lose at 24 (768).
+      p = avg <= 4 ? 0 : avg <= 20 ? 1 : avg <= 48 ? 5 : avg <= 192 ? 4 : 6;
     } else {
       p = path == CudaMoePath::kDecode ? 0 : path == CudaMoePath::kDecode16 ? 1 : path == CudaMoePath::kMid ? 2
           : path == CudaMoePath::kWgmma ? 4 : 3;
