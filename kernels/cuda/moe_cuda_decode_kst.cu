@@ -11,14 +11,16 @@
 // (24 group rows x the slice's bytes, from 2D tensor maps over all groups of all experts).
 //
 // Work split: a persistent CTA per SM walks a contiguous range of items (tile, 2 * kMt * kW
-// consecutive n8 groups; 192 weight rows as launched: kMt 1, kW 12). Each item is streamed through
-// S shared-memory stages in K slices of kCs chunks (weights, scales and the tile's activation rows
-// of that slice); a producer thread fills a stage as soon as every consumer warp has released it.
-// Consumer warp w multiplies its kMt m16 tiles of the item (the A operand, decoded into its
-// registers) with the tile's tokens (kNb n8 B operands: tiles of 8, 16 or 32 token rows) slice by
-// slice, then writes its rows x tokens. The default decode kernel for every tile size above 4
-// token-slots (moe_cuda_decode.cu); 4-chunk slices where three stages fit, else 2.
-// MXSERVE_CUDA_MOE_DECODE=kst pins 2-chunk slices (benchmarks).
+// consecutive n8 groups: 192 weight rows with 8- and 32-row tiles (kMt 1, kW 12), 384 with 16-row
+// tiles (kMt 2)). Each item is streamed through S shared-memory stages in K slices of kCs chunks
+// (weights, scales and the tile's activation rows of that slice); a producer thread fills a stage
+// as soon as every consumer warp has released it. Consumer warp w multiplies its kMt m16 tiles of
+// the item (the A operand, decoded into its registers) with the tile's tokens (kNb n8 B operands:
+// tiles of 8, 16 or 32 token rows) slice by slice, then writes its rows x tokens. The default
+// decode kernel for every tile size above 4 token-slots (moe_cuda_decode.cu): 8-row tiles in
+// 4-chunk slices, 16-row tiles in 3-chunk slices (LaunchKstNb says why), 32-row tiles in 4-chunk
+// slices where three stages fit, else 2. MXSERVE_CUDA_MOE_DECODE=kst pins 2-chunk slices and
+// kst4 4-chunk slices with one m16 tile per warp (benchmarks).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -309,9 +311,14 @@ int LaunchKstCs(const GemmArgs& a, bool gate_up, bool one_mul, int max_tiles, cu
 template <int kNb>
 int LaunchKstNb(const GemmArgs& a, bool gate_up, bool one_mul, int slice_chunks, int max_tiles,
                 cudaStream_t stream) {
-  // Two m16 tiles per warp (kMt 2) measured no better at 256 tokens with 12 warps and 2-chunk
-  // slices (0.690 against 0.702 ms), and slower with 6 warps and 4-chunk slices (0.959) or 8 warps
-  // and 3-chunk slices (0.787; docs/PERFORMANCE.md): more warps hide more latency.
+  // 16-row tiles: two m16 tiles per warp (half the shared-memory reads of activations per
+  // weight) in 3-chunk slices, two stages: 0.675 against 0.707 ms at 256 tokens, 0.963 against
+  // 1.006 at 512 (gpt-oss-120b; 8-row tiles lose with it: 0.288 against 0.274 at 16 tokens).
+  // Also measured (docs/PERFORMANCE.md): 2-chunk slices (0.692), one m16 tile per warp in 3-chunk
+  // slices (0.771), 6 warps with 4-chunk slices (0.959), 8 warps with 3-chunk slices (0.787).
+  if constexpr (kNb == 2) {
+    if (slice_chunks == 0) return LaunchKstCs<3, kNb, 2, 12>(a, gate_up, one_mul, max_tiles, stream);
+  }
   // Auto: 4-chunk slices while three stages fit (fewer, larger copies), else 2-chunk.
   if (slice_chunks == 0) slice_chunks = Stages<4, 1, 12>(8 * kNb, a.rows) >= 3 ? 4 : 2;
   return slice_chunks == 4 ? LaunchKstCs<4, kNb, 1, 12>(a, gate_up, one_mul, max_tiles, stream)
