@@ -208,6 +208,7 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(CoordinatorOptio
   ro.client.keepalive_timeout = options.keepalive_timeout;
   ro.client.auth = options.worker_auth;
   ro.client.stream = options.expert_call_stream;
+  ro.client.wire_dtype = options.expert_wire_bf16 ? v1::TENSOR_DTYPE_BF16 : v1::TENSOR_DTYPE_F32;
   ro.router.call_timeout = options.expert_call_timeout;
   ro.router.down_wait = options.worker_down_wait;
   ro.ready_timeout = options.worker_startup_timeout;

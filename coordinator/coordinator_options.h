@@ -43,6 +43,9 @@ struct CoordinatorOptions {
   absl::Duration keepalive_time = absl::Seconds(1);        // gRPC keepalive to workers
   absl::Duration keepalive_timeout = absl::Seconds(1);
   bool expert_call_stream = true;     // RunExpertsStream per worker (false: unary calls)
+  // Activations and partial sums on the wire to workers: false F32 (exact), true BF16 (half the
+  // bytes; the GPU kernels take bf16 activations anyway).
+  bool expert_wire_bf16 = false;
   // Compute.
   int threads = 0;                    // dense-path threads (0 = all cores)
   // Engine.

@@ -46,6 +46,9 @@ ABSL_FLAG(int, worker_keepalive_ms, 1000,
           "gRPC keepalive interval and timeout to workers (a hung worker shows within ~2x this)");
 ABSL_FLAG(bool, expert_call_stream, true,
           "Expert calls over one long-lived RunExpertsStream per worker (false: one unary call each)");
+ABSL_FLAG(std::string, expert_wire_dtype, "f32",
+          "Activations and expert partial sums on the wire to workers: f32 (exact) or bf16 (half "
+          "the bytes)");
 ABSL_FLAG(int, threads, 0, "Dense-path compute threads (0 = all cores)");
 ABSL_FLAG(int, max_model_len, 0, "Context length (0 = the model's, bounded by the KV cache)");
 ABSL_FLAG(int, max_num_seqs, 64, "Running sequences at once");
@@ -131,6 +134,12 @@ int main(int argc, char** argv) {
   o.health_probe_timeout = absl::Milliseconds(absl::GetFlag(FLAGS_health_probe_timeout_ms));
   o.keepalive_time = o.keepalive_timeout = absl::Milliseconds(absl::GetFlag(FLAGS_worker_keepalive_ms));
   o.expert_call_stream = absl::GetFlag(FLAGS_expert_call_stream);
+  if (const std::string w = absl::GetFlag(FLAGS_expert_wire_dtype); w == "bf16" || w == "f32") {
+    o.expert_wire_bf16 = w == "bf16";
+  } else {
+    fprintf(stderr, "mxserve-coordinator: --expert_wire_dtype must be f32 or bf16, not '%s'\n", w.c_str());
+    return kExitConfig;
+  }
   if (o.expert_replicas < 1 || o.max_restarts < 0 || o.restart_window <= absl::ZeroDuration() ||
       o.worker_down_wait < absl::ZeroDuration() || o.expert_call_timeout <= absl::ZeroDuration() ||
       o.health_probe_timeout <= absl::ZeroDuration() || o.keepalive_time <= absl::ZeroDuration()) {

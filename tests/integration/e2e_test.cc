@@ -87,6 +87,55 @@ TEST(E2eModes, WorkersAgreeWithSingleProcess) {
   }
 }
 
+// Sum over workers of one counter family in a /metrics page (Prometheus text).
+double SumCounter(int port, const std::string& family) {
+  const std::string page = HttpCall(port, "GET", "/metrics").body;
+  double sum = 0;
+  size_t pos = 0;
+  while ((pos = page.find("\n" + family + "{", pos)) != std::string::npos) {
+    const size_t eol = page.find('\n', pos + 1);
+    const std::string line = page.substr(pos + 1, eol - pos - 1);
+    sum += std::stod(line.substr(line.rfind(' ') + 1));
+    pos = eol;
+  }
+  return sum;
+}
+
+// --expert_wire_dtype=bf16: partial sums come back in half the bytes of f32, and the model's
+// prompt logprobs stay close to the single-process (all-f32) run.
+TEST(E2eModes, Bf16WireHalvesTheBytesAndStaysClose) {
+  TempDir logs;
+  auto single = StartCoordinator(TinyModelDir(), {"--local-workers", "0"}, logs.path());
+  auto f32 = StartCoordinator(TinyModelDir(), {"--local-workers", "2"}, logs.path());
+  auto bf16 = StartCoordinator(TinyModelDir(), {"--local-workers", "2", "--expert_wire_dtype", "bf16"},
+                               logs.path());
+  ASSERT_TRUE(single && f32 && bf16);
+  std::mt19937 rng(99);
+  for (int len : {3, 23}) {
+    auto prompt = RandomPrompt(rng, len);
+    json a = Complete(single->http_port, prompt, 1, /*echo=*/true);
+    Complete(f32->http_port, prompt, 1, /*echo=*/true);
+    json b = Complete(bf16->http_port, prompt, 1, /*echo=*/true);
+    ASSERT_TRUE(a.contains("choices") && b.contains("choices")) << a << b;
+    const json& la = a["choices"][0]["logprobs"]["token_logprobs"];
+    const json& lb = b["choices"][0]["logprobs"]["token_logprobs"];
+    ASSERT_EQ(la.size(), lb.size());
+    for (size_t i = 1; i + 1 < la.size(); ++i) {  // the prompt's tokens (the first has none)
+      EXPECT_NEAR(la[i].get<double>(), lb[i].get<double>(), 0.05) << "position " << i;
+    }
+  }
+  const double got_f32 = SumCounter(f32->http_port, "mxserve:expert_call_received_bytes_total");
+  const double got_bf16 = SumCounter(bf16->http_port, "mxserve:expert_call_received_bytes_total");
+  ASSERT_GT(got_f32, 0);
+  // Exactly half when both route alike; bf16 rounding may move a token's top-k in a later layer.
+  EXPECT_NEAR(got_bf16 / got_f32, 0.5, 0.1) << got_bf16 << " vs " << got_f32;
+
+  // A bad value is a configuration error (exit 78, EX_CONFIG), not a silent default.
+  EXPECT_EQ(RunCommand(BinDir() + "/mxserve-coordinator",
+                       {"--model", TinyModelDir(), "--expert_wire_dtype", "fp8"}, logs.path() + "/bad.log"),
+            78);
+}
+
 TEST_F(E2eTest, ConcurrentMixedRequestsAllComplete) {
   // Expected greedy outputs, one request at a time.
   std::mt19937 rng(99);
