@@ -286,156 +286,6 @@ void LaunchDecodeBulk(const GemmArgs& a, bool gate_up, int max_tiles, cudaStream
   LaunchPdl(k, dim3((a.n / 8 + 3) / 4, max_tiles), dim3(128), DecodeBulkSmem(a), stream, a);
 }
 
-// ---- the persistent pipelined variant (8-row tiles) -----------------------------------------------
-// One CTA per SM walks items (tile, 4 consecutive n8 row groups) with S shared-memory stages: while
-// the 8 warps multiply item j, the copy engine fills the other stages with items j+1.. (weights
-// and scales of the 4 row groups are one contiguous run each; the tile's activation rows one copy
-// each). Two warps share a row group, each half of K; their sums meet in shared memory in a fixed
-// order (deterministic). This keeps the SM's loads going while it computes, which the one-shot
-// bulk kernel cannot: ncu showed its CTAs waiting ~5 us for each 49 KB at 2-3 CTAs per SM.
-struct PipeGeom {
-  int w_bytes, s_bytes, a_stride, stage_bytes;
-};
-__host__ __device__ inline PipeGeom MakePipeGeom(int kp, int chunks, int rows) {
-  PipeGeom g;
-  g.w_bytes = 4 * 4 * kp;
-  g.s_bytes = 4 * chunks * 32;
-  g.a_stride = 2 * kp + 16;
-  g.stage_bytes = g.w_bytes + g.s_bytes + rows * g.a_stride;
-  return g;
-}
-
-template <bool kGateUp, bool kOneMul, int S>
-__global__ void __launch_bounds__(256, 1) DecodePipeKernel(const GemmArgs p) {
-  extern __shared__ __align__(128) uint8_t smem[];
-  __shared__ uint64_t full[S];
-  __shared__ float2 red[4][32];
-  PdlWait();
-  const int nvalid = __ldg(p.ntiles);
-  PdlLaunchDependents();
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-  const int wg = warp & 3, kh = warp >> 2;  // row group within the item; K half
-  const int nt_total = p.n >> 3;
-  const int groups = (nt_total + 3) / 4;
-  const int items = nvalid * groups;
-  const int nfull = p.nfull, chunks = p.chunks, half = nfull / 2;
-  const int rg_bytes = 4 * p.kp, sc_bytes = chunks * 32;
-  const PipeGeom geo = MakePipeGeom(p.kp, chunks, min(8, max(1, p.rows)));
-  if (threadIdx.x == 0) {
-    for (int i = 0; i < S; ++i) MbarInit(&full[i], 1);
-    FenceMbarInit();
-  }
-  __syncthreads();
-  // Producer (thread 0): item -> stage.
-  auto issue = [&](int item, int stage) {
-    const int tile = item / groups, nt0 = (item - tile * groups) * 4;
-    const int e = __ldg(p.tiles + 3 * tile), row0 = __ldg(p.tiles + 3 * tile + 1);
-    const int n_rows = min(__ldg(p.tiles + 3 * tile + 2), 8);
-    const int nw = min(4, nt_total - nt0);
-    uint8_t* base = smem + stage * geo.stage_bytes;
-    const int64_t rg = int64_t(e) * nt_total + nt0;
-    MbarExpectTx(&full[stage], nw * (rg_bytes + sc_bytes) + n_rows * 2 * p.kp);
-    BulkCopyG2S(base, p.q + rg * rg_bytes, nw * rg_bytes, &full[stage]);
-    BulkCopyG2S(base + geo.w_bytes, p.sc + rg * sc_bytes, nw * sc_bytes, &full[stage]);
-    for (int r = 0; r < n_rows; ++r) {
-      BulkCopyG2S(base + geo.w_bytes + geo.s_bytes + r * geo.a_stride, p.a + int64_t(row0 + r) * p.kp,
-                  2 * p.kp, &full[stage]);
-    }
-  };
-  if (threadIdx.x == 0) {
-    for (int j = 0; j < S - 1; ++j) {
-      const int it = blockIdx.x + j * gridDim.x;
-      if (it < items) issue(it, j);
-    }
-  }
-  for (int j = 0;; ++j) {
-    const int item = blockIdx.x + j * gridDim.x;
-    if (item >= items) break;
-    const int stage = j % S;
-    if (threadIdx.x == 0) {  // the stage of item j + S - 1 was freed by the barrier ending j - 1
-      const int it = item + (S - 1) * gridDim.x;
-      if (it < items) issue(it, (j + S - 1) % S);
-    }
-    const int tile = item / groups;
-    const int nt = (item - tile * groups) * 4 + wg;
-    const int e = __ldg(p.tiles + 3 * tile), row0 = __ldg(p.tiles + 3 * tile + 1),
-              rows = __ldg(p.tiles + 3 * tile + 2);
-    const bool nt_ok = nt < nt_total, v_lo = g < rows;
-    // Epilogue operands, requested before the wait.
-    const int n = nt * 8 + 2 * t;
-    float b0 = 0.f, b1 = 0.f, w_lo = 0.f;
-    int pair_lo = 0;
-    if (kh == 0 && nt_ok) {
-      b0 = __ldg(p.bias + int64_t(e) * p.n + n);
-      b1 = __ldg(p.bias + int64_t(e) * p.n + n + 1);
-      if constexpr (!kGateUp) {
-        if (v_lo) pair_lo = __ldg(p.sorted + row0 + g);
-        if (v_lo) w_lo = __ldg(p.route_w + pair_lo);
-      }
-    }
-    MbarWait(&full[stage], (j / S) & 1);
-    const uint8_t* base = smem + stage * geo.stage_bytes;
-    const uint8_t* sw = base + wg * rg_bytes;
-    const uint8_t* ss = base + geo.w_bytes + wg * sc_bytes;
-    // Lanes of rows past the tile read row 0: mma rows are independent and theirs are never stored.
-    const uint8_t* arow = base + geo.w_bytes + geo.s_bytes + (v_lo ? g : 0) * geo.a_stride + t * 64;
-    float acc[2][4];
-#pragma unroll
-    for (int i = 0; i < 2; ++i)
-#pragma unroll
-      for (int k = 0; k < 4; ++k) acc[i][k] = 0.f;
-    if (nt_ok) {
-      const int c_lo = kh == 0 ? 0 : half, c_hi = kh == 0 ? half : nfull;
-#pragma unroll 2
-      for (int c = c_lo; c < c_hi; ++c) SmemChunkMma<kOneMul, false>(acc, sw, ss, arow, c, lane);
-      if (kh == 1 && chunks > nfull) SmemChunkMma<kOneMul, true>(acc, sw, ss, arow, nfull, lane);
-    }
-    const float s0 = acc[0][0] + acc[1][0], s1 = acc[0][1] + acc[1][1];
-    if (kh == 1) red[wg][lane] = make_float2(s0, s1);
-    __syncthreads();  // red written; every warp is done with this stage
-    if (kh == 0 && nt_ok && v_lo) {
-      const float2 o = red[wg][lane];
-      const float v0 = (s0 + o.x) + b0, v1 = (s1 + o.y) + b1;
-      if constexpr (kGateUp) {
-        const float act = GptOssSwiglu(v0, v1, p.alpha, p.limit);
-        p.act[int64_t(row0 + g) * p.kp_out + PermIndex(n >> 1, p.nfull_out)] = F2Bf16(act);
-      } else {
-        *reinterpret_cast<float2*>(p.y + int64_t(pair_lo) * p.n + n) = make_float2(w_lo * v0, w_lo * v1);
-      }
-    }
-    __syncthreads();  // red read before the next item overwrites it
-  }
-}
-
-template <bool kOneMul, int S>
-void LaunchDecodePipeT(const GemmArgs& a, bool gate_up, int max_tiles, size_t smem, cudaStream_t stream) {
-  static const bool raised = [] {
-    cudaFuncSetAttribute(DecodePipeKernel<true, kOneMul, S>, cudaFuncAttributeMaxDynamicSharedMemorySize, 220 << 10);
-    cudaFuncSetAttribute(DecodePipeKernel<false, kOneMul, S>, cudaFuncAttributeMaxDynamicSharedMemorySize, 220 << 10);
-    return true;
-  }();
-  (void)raised;
-  auto k = gate_up ? DecodePipeKernel<true, kOneMul, S> : DecodePipeKernel<false, kOneMul, S>;
-  LaunchPdl(k, dim3(PersistentGrid(int64_t(max_tiles) * ((a.n / 8 + 3) / 4))), dim3(256), smem, stream, a);
-}
-
-// Returns false when the stages do not fit (then another kernel runs).
-bool LaunchDecodePipe(const GemmArgs& a, bool gate_up, bool one_mul, int max_tiles, cudaStream_t stream) {
-  const PipeGeom geo = MakePipeGeom(a.kp, a.chunks, std::min(8, std::max(1, a.rows)));
-  const size_t limit = size_t(220) << 10;
-  if (size_t(3) * geo.stage_bytes <= limit) {
-    if (one_mul) LaunchDecodePipeT<true, 3>(a, gate_up, max_tiles, 3 * geo.stage_bytes, stream);
-    else LaunchDecodePipeT<false, 3>(a, gate_up, max_tiles, 3 * geo.stage_bytes, stream);
-    return true;
-  }
-  if (size_t(2) * geo.stage_bytes <= limit) {
-    if (one_mul) LaunchDecodePipeT<true, 2>(a, gate_up, max_tiles, 2 * geo.stage_bytes, stream);
-    else LaunchDecodePipeT<false, 2>(a, gate_up, max_tiles, 2 * geo.stage_bytes, stream);
-    return true;
-  }
-  return false;
-}
-
 // 8-row tiles: 4 warps per CTA; D and resident CTAs chosen so a one-token layer (720 CTAs for
 // gpt-oss-120b gate_up) fits in one wave of 6 per SM without spills. 16-row tiles: 8 warps per CTA
 // share the (twice as large) activation rows, 2 CTAs per SM at 128 registers.
@@ -461,7 +311,7 @@ int DecodePin() {
   static const int pinned = [] {
     const char* v = std::getenv("MXSERVE_CUDA_MOE_DECODE");
     const std::string s = v == nullptr ? "" : v;
-    return s == "pipe" ? 1 : s == "bulk" ? 2 : s == "ring" ? 3 : s == "wa" ? 4 : s == "kst" ? 5 : s == "kst4" ? 6 : 0;
+    return s == "bulk" ? 2 : s == "ring" ? 3 : s == "kst" ? 5 : s == "kst4" ? 6 : 0;
   }();
   return pinned;
 }
@@ -481,9 +331,8 @@ void LaunchDecodeGemm(const GemmArgs& a, bool gate_up, bool rows16, bool one_mul
   const bool smem_a = smem_a_env && smem <= size_t(rows16 ? 108 << 10 : 48 << 10);
   // 8-row tiles: for the smallest batches (<= 4 token-slots: one CTA's load is all there is) the
   // one-shot bulk kernel; else, and for 16-row tiles, the K-streamed TMA kernel
-  // (moe_cuda_decode_kst.cu); where that cannot run the weights-as-A kernel
-  // (moe_cuda_decode_wa.cu), the pipelined kernel, the register ring. MXSERVE_CUDA_MOE_DECODE pins
-  // one (benchmarks; DecodePin).
+  // (moe_cuda_decode_kst.cu); where that cannot run (no tensor-map encoder, or two stages do not
+  // fit) the register ring. MXSERVE_CUDA_MOE_DECODE pins one (benchmarks; DecodePin).
   const int pinned = DecodePin();
   const bool kst = pinned == 0 || pinned == 5 || pinned == 6;
   const int kst_slice = pinned == 5 ? 2 : pinned == 6 ? 4 : 0;
@@ -496,8 +345,6 @@ void LaunchDecodeGemm(const GemmArgs& a, bool gate_up, bool rows16, bool one_mul
       return;
     }
     if (kst && LaunchDecodeKst(a, gate_up, one_mul, kst_slice, 8, max_tiles, stream) == 0) return;
-    if (pinned != 1 && LaunchDecodeWa(a, gate_up, one_mul, max_tiles, stream)) return;
-    if (LaunchDecodePipe(a, gate_up, one_mul, max_tiles, stream)) return;
   }
   if (rows16 && kst && LaunchDecodeKst(a, gate_up, one_mul, kst_slice, 16, max_tiles, stream) == 0) return;
   if (rows16 && smem_a) {

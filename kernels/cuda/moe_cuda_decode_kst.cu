@@ -1,6 +1,8 @@
 // The decode-regime grouped GEMM, K-streamed through TMA ("kst"): weights as the mma A operand
-// like moe_cuda_decode_wa.cu, but each consumer warp owns 16 weight rows over the whole of K, so
-// there are no partial sums to meet and no per-item protocol between warps.
+// (decoded into its registers; the tokens are the n8 B operand) like the weights-as-A ("wa")
+// kernel it replaced (moe_cuda_decode_wa.cu, removed after commit dbb36b5), but each consumer warp
+// owns its weight rows over the whole of K, so there are no partial sums to meet and no per-item
+// protocol between warps.
 //
 // Why: ncu's per-instruction samples of the wa kernel (gpt-oss-120b gate_up, 64 tokens) put 34
 // issued instructions per mma, of which ~16-20 are the multiply itself: with K split six ways a

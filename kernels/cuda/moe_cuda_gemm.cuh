@@ -213,12 +213,11 @@ __device__ __forceinline__ void BlockMma(float (&acc)[MT][NW][4], const uint4 (&
   }
 }
 
-// Chunk c of one warp of the weights-as-A decode kernels (moe_cuda_decode_wa.cu,
-// moe_cuda_decode_kst.cu): groups A (rows g) and B (rows g + 8) from shared memory, times kNb
-// groups of 8 tokens. wa/wb: the groups' weights; sa/sb: their scales plus g * 4; x[j]: the lane's
-// activations of token 8j + g in this chunk (B fragments of its 8 k16 steps; blocks 0-1 only for
-// the tail). acc[j][0]/acc[j][1]: token group j, even/odd steps. Each decoded weight word feeds
-// kNb mma (BlockMmaA: one k32 block, xb[j] its B fragments for token group j).
+// One k32 block b of one m16 tile of the weights-as-A decode kernel (moe_cuda_decode_kst.cu):
+// groups A (rows g) and B (rows g + 8), qa/qb the lane's packed words of the block, swa/swb the
+// groups' scale words, times kNb groups of 8 tokens (xb[j]: the lane's B fragments of token 8j + g
+// for the block's two k16 steps). acc[j][0]/acc[j][1]: token group j, even/odd steps. Each decoded
+// weight word feeds kNb mma.
 template <bool kOneMul, int kNb>
 __device__ __forceinline__ void BlockMmaA(float (&acc)[kNb][2][4], uint32_t qa, uint32_t qb, uint32_t swa,
                                           uint32_t swb, int b, const uint4 (&xb)[kNb]) {
@@ -231,35 +230,8 @@ __device__ __forceinline__ void BlockMmaA(float (&acc)[kNb][2][4], uint32_t qa, 
     Mma(acc[j][1], ra[2], rb[2], ra[3], rb[3], xb[j].z, xb[j].w);
   }
 }
-template <bool kOneMul, bool kTail, int kNb>
-__device__ __forceinline__ void ChunkMmaA(float (&acc)[kNb][2][4], const uint8_t* wa, const uint8_t* wb,
-                                          const uint8_t* sa, const uint8_t* sb, const uint4 (&x)[kNb][4],
-                                          int c, int lane) {
-  const uint32_t swa = *reinterpret_cast<const uint32_t*>(sa + c * 32);
-  const uint32_t swb = *reinterpret_cast<const uint32_t*>(sb + c * 32);
-  auto block = [&](uint32_t qa, uint32_t qb, int b) {
-    uint4 xb[kNb];
-#pragma unroll
-    for (int j = 0; j < kNb; ++j) xb[j] = x[j][b];
-    BlockMmaA<kOneMul, kNb>(acc, qa, qb, swa, swb, b, xb);
-  };
-  if constexpr (!kTail) {
-    const uint4 qa = *reinterpret_cast<const uint4*>(wa + c * 512 + lane * 16);
-    const uint4 qb = *reinterpret_cast<const uint4*>(wb + c * 512 + lane * 16);
-    block(qa.x, qb.x, 0);
-    block(qa.y, qb.y, 1);
-    block(qa.z, qb.z, 2);
-    block(qa.w, qb.w, 3);
-  } else {  // the 64-wide tail chunk: 8 bytes per lane, two blocks
-    const uint2 qa = *reinterpret_cast<const uint2*>(wa + c * 512 + lane * 8);
-    const uint2 qb = *reinterpret_cast<const uint2*>(wb + c * 512 + lane * 8);
-    block(qa.x, qb.x, 0);
-    block(qa.y, qb.y, 1);
-  }
-}
 
-// The outputs of one m16 x n8 tile of the weights-as-A decode kernels (moe_cuda_decode_wa.cu,
-// moe_cuda_decode_kst.cu): v = (feature fa, token t0), (fa, t1), (fb, t0), (fb, t1), t0 = 2t,
+// The outputs of one m16 x n8 tile of the weights-as-A decode kernel (moe_cuda_decode_kst.cu): v = (feature fa, token t0), (fa, t1), (fb, t0), (fb, t1), t0 = 2t,
 // t1 = 2t + 1; ba/bb the features' biases; fb's group may lie past the layer (b_ok false); tokens
 // from `rows` on are not stored. gate_up: bias + SwiGLU of the (gate, up) pairs = features
 // (2i, 2i + 1), rows g and g + 1 of a group, lanes 4 apart (so the whole warp must call this),

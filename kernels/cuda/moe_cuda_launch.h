@@ -64,17 +64,14 @@ bool WgmmaAvailable();
 int LaunchWgmmaGemm(const GemmArgs& a, bool gate_up, bool one_mul, int bn, int max_tiles, cudaStream_t stream);
 void LaunchDecodeGemm(const GemmArgs& a, bool gate_up, bool rows16, bool one_mul, int max_tiles,
                       cudaStream_t stream);
-// The weights-as-A decode kernel (moe_cuda_decode_wa.cu; 8-row tiles): false when the layer's K
-// is too long for it (more than 28 chunks of 128) or two stages do not fit (nothing launched).
-bool LaunchDecodeWa(const GemmArgs& a, bool gate_up, bool one_mul, int max_tiles, cudaStream_t stream);
 // The K-streamed TMA decode kernel (moe_cuda_decode_kst.cu; tiles of 8, 16 or 32 token rows,
 // slices of 2 or 4 chunks, 0 = the most that keeps three stages): 0, or -1 when two stages do not
 // fit, the tile size is not one of those, or the driver has no tensor-map encoder, or the CUresult
 // of a failed encode (nothing launched in any of these cases).
 int LaunchDecodeKst(const GemmArgs& a, bool gate_up, bool one_mul, int slice_chunks, int tile_rows, int max_tiles,
                     cudaStream_t stream);
-// MXSERVE_CUDA_MOE_DECODE (benchmarks): 0 unset (the defaults), 1 pipe, 2 bulk, 3 ring, 4 wa,
-// 5 kst (2-chunk slices), 6 kst4 (4-chunk slices).
+// MXSERVE_CUDA_MOE_DECODE (benchmarks): 0 unset (the defaults), 2 bulk, 3 ring, 5 kst (2-chunk
+// slices), 6 kst4 (4-chunk slices, one m16 tile per warp).
 int DecodePin();
 void LaunchCombine(const float* y, const int32_t* ids, const int32_t* local, int num_experts,
                    int tokens, int top_k, int h, float* out, cudaStream_t stream);

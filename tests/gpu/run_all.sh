@@ -36,7 +36,7 @@ for s in $steps; do
       $B/mxserve-gpu-moe-check ${CHECK_ONLY:-} 2>&1 | tee "$OUT/check.txt" || rc=1 ;;
     checkdecode)
       # The check again with each other decode kernel pinned (the default, kst4, ran in check).
-      for D in ${CHECK_DECODE:-kst wa pipe bulk ring}; do
+      for D in ${CHECK_DECODE:-kst kst4 bulk ring}; do
         for S in tiny-pad tiny-k1 half-held big-scales gpt-oss-20b; do
           MXSERVE_CUDA_MOE_DECODE=$D $B/mxserve-gpu-moe-check $S 2>&1 | grep -E "^(PASS|FAIL)" | sed "s/^/$D /"
         done
@@ -61,11 +61,11 @@ for s in $steps; do
         MXSERVE_CUDA_MOE_PATH=$P $B/mxserve-bench-moe-gpu "/tmp/paths_$P.csv" gpt-oss-120b ${PATH_TOKENS:-16,256,1024,4096} | grep '^| gpt'
       done 2>&1 | tee "$OUT/paths.txt" ;;
     decode)
-      # The decode kernels side by side (what the defaults rest on): copy-engine pipelined / bulk /
-      # register ring, programmatic dependent launch on and off, ring activations in shared memory
-      # or through L1.
+      # The decode kernels side by side (what the defaults rest on): K-streamed TMA (4- and
+      # 2-chunk slices) / bulk / register ring, programmatic dependent launch on and off, ring
+      # activations in shared memory or through L1.
       # DECODE_CFGS: kernel:pdl:smem_a entries.
-      for cfg in ${DECODE_CFGS:-wa:1:1 kst:1:1 kst4:1:1 wa:0:1 pipe:1:1 pipe:0:1 bulk:1:1 bulk:0:1 ring:1:1 ring:1:0}; do
+      for cfg in ${DECODE_CFGS:-kst4:1:1 kst4:0:1 kst:1:1 bulk:1:1 bulk:0:1 ring:1:1 ring:1:0}; do
         set -- ${cfg//:/ }
         echo "## MXSERVE_CUDA_MOE_DECODE=$1 MXSERVE_CUDA_MOE_PDL=$2 MXSERVE_CUDA_MOE_SMEM_A=$3"
         MXSERVE_CUDA_MOE_DECODE=$1 MXSERVE_CUDA_MOE_PDL=$2 MXSERVE_CUDA_MOE_SMEM_A=$3 \
@@ -79,21 +79,21 @@ for s in $steps; do
         "$OUT/shapes.csv" gpt-oss-20b,kimi-k2-like,k3-latent ${SHAPE_TOKENS:-1,16,256,4096} 2>&1 | tee "$OUT/table2.txt" || rc=1 ;;
     profile)
       # Per-kernel time, DRAM and SM throughput for the first layers of the 1- and 64-token runs.
-      ncu --clock-control none --section SpeedOfLight -k regex:'Gemm|Bulk|Pipe|Route|Combine|Gather|Wgmma|Unpermute' -c ${NCU_COUNT:-20} \
+      ncu --clock-control none --section SpeedOfLight -k regex:'Gemm|Bulk|Kst|Route|Combine|Gather|Wgmma|Unpermute' -c ${NCU_COUNT:-20} \
         $B/mxserve-bench-moe-gpu /tmp/ncu.csv gpt-oss-120b ${NCU_TOKENS:-1} > "$OUT/ncu.txt" 2>&1
       grep -E "Kernel|Duration|DRAM Throughput|Compute \(SM\) Throughput|  [A-Za-z]+Kernel" "$OUT/ncu.txt" | head -60 ;;
     detail)
       # Where a decode kernel's cycles go: stall reasons, issue rate, memory traffic, for the
-      # pipelined decode kernel's first launches at DETAIL_TOKENS (default 64) tokens.
+      # K-streamed decode kernel's first launches at DETAIL_TOKENS (default 64) tokens.
       ncu --clock-control none --section SpeedOfLight --section MemoryWorkloadAnalysis --section SchedulerStats \
         --section WarpStateStats --section InstructionStats --section Occupancy --section LaunchStats \
-        -k regex:${DETAIL_KERNEL:-Pipe} -c ${NCU_COUNT:-2} \
+        -k regex:${DETAIL_KERNEL:-DecodeKst} -c ${NCU_COUNT:-2} \
         --metrics smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio,smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio,smsp__average_warps_issue_stalled_short_scoreboard_per_issue_active.ratio,smsp__average_warps_issue_stalled_mio_throttle_per_issue_active.ratio,smsp__average_warps_issue_stalled_math_pipe_throttle_per_issue_active.ratio,smsp__average_warps_issue_stalled_wait_per_issue_active.ratio,smsp__average_warps_issue_stalled_not_selected_per_issue_active.ratio,smsp__average_warps_issue_stalled_selected_per_issue_active.ratio,smsp__average_warps_issue_stalled_dispatch_stall_per_issue_active.ratio,smsp__average_warps_issue_stalled_lg_throttle_per_issue_active.ratio,smsp__average_warps_issue_stalled_sleeping_per_issue_active.ratio,smsp__average_warps_issue_stalled_branch_resolving_per_issue_active.ratio,smsp__average_warps_issue_stalled_no_instruction_per_issue_active.ratio,smsp__average_warps_issue_stalled_misc_per_issue_active.ratio,smsp__average_warps_issue_stalled_membar_per_issue_active.ratio \
         $B/mxserve-bench-moe-gpu /tmp/ncu.csv gpt-oss-120b ${DETAIL_TOKENS:-64} > "$OUT/detail.txt" 2>&1
       grep -vE "^==PROF==|^ +-+ +-+" "$OUT/detail.txt" | grep -E "Kernel|Duration|Throughput|Issue|Eligible|Active Warps|Stall|Warp Cycles|Executed Ipc|Registers|Shared Memory|Bank|Hit Rate|L1|L2|Occupancy|issue_stalled" | head -120 ;;
     source)
       # Per-instruction warp-stall samples (SASS) of one kernel launch: where its cycles go.
-      ncu --clock-control none --section SourceCounters --section WarpStateStats -k regex:${DETAIL_KERNEL:-Pipe} -c 1 \
+      ncu --clock-control none --section SourceCounters --section WarpStateStats -k regex:${DETAIL_KERNEL:-DecodeKst} -c 1 \
         --export /tmp/src --force-overwrite $B/mxserve-bench-moe-gpu /tmp/ncu.csv gpt-oss-120b ${DETAIL_TOKENS:-64} \
         > "$OUT/source_run.txt" 2>&1
       ncu --import /tmp/src.ncu-rep --page source --print-source sass --csv > "$OUT/source.csv" 2>&1
