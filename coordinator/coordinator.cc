@@ -38,6 +38,7 @@
 #include "core/status.h"
 #include "core/thread_pool.h"
 #include "worker/expert_shard.h"
+#include "worker/shared_memory.h"
 
 namespace mxserve {
 namespace fs = std::filesystem;
@@ -230,6 +231,13 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(CoordinatorOptio
     lo.replicas = options.expert_replicas;
     lo.threads_per_worker = options.worker_threads;
     lo.startup_timeout = options.worker_startup_timeout;
+    if (options.expert_shared_memory) {
+      lo.extra_args.push_back("--allow_shared_memory");
+      ro.client.shared_memory = true;  // local workers only: they share this host
+      if (const int n = RemoveStaleSharedRegions(); n > 0) {
+        Log(absl::StrCat("removed ", n, " shared-memory objects left by coordinators that died"));
+      }
+    }
     Log(absl::StrCat("starting ", lo.num_workers, " local workers (", lo.worker_binary, "), ",
                      lo.replicas, " replica(s) of each expert"));
     ASSIGN_OR_RETURN(p.local_workers, LocalWorkerPool::Start(lo));

@@ -49,6 +49,9 @@ ABSL_FLAG(bool, expert_call_stream, true,
 ABSL_FLAG(std::string, expert_wire_dtype, "f32",
           "Activations and expert partial sums on the wire to workers: f32 (exact) or bf16 (half "
           "the bytes)");
+ABSL_FLAG(bool, expert_shared_memory, false,
+          "Local workers: activations and expert partial sums through shared memory (the calls "
+          "stay on gRPC)");
 ABSL_FLAG(int, threads, 0, "Dense-path compute threads (0 = all cores)");
 ABSL_FLAG(int, max_model_len, 0, "Context length (0 = the model's, bounded by the KV cache)");
 ABSL_FLAG(int, max_num_seqs, 64, "Running sequences at once");
@@ -134,6 +137,7 @@ int main(int argc, char** argv) {
   o.health_probe_timeout = absl::Milliseconds(absl::GetFlag(FLAGS_health_probe_timeout_ms));
   o.keepalive_time = o.keepalive_timeout = absl::Milliseconds(absl::GetFlag(FLAGS_worker_keepalive_ms));
   o.expert_call_stream = absl::GetFlag(FLAGS_expert_call_stream);
+  o.expert_shared_memory = absl::GetFlag(FLAGS_expert_shared_memory);
   if (const std::string w = absl::GetFlag(FLAGS_expert_wire_dtype); w == "bf16" || w == "f32") {
     o.expert_wire_bf16 = w == "bf16";
   } else {

@@ -21,7 +21,8 @@ std::string DescribeHeld(const std::vector<int>& experts) {
 }
 }  // namespace
 
-ExpertService::ExpertService(WorkerModelInfo info) : info_(std::move(info)) {
+ExpertService::ExpertService(WorkerModelInfo info, bool allow_shared_memory)
+    : info_(std::move(info)), allow_shared_memory_(allow_shared_memory) {
   held_.assign(std::max(info_.num_experts, 0), false);
   for (int e : info_.experts) {
     if (e >= 0 && e < info_.num_experts) held_[e] = true;
@@ -62,7 +63,20 @@ absl::Status ExpertService::Validate(const v1::RunExpertsRequest& req) const {
   }
   const int64_t T = req.num_tokens(), H = req.hidden_size(), k = req.top_k();
   const int64_t want_hidden = T * H * static_cast<int64_t>(esize);
-  if (static_cast<int64_t>(req.hidden().size()) != want_hidden) {
+  if (!req.shm_name().empty()) {
+    if (!allow_shared_memory_) {
+      return absl::FailedPreconditionError(
+          "shm_name: shared memory is off on this worker (start it with --allow_shared_memory)");
+    }
+    if (!req.hidden().empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("hidden: ", req.hidden().size(),
+                                                     " bytes, expected none when shm_name is set"));
+    }
+    if (req.shm_in_offset() % 64 != 0 || req.shm_out_offset() % 64 != 0) {
+      return absl::InvalidArgumentError(absl::StrCat("shm_in_offset ", req.shm_in_offset(), ", shm_out_offset ",
+                                                     req.shm_out_offset(), ": must be multiples of 64"));
+    }
+  } else if (static_cast<int64_t>(req.hidden().size()) != want_hidden) {
     return absl::InvalidArgumentError(absl::StrCat(
         "hidden: ", req.hidden().size(), " bytes, expected num_tokens*hidden_size*",
         esize, " = ", want_hidden));
@@ -113,6 +127,7 @@ absl::Status ExpertService::Handle(const v1::RunExpertsRequest& req,
   // Per-thread scratch that keeps its capacity: fresh multi-MB buffers on every call cost
   // more in page faults than the conversion itself.
   thread_local std::vector<float> x_scratch, out_scratch;
+  if (!req.shm_name().empty()) return HandleShared(req, *executor, resp);
   const float* x = DecodeTensor(req.hidden(), T * H, req.dtype(), &x_scratch);
   kernels::MoeBatch batch;
   batch.num_tokens = req.num_tokens();
@@ -132,6 +147,40 @@ absl::Status ExpertService::Handle(const v1::RunExpertsRequest& req,
   out_scratch.resize(T * H);
   RETURN_IF_ERROR(executor->Run(req.layer(), batch, out_scratch.data()));
   EncodeTensor(out_scratch.data(), T * H, req.dtype(), out_bytes);
+  return absl::OkStatus();
+}
+
+absl::Status ExpertService::HandleShared(const v1::RunExpertsRequest& req, ExpertExecutor& executor,
+                                         v1::RunExpertsResponse* resp) {
+  ASSIGN_OR_RETURN(std::shared_ptr<const SharedMappings::Mapping> m, shm_.Get(req.shm_name()));
+  const size_t T = req.num_tokens(), H = req.hidden_size();
+  const size_t bytes = T * H * WireDTypeSize(req.dtype());
+  const uint64_t in = req.shm_in_offset(), out = req.shm_out_offset();
+  if (in > m->size || bytes > m->size - in || out > m->size || bytes > m->size - out) {
+    return absl::InvalidArgumentError(absl::StrCat("shm_in_offset ", in, ", shm_out_offset ", out, ": ", bytes,
+                                                   " bytes each do not fit the ", m->size, "-byte object ",
+                                                   req.shm_name()));
+  }
+  if (in < out + bytes && out < in + bytes) {
+    return absl::InvalidArgumentError(absl::StrCat("shm_in_offset ", in, ", shm_out_offset ", out,
+                                                   ": the input and output ranges overlap"));
+  }
+  thread_local std::vector<float> x_scratch, out_scratch;
+  kernels::MoeBatch batch;
+  batch.num_tokens = req.num_tokens();
+  batch.top_k = req.top_k();
+  batch.x = DecodeTensor(m->data + in, T * H, req.dtype(), &x_scratch);
+  batch.expert_ids = req.expert_ids().data();
+  batch.weights = req.weights().data();
+  if (req.dtype() == v1::TENSOR_DTYPE_F32) {
+    RETURN_IF_ERROR(executor.Run(req.layer(), batch, reinterpret_cast<float*>(m->data + out)));
+  } else {
+    out_scratch.resize(T * H);
+    RETURN_IF_ERROR(executor.Run(req.layer(), batch, out_scratch.data()));
+    EncodeTensorTo(out_scratch.data(), T * H, req.dtype(), m->data + out);
+  }
+  resp->clear_output();
+  resp->set_output_in_shm(true);
   return absl::OkStatus();
 }
 

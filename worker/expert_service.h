@@ -13,6 +13,7 @@
 #include "absl/synchronization/mutex.h"
 #include "mxserve/v1/expert_worker.grpc.pb.h"
 #include "worker/expert_executor.h"
+#include "worker/shared_memory.h"
 
 namespace mxserve {
 
@@ -29,7 +30,10 @@ struct WorkerModelInfo {
 
 class ExpertService final : public v1::ExpertWorker::Service {
  public:
-  explicit ExpertService(WorkerModelInfo info);
+  // allow_shared_memory: answer calls whose tensors are in a shared-memory object
+  // (RunExpertsRequest.shm_*, worker/shared_memory.h); otherwise such calls fail
+  // FAILED_PRECONDITION and the client goes back to bytes.
+  explicit ExpertService(WorkerModelInfo info, bool allow_shared_memory = false);
 
   // Weights are resident: start answering RunExperts with this executor.
   void SetReady(std::shared_ptr<ExpertExecutor> executor) ABSL_LOCKS_EXCLUDED(mu_);
@@ -53,7 +57,13 @@ class ExpertService final : public v1::ExpertWorker::Service {
   absl::Status Validate(const v1::RunExpertsRequest& req) const;
 
  private:
+  // Handle's shared-memory branch (the request is validated).
+  absl::Status HandleShared(const v1::RunExpertsRequest& req, ExpertExecutor& executor,
+                            v1::RunExpertsResponse* resp);
+
   const WorkerModelInfo info_;
+  const bool allow_shared_memory_;
+  SharedMappings shm_;
   std::vector<bool> held_;  // by global expert id
   std::atomic<int> in_flight_{0};
   mutable absl::Mutex mu_;

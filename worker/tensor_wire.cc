@@ -36,12 +36,12 @@ void Bf16ToFloats(const uint16_t* __restrict h, size_t n, float* __restrict out)
 }
 
 // Bytes from protobuf are heap strings (16-byte aligned); copy only if one ever is not.
-const uint16_t* AsBf16(const std::string& bytes, size_t n, std::vector<uint16_t>* tmp) {
-  if (reinterpret_cast<uintptr_t>(bytes.data()) % alignof(uint16_t) == 0) {
-    return reinterpret_cast<const uint16_t*>(bytes.data());
+const uint16_t* AsBf16(const char* p, size_t n, std::vector<uint16_t>* tmp) {
+  if (reinterpret_cast<uintptr_t>(p) % alignof(uint16_t) == 0) {
+    return reinterpret_cast<const uint16_t*>(p);
   }
   tmp->resize(n);
-  if (n > 0) std::memcpy(tmp->data(), bytes.data(), n * 2);
+  if (n > 0) std::memcpy(tmp->data(), p, n * 2);
   return tmp->data();
 }
 
@@ -63,9 +63,20 @@ void EncodeTensor(const float* x, size_t n, v1::TensorDType dtype, std::string* 
   }
 }
 
+void EncodeTensorTo(const float* x, size_t n, v1::TensorDType dtype, char* out) {
+  if (dtype == v1::TENSOR_DTYPE_BF16) {
+    FloatsToBf16(x, n, reinterpret_cast<uint16_t*>(out));
+  } else if (n > 0) {
+    std::memcpy(out, x, n * 4);
+  }
+}
+
 const float* DecodeTensor(const std::string& bytes, size_t n, v1::TensorDType dtype,
                           std::vector<float>* scratch) {
-  const char* p = bytes.data();
+  return DecodeTensor(bytes.data(), n, dtype, scratch);
+}
+
+const float* DecodeTensor(const char* p, size_t n, v1::TensorDType dtype, std::vector<float>* scratch) {
   if (dtype == v1::TENSOR_DTYPE_F32) {
     // x86-64 and aarch64 hosts are little-endian; proto `bytes` are little-endian by contract.
     if (reinterpret_cast<uintptr_t>(p) % alignof(float) == 0) {
@@ -77,18 +88,21 @@ const float* DecodeTensor(const std::string& bytes, size_t n, v1::TensorDType dt
   }
   scratch->resize(n);
   std::vector<uint16_t> tmp;
-  Bf16ToFloats(AsBf16(bytes, n, &tmp), n, scratch->data());
+  Bf16ToFloats(AsBf16(p, n, &tmp), n, scratch->data());
   return scratch->data();
 }
 
 void DecodeTensorInto(const std::string& bytes, size_t n, v1::TensorDType dtype, float* out) {
-  const char* p = bytes.data();
+  DecodeTensorInto(bytes.data(), n, dtype, out);
+}
+
+void DecodeTensorInto(const char* p, size_t n, v1::TensorDType dtype, float* out) {
   if (dtype == v1::TENSOR_DTYPE_F32) {
     if (n > 0) std::memcpy(out, p, n * 4);
     return;
   }
   std::vector<uint16_t> tmp;
-  Bf16ToFloats(AsBf16(bytes, n, &tmp), n, out);
+  Bf16ToFloats(AsBf16(p, n, &tmp), n, out);
 }
 
 }  // namespace mxserve

@@ -56,6 +56,9 @@ ABSL_FLAG(std::string, tls_cert, "", "mutual TLS: this worker's certificate PEM 
 ABSL_FLAG(std::string, tls_key, "", "mutual TLS: this worker's private key PEM (env MXSERVE_TLS_KEY)");
 ABSL_FLAG(int, health_port, -1,
           "with TLS: plaintext grpc.health.v1-only port for Kubernetes gRPC probes (-1 = none)");
+ABSL_FLAG(bool, allow_shared_memory, false,
+          "answer expert calls whose tensors are in a /mxserve-shm-* shared-memory object of this "
+          "user (same-host coordinators: --expert_shared_memory)");
 
 namespace mxserve {
 namespace {
@@ -72,6 +75,7 @@ struct WorkerOptions {
   std::string device;
   WorkerAuthOptions auth;
   int health_port = -1;
+  bool allow_shared_memory = false;
 };
 
 WorkerOptions OptionsFromFlags() {
@@ -89,6 +93,7 @@ WorkerOptions OptionsFromFlags() {
   o.auth.tls_key = absl::GetFlag(FLAGS_tls_key);
   o.auth.FillFromEnv();
   o.health_port = absl::GetFlag(FLAGS_health_port);
+  o.allow_shared_memory = absl::GetFlag(FLAGS_allow_shared_memory);
   return o;
 }
 
@@ -189,7 +194,7 @@ int Main(const WorkerOptions& opt) {
   info.hidden_size = config->hidden_size;
   info.intermediate_size = config->intermediate_size;
   info.experts = experts;
-  auto service = std::make_shared<ExpertService>(info);
+  auto service = std::make_shared<ExpertService>(info, opt.allow_shared_memory);
   WorkerServerOptions sopt;
   sopt.host = opt.host;
   sopt.port = opt.port;

@@ -150,7 +150,7 @@ int Main(double seconds_per_point) {
   info.intermediate_size = kHidden;
   info.experts.resize(kExperts);
   std::iota(info.experts.begin(), info.experts.end(), 0);
-  auto service = std::make_shared<ExpertService>(info);
+  auto service = std::make_shared<ExpertService>(info, /*allow_shared_memory=*/true);
   service->SetReady(std::make_shared<ZeroExecutor>());
   auto server = WorkerServer::Start(WorkerServerOptions{}, service);
   if (!server.ok()) {
@@ -167,16 +167,19 @@ int Main(double seconds_per_point) {
               "WorkerServer/ExpertService (sync gRPC %s). Raw TCP = the same request and response byte\n"
               "counts over one 127.0.0.1 socket pair, TCP_NODELAY. Median of >= 5 calls per row, ~%.1f s each;\n"
               "GB/s counts request + response bytes. no-transport = the same encode, protobuf\n"
-              "serialise/parse, validation and decode on both sides, in one thread, no socket.\n\n",
+              "serialise/parse, validation and decode on both sides, in one thread, no socket.\n"
+              "shm = the stream client with shared_memory (tensors in /dev/shm, the call on gRPC).\n\n",
               Cpu().c_str(), kHidden, kTopK, kExperts, grpc::Version().c_str(), seconds_per_point);
-  std::printf("| tokens | wire | request B | response B | gRPC unary µs | gRPC stream µs | stream GB/s | no-transport µs | raw TCP µs | raw TCP GB/s | stream / TCP |\n");
-  std::printf("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  std::printf("| tokens | wire | request B | response B | gRPC unary µs | gRPC stream µs | stream GB/s | shm µs | no-transport µs | raw TCP µs | raw TCP GB/s | stream / TCP |\n");
+  std::printf("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   const absl::Duration budget = absl::Seconds(seconds_per_point);
   for (v1::TensorDType wire : {v1::TENSOR_DTYPE_F32, v1::TENSOR_DTYPE_BF16}) {
     // The production client (calls on one RunExpertsStream) and the unary one (--expert_call_stream=false).
     auto client = WorkerClient::Create((*server)->address(), {.wire_dtype = wire});
     auto unary = WorkerClient::Create((*server)->address(), {.wire_dtype = wire, .stream = false});
-    if (!client.ok() || !unary.ok() || !(*client)->WaitReady(absl::Now() + absl::Seconds(10)).ok()) {
+    auto shm = WorkerClient::Create((*server)->address(), {.wire_dtype = wire, .shared_memory = true});
+    if (!client.ok() || !unary.ok() || !shm.ok() ||
+        !(*client)->WaitReady(absl::Now() + absl::Seconds(10)).ok()) {
       std::fprintf(stderr, "worker not ready\n");
       return 1;
     }
@@ -220,7 +223,8 @@ int Main(double seconds_per_point) {
       };
       Timing u = timed(**unary);
       Timing g = timed(**client);
-      if (failed) return 1;
+      Timing sh = timed(**shm);
+      if (failed || !(*shm)->using_shared_memory()) return 1;
       // The same work with no transport: client encode + serialise, server parse + validate +
       // answer + serialise, client parse + decode. What is left of the gRPC time is gRPC's own.
       // Messages and buffers are reused across iterations, as the client and server threads do.
@@ -249,9 +253,9 @@ int Main(double seconds_per_point) {
           budget);
       Timing r = RawTcp(req_b, resp_b, budget);
       const double bytes = static_cast<double>(req_b + resp_b);
-      std::printf("| %d | %s | %zu | %zu | %.0f | %.0f | %.2f | %.0f | %.0f | %.2f | %.1f× |\n", T,
+      std::printf("| %d | %s | %zu | %zu | %.0f | %.0f | %.2f | %.0f | %.0f | %.0f | %.2f | %.1f× |\n", T,
                   wire == v1::TENSOR_DTYPE_F32 ? "F32" : "BF16", req_b, resp_b, u.median_us, g.median_us,
-                  bytes / g.median_us / 1e3, p.median_us, r.median_us,
+                  bytes / g.median_us / 1e3, sh.median_us, p.median_us, r.median_us,
                   bytes / r.median_us / 1e3, g.median_us / r.median_us);
       std::fflush(stdout);
     }

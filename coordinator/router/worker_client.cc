@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/status.h"
 #include "core/status_map.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
@@ -98,7 +99,8 @@ absl::Status WorkerClient::Annotate(const absl::Status& s) const {
 namespace {
 // The request fields of one call (the wire dtype chosen by the client); returns its payload bytes
 // (activations, ids, weights).
-size_t FillRequest(const ExpertCall& call, v1::TensorDType dtype, v1::RunExpertsRequest* req) {
+size_t FillRequest(const ExpertCall& call, v1::TensorDType dtype, v1::RunExpertsRequest* req,
+                   bool encode_hidden = true) {
   const size_t T = std::max(call.num_tokens, 0), H = std::max(call.hidden, 0),
                k = std::max(call.top_k, 0);
   req->Clear();
@@ -107,7 +109,7 @@ size_t FillRequest(const ExpertCall& call, v1::TensorDType dtype, v1::RunExperts
   req->set_hidden_size(call.hidden);
   req->set_top_k(call.top_k);
   req->set_dtype(dtype);
-  EncodeTensor(call.x, T * H, dtype, req->mutable_hidden());
+  if (encode_hidden) EncodeTensor(call.x, T * H, dtype, req->mutable_hidden());
   if (T * k > 0) {
     req->mutable_expert_ids()->Add(call.expert_ids, call.expert_ids + T * k);
     req->mutable_weights()->Add(call.weights, call.weights + T * k);
@@ -138,18 +140,41 @@ absl::Status WorkerClient::RunExperts(const ExpertCall& call, float* out, absl::
 }
 
 absl::Status WorkerClient::CheckAndDecode(const ExpertCall& call, const v1::RunExpertsResponse& resp,
-                                          float* out) const {
+                                          const char* shm_out, float* out) const {
   const size_t T = std::max(call.num_tokens, 0), H = std::max(call.hidden, 0);
   const size_t esize = WireDTypeSize(options_.wire_dtype);
+  const bool in_shm = resp.output_in_shm();
   if (resp.num_tokens() != call.num_tokens || resp.dtype() != options_.wire_dtype ||
-      resp.output().size() != T * H * esize) {
+      (in_shm && (shm_out == nullptr || !resp.output().empty())) ||
+      (!in_shm && resp.output().size() != T * H * esize)) {
     return Annotate(absl::InternalError(absl::StrCat(
         "malformed RunExperts response: num_tokens ", resp.num_tokens(), " dtype ",
-        resp.dtype(), " output ", resp.output().size(), " bytes; expected ", T, " tokens of ",
-        H, " x ", esize, " bytes")));
+        resp.dtype(), " output ", resp.output().size(), " bytes", in_shm ? " (and in shared memory)" : "",
+        "; expected ", T, " tokens of ", H, " x ", esize, " bytes")));
   }
-  if (T * H > 0) DecodeTensorInto(resp.output(), T * H, options_.wire_dtype, out);
+  if (T * H == 0) return absl::OkStatus();
+  if (in_shm) {
+    DecodeTensorInto(shm_out, T * H, options_.wire_dtype, out);
+  } else {
+    DecodeTensorInto(resp.output(), T * H, options_.wire_dtype, out);
+  }
   return absl::OkStatus();
+}
+
+absl::StatusOr<size_t> WorkerClient::FillShared(const ExpertCall& call, v1::RunExpertsRequest* req) {
+  const size_t T = std::max(call.num_tokens, 0), H = std::max(call.hidden, 0);
+  const size_t slot = (T * H * WireDTypeSize(options_.wire_dtype) + 63) / 64 * 64;  // offsets 64-aligned
+  if (region_ == nullptr || region_->size() < 2 * slot) {
+    // Grown to twice the need so that a few larger batches do not make a new object each.
+    const size_t size = std::max<size_t>(2 * slot * (region_ == nullptr ? 1 : 2), 64 << 10);
+    region_.reset();
+    ASSIGN_OR_RETURN(region_, SharedRegion::Create(size));
+  }
+  EncodeTensorTo(call.x, T * H, options_.wire_dtype, region_->data());
+  req->set_shm_name(region_->name());
+  req->set_shm_in_offset(0);
+  req->set_shm_out_offset(region_->size() / 2 / 64 * 64);
+  return req->shm_out_offset();
 }
 
 absl::Status WorkerClient::RunUnary(const ExpertCall& call, float* out, absl::Time deadline) {
@@ -168,7 +193,7 @@ absl::Status WorkerClient::RunUnary(const ExpertCall& call, float* out, absl::Ti
   grpc::Status gs = c->stub->RunExperts(&ctx, req, &resp);
   if (!gs.ok()) return Annotate(FromGrpcStatus(gs));
   bytes_received_ += resp.output().size();
-  return CheckAndDecode(call, resp, out);
+  return CheckAndDecode(call, resp, nullptr, out);
 }
 
 void WorkerClient::CloseStream() {
@@ -182,7 +207,22 @@ absl::Status WorkerClient::RunOnStream(const ExpertCall& call, float* out, absl:
   // Reused per thread (one stream call at a time per client): buffers keep their capacity.
   thread_local v1::ExpertStreamRequest req;
   thread_local v1::ExpertStreamResponse resp;
-  const size_t payload = FillRequest(call, options_.wire_dtype, req.mutable_request());
+  const size_t tensor_bytes = size_t(std::max(call.num_tokens, 0)) * std::max(call.hidden, 0) *
+                              WireDTypeSize(options_.wire_dtype);
+  bool shm = options_.shared_memory && !shm_unsupported_.load();
+  size_t payload = FillRequest(call, options_.wire_dtype, req.mutable_request(), /*encode_hidden=*/!shm);
+  size_t shm_out = 0;
+  if (shm) {
+    absl::StatusOr<size_t> o = FillShared(call, req.mutable_request());
+    if (o.ok()) {
+      shm_out = *o;
+      payload += tensor_bytes;  // counted as moved, as on the wire
+    } else {  // no shared memory here (e.g. /dev/shm full): bytes from now on
+      shm_unsupported_ = true;
+      shm = false;
+      payload = FillRequest(call, options_.wire_dtype, req.mutable_request());
+    }
+  }
   for (int attempt = 0;; ++attempt) {
     const std::shared_ptr<const Conn> c = conn();
     if (stream_ && stream_->conn != c) CloseStream();  // Reconnect: the old channel's stream goes
@@ -209,12 +249,17 @@ absl::Status WorkerClient::RunOnStream(const ExpertCall& call, float* out, absl:
         return Annotate(absl::InternalError(absl::StrCat("RunExperts stream answered call ", resp.id(),
                                                          " to call ", req.id())));
       }
+      if (resp.code() == static_cast<int>(grpc::StatusCode::FAILED_PRECONDITION) && shm) {
+        // A worker without --allow_shared_memory: the same call as bytes, and bytes from now on.
+        shm_unsupported_ = true;
+        return RunOnStream(call, out, deadline);
+      }
       if (resp.code() != 0) {
         return Annotate(FromGrpcStatus(
             grpc::Status(static_cast<grpc::StatusCode>(resp.code()), resp.message())));
       }
-      bytes_received_ += resp.response().output().size();
-      return CheckAndDecode(call, resp.response(), out);
+      bytes_received_ += resp.response().output_in_shm() ? tensor_bytes : resp.response().output().size();
+      return CheckAndDecode(call, resp.response(), shm ? region_->data() + shm_out : nullptr, out);
     }
     // The stream is gone: say why, and open a new one on the next call.
     const grpc::Status gs = stream_->rw->Finish();

@@ -21,6 +21,7 @@
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/channel.h"
 #include "mxserve/v1/expert_worker.grpc.pb.h"
+#include "worker/shared_memory.h"
 #include "worker/worker_auth.h"
 
 namespace mxserve {
@@ -39,6 +40,10 @@ struct WorkerClientOptions {
   // RunExperts over the worker's RunExpertsStream (one stream per client, reopened after a
   // failure or Reconnect) rather than one unary call each.
   bool stream = true;
+  // Same host only: stream calls put the activations and partial sums in a shared-memory object
+  // (worker/shared_memory.h) and send only the call; for workers started with
+  // --allow_shared_memory (others answer FAILED_PRECONDITION and get bytes from then on).
+  bool shared_memory = false;
 };
 
 class WorkerClient final : public ExpertBackend {
@@ -56,6 +61,8 @@ class WorkerClient final : public ExpertBackend {
   uint64_t bytes_received() const override { return bytes_received_.load(); }
   uint64_t stream_opens() const override { return stream_opens_.load(); }
   uint64_t unary_calls() const override { return unary_calls_.load(); }
+  // options.shared_memory, and the worker has not refused it.
+  bool using_shared_memory() const { return options_.shared_memory && !shm_unsupported_.load(); }
 
   // Polls grpc.health.v1 Check("mxserve.v1.ExpertWorker") until SERVING or `deadline`
   // (DEADLINE_EXCEEDED then, with the last answer seen).
@@ -75,7 +82,13 @@ class WorkerClient final : public ExpertBackend {
   // The call on the stream; the caller holds stream_mu_.
   absl::Status RunOnStream(const ExpertCall& call, float* out, absl::Time deadline)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(stream_mu_);
-  absl::Status CheckAndDecode(const ExpertCall& call, const v1::RunExpertsResponse& resp, float* out) const;
+  // shm_out: where a shared-memory answer lies (nullptr: the call went as bytes).
+  absl::Status CheckAndDecode(const ExpertCall& call, const v1::RunExpertsResponse& resp, const char* shm_out,
+                              float* out) const;
+  // Puts the call's activations in region_ (made or grown as needed) and names it in req, whose
+  // other fields FillRequest set; returns the output's offset in the region.
+  absl::StatusOr<size_t> FillShared(const ExpertCall& call, v1::RunExpertsRequest* req)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(stream_mu_);
   void CloseStream() ABSL_EXCLUSIVE_LOCKS_REQUIRED(stream_mu_);
   // Cancels `ctx` if `deadline` passes before Disarm(); Disarm says whether it did.
   void Arm(grpc::ClientContext* ctx, absl::Time deadline);
@@ -108,6 +121,8 @@ class WorkerClient final : public ExpertBackend {
   std::mutex stream_mu_;
   std::unique_ptr<Stream> stream_ ABSL_GUARDED_BY(stream_mu_);
   std::atomic<bool> stream_unsupported_{false};  // the worker answered UNIMPLEMENTED
+  std::unique_ptr<SharedRegion> region_ ABSL_GUARDED_BY(stream_mu_);  // options_.shared_memory
+  std::atomic<bool> shm_unsupported_{false};  // the worker refused it (or no region could be made)
   uint64_t next_id_ ABSL_GUARDED_BY(stream_mu_) = 0;
 
   // The deadline watchdog of stream calls (a thread, started with the first stream call).

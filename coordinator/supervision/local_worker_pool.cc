@@ -110,6 +110,7 @@ absl::Status LocalWorkerPool::Spawn(int i) {
       "--port=0",
       absl::StrCat("--port-file=", PortFile(temp_dir_, i)),
       absl::StrCat("--threads=", options_.threads_per_worker)};
+  args.insert(args.end(), options_.extra_args.begin(), options_.extra_args.end());
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);

@@ -28,6 +28,7 @@ struct LocalWorkerPoolOptions {
   std::string host = "127.0.0.1";
   absl::Duration startup_timeout = absl::Minutes(5);  // port file + SERVING, all workers
   absl::Duration stop_grace = absl::Seconds(5);       // SIGTERM -> SIGKILL
+  std::vector<std::string> extra_args;                // appended to every worker's flags
 };
 
 class LocalWorkerPool {

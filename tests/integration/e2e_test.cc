@@ -3,6 +3,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <cmath>
+#include <filesystem>
 #include <future>
 #include <random>
 #include <string>
@@ -134,6 +135,40 @@ TEST(E2eModes, Bf16WireHalvesTheBytesAndStaysClose) {
   EXPECT_EQ(RunCommand(BinDir() + "/mxserve-coordinator",
                        {"--model", TinyModelDir(), "--expert_wire_dtype", "fp8"}, logs.path() + "/bad.log"),
             78);
+}
+
+// --expert_shared_memory: local workers get the tensors through /dev/shm/mxserve-shm-<pid>-*
+// (the coordinator's), answers as the single-process run gives, and the objects go with it.
+TEST(E2eModes, SharedMemoryAgreesWithSingleProcess) {
+  TempDir logs;
+  auto single = StartCoordinator(TinyModelDir(), {"--local-workers", "0"}, logs.path());
+  auto shm = StartCoordinator(TinyModelDir(), {"--local-workers", "2", "--expert_shared_memory"}, logs.path());
+  ASSERT_TRUE(single && shm);
+  std::mt19937 rng(7);
+  for (int len : {2, 23}) {
+    auto prompt = RandomPrompt(rng, len);
+    json a = Complete(single->http_port, prompt, 6, /*echo=*/true);
+    json b = Complete(shm->http_port, prompt, 6, /*echo=*/true);
+    ASSERT_TRUE(a.contains("choices") && b.contains("choices")) << a << b;
+    EXPECT_EQ(a["choices"][0]["text"], b["choices"][0]["text"]);
+    const json& la = a["choices"][0]["logprobs"]["token_logprobs"];
+    const json& lb = b["choices"][0]["logprobs"]["token_logprobs"];
+    ASSERT_EQ(la.size(), lb.size());
+    for (size_t i = 1; i < la.size(); ++i) {
+      EXPECT_NEAR(la[i].get<double>(), lb[i].get<double>(), 1e-3) << "position " << i;
+    }
+  }
+  const std::string prefix = "mxserve-shm-" + std::to_string(shm->process->pid()) + "-";
+  auto objects = [&] {
+    int n = 0;
+    for (const auto& e : std::filesystem::directory_iterator("/dev/shm")) {
+      n += e.path().filename().string().rfind(prefix, 0) == 0;
+    }
+    return n;
+  };
+  EXPECT_GE(objects(), 1);  // one per worker client that has made a call
+  EXPECT_EQ(shm->process->Stop(), 0);
+  EXPECT_EQ(objects(), 0);
 }
 
 TEST_F(E2eTest, ConcurrentMixedRequestsAllComplete) {

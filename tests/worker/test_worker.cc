@@ -24,13 +24,14 @@ absl::Status RunningWorker::MakeReady() {
 }
 
 absl::StatusOr<std::unique_ptr<RunningWorker>> StartWorker(const std::string& model_dir,
-                                                           std::vector<int> experts, bool ready) {
+                                                           std::vector<int> experts, bool ready,
+                                                           bool allow_shared_memory) {
   auto w = std::make_unique<RunningWorker>();
   ASSIGN_OR_RETURN(w->config, ModelConfig::Load(model_dir));
   ASSIGN_OR_RETURN(auto ckpt, Checkpoint::Open(model_dir));
   ASSIGN_OR_RETURN(auto shard, ExpertShard::Load(*ckpt, w->config, experts));
   w->shard = std::move(shard);
-  w->service = std::make_shared<ExpertService>(InfoFor(w->config, w->shard->experts()));
+  w->service = std::make_shared<ExpertService>(InfoFor(w->config, w->shard->experts()), allow_shared_memory);
   ASSIGN_OR_RETURN(w->server, WorkerServer::Start(WorkerServerOptions{}, w->service));
   if (ready) RETURN_IF_ERROR(w->MakeReady());
   return w;

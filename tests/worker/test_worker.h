@@ -26,7 +26,8 @@ struct RunningWorker {
 // Listens (NOT_SERVING); the shard is loaded but not yet handed to the service unless `ready`.
 absl::StatusOr<std::unique_ptr<RunningWorker>> StartWorker(const std::string& model_dir,
                                                            std::vector<int> experts,
-                                                           bool ready = true);
+                                                           bool ready = true,
+                                                           bool allow_shared_memory = false);
 
 WorkerModelInfo InfoFor(const ModelConfig& config, std::vector<int> experts);
 

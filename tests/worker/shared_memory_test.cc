@@ -1,0 +1,191 @@
+// The same-host data plane (worker/shared_memory.h): a WorkerClient with shared_memory against a
+// worker that allows it answers exactly as the bytes path does (F32 and BF16, growing and
+// shrinking batches); a worker that does not allow it is served bytes; bad shared-memory fields
+// are INVALID_ARGUMENT naming the field; the client's object goes with it; objects left by dead
+// processes are removed.
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "absl/time/clock.h"
+#include "coordinator/router/worker_client.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/worker/test_checkpoint.h"
+#include "tests/worker/test_worker.h"
+#include "worker/shared_memory.h"
+#include "worker/tensor_wire.h"
+
+namespace mxserve {
+namespace {
+
+using ::testing::HasSubstr;
+
+bool ShmExists(const std::string& name) { return std::filesystem::exists("/dev/shm" + name); }
+
+struct Call {
+  int T, k, H;
+  std::vector<float> x, w, out;
+  std::vector<int32_t> ids;
+  ExpertCall call(int layer) const { return ExpertCall{layer, T, H, k, x.data(), ids.data(), w.data()}; }
+};
+
+Call MakeCall(int T, int k, int H, const std::vector<int>& experts, uint32_t seed) {
+  Call c{T, k, H, testing::RandomFloats(size_t(T) * H, seed), {}, std::vector<float>(size_t(T) * H), {}};
+  for (int t = 0; t < T; ++t) {
+    for (int j = 0; j < k; ++j) {
+      c.ids.push_back(experts[(t + 5 * j + seed) % experts.size()]);
+      c.w.push_back(0.5f / (j + 1));
+    }
+  }
+  return c;
+}
+
+std::unique_ptr<WorkerClient> Client(const std::string& address, bool shm, v1::TensorDType dtype) {
+  auto c = WorkerClient::Create(address, {.wire_dtype = dtype, .shared_memory = shm});
+  EXPECT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE((*c)->WaitReady(absl::Now() + absl::Seconds(10)).ok());
+  return *std::move(c);
+}
+
+class SharedMemoryTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = testing::NewTempDir();
+    ASSERT_TRUE(testing::WriteExpertCheckpoint(dir_, spec_).ok());
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::unique_ptr<testing::RunningWorker> Worker(bool allow) {
+    auto w = testing::StartWorker(dir_, experts_, /*ready=*/true, allow);
+    EXPECT_TRUE(w.ok()) << w.status();
+    return *std::move(w);
+  }
+
+  testing::ExpertCheckpointSpec spec_;
+  std::vector<int> experts_ = {0, 1, 2, 3};
+  std::string dir_;
+};
+
+TEST_F(SharedMemoryTest, AnswersExactlyAsBytesDo) {
+  auto worker = Worker(/*allow=*/true);
+  for (v1::TensorDType dtype : {v1::TENSOR_DTYPE_F32, v1::TENSOR_DTYPE_BF16}) {
+    auto shm = Client(worker->server->address(), true, dtype);
+    auto bytes = Client(worker->server->address(), false, dtype);
+    int i = 0;
+    for (int T : {1, 7, 300, 3, 700, 2}) {  // grows the object twice, and shrinks
+      const int layer = i++ % spec_.layers;
+      Call a = MakeCall(T, 2, spec_.hidden, experts_, 100 * T + dtype), b = a;
+      ASSERT_TRUE(shm->RunExperts(a.call(layer), a.out.data(), absl::Now() + absl::Seconds(10)).ok());
+      ASSERT_TRUE(bytes->RunExperts(b.call(layer), b.out.data(), absl::Now() + absl::Seconds(10)).ok());
+      EXPECT_EQ(a.out, b.out) << "T " << T << " dtype " << dtype;
+    }
+    EXPECT_TRUE(shm->using_shared_memory());
+    // The same bytes counted as moved, though none were in the messages' tensors.
+    EXPECT_EQ(shm->bytes_received(), bytes->bytes_received());
+    EXPECT_EQ(shm->bytes_sent(), bytes->bytes_sent());
+  }
+}
+
+TEST_F(SharedMemoryTest, AWorkerWithoutItIsServedBytes) {
+  auto worker = Worker(/*allow=*/false);
+  auto shm = Client(worker->server->address(), true, v1::TENSOR_DTYPE_F32);
+  auto bytes = Client(worker->server->address(), false, v1::TENSOR_DTYPE_F32);
+  for (int T : {4, 9}) {
+    Call a = MakeCall(T, 2, spec_.hidden, experts_, T), b = a;
+    ASSERT_TRUE(shm->RunExperts(a.call(0), a.out.data(), absl::Now() + absl::Seconds(10)).ok());
+    ASSERT_TRUE(bytes->RunExperts(b.call(0), b.out.data(), absl::Now() + absl::Seconds(10)).ok());
+    EXPECT_EQ(a.out, b.out);
+  }
+  EXPECT_FALSE(shm->using_shared_memory());
+}
+
+TEST_F(SharedMemoryTest, BadFieldsAreNamed) {
+  auto worker = Worker(/*allow=*/true);
+  auto region = SharedRegion::Create(64 << 10);
+  ASSERT_TRUE(region.ok()) << region.status();
+  Call c = MakeCall(2, 2, spec_.hidden, experts_, 1);
+  auto request = [&] {
+    v1::RunExpertsRequest r;
+    r.set_layer(0);
+    r.set_num_tokens(c.T);
+    r.set_hidden_size(c.H);
+    r.set_top_k(c.k);
+    r.set_dtype(v1::TENSOR_DTYPE_F32);
+    for (size_t i = 0; i < c.ids.size(); ++i) {
+      r.add_expert_ids(c.ids[i]);
+      r.add_weights(c.w[i]);
+    }
+    r.set_shm_name((*region)->name());
+    r.set_shm_in_offset(0);
+    r.set_shm_out_offset(32 << 10);
+    return r;
+  };
+  v1::RunExpertsResponse resp;
+  {
+    v1::RunExpertsRequest r = request();
+    EncodeTensorTo(c.x.data(), c.x.size(), v1::TENSOR_DTYPE_F32, (*region)->data());
+    ASSERT_TRUE(worker->service->Handle(r, &resp).ok());
+    EXPECT_TRUE(resp.output_in_shm());
+    EXPECT_TRUE(resp.output().empty());
+  }
+  struct Bad {
+    std::function<void(v1::RunExpertsRequest*)> edit;
+    absl::StatusCode code;
+    std::string says;
+  };
+  const std::vector<Bad> bad = {
+      {[](auto* r) { r->set_shm_name("/etc-passwd"); }, absl::StatusCode::kInvalidArgument, "shm_name"},
+      {[](auto* r) { r->set_shm_name("/mxserve-shm-nosuch"); }, absl::StatusCode::kInvalidArgument, "shm_name"},
+      {[](auto* r) { r->set_shm_out_offset(100); }, absl::StatusCode::kInvalidArgument, "multiples of 64"},
+      {[](auto* r) { r->set_shm_out_offset(64 << 10); }, absl::StatusCode::kInvalidArgument, "do not fit"},
+      {[](auto* r) { r->set_shm_in_offset(uint64_t{1} << 62); }, absl::StatusCode::kInvalidArgument, "do not fit"},
+      {[](auto* r) { r->set_shm_out_offset(64); }, absl::StatusCode::kInvalidArgument, "overlap"},
+      {[](auto* r) { r->set_hidden("xx"); }, absl::StatusCode::kInvalidArgument, "hidden"},
+  };
+  for (const Bad& b : bad) {
+    v1::RunExpertsRequest r = request();
+    b.edit(&r);
+    absl::Status s = worker->service->Handle(r, &resp);
+    EXPECT_EQ(s.code(), b.code) << s;
+    EXPECT_THAT(std::string(s.message()), HasSubstr(b.says));
+  }
+  auto off = Worker(/*allow=*/false);
+  absl::Status s = off->service->Handle(request(), &resp);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("--allow_shared_memory"));
+}
+
+TEST(SharedMemory, ObjectsGoWithTheirOwners) {
+  EXPECT_TRUE(IsSharedMemoryName("/mxserve-shm-12-3"));
+  EXPECT_FALSE(IsSharedMemoryName("/mxserve-shm-"));
+  EXPECT_FALSE(IsSharedMemoryName("/mxserve-shm-../x"));
+  EXPECT_FALSE(IsSharedMemoryName("mxserve-shm-1-1"));
+  std::string name;
+  {
+    auto r = SharedRegion::Create(4096);
+    ASSERT_TRUE(r.ok()) << r.status();
+    name = (*r)->name();
+    EXPECT_TRUE(ShmExists(name));
+  }
+  EXPECT_FALSE(ShmExists(name));
+  // An object named after a process that has exited is removed; ours is not.
+  const pid_t child = fork();
+  if (child == 0) _exit(0);
+  ASSERT_GT(child, 0);
+  ASSERT_EQ(waitpid(child, nullptr, 0), child);
+  const std::string stale = "/mxserve-shm-" + std::to_string(child) + "-0";
+  const int fd = shm_open(stale.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  auto mine = SharedRegion::Create(4096);
+  ASSERT_TRUE(mine.ok());
+  EXPECT_GE(RemoveStaleSharedRegions(), 1);
+  EXPECT_FALSE(ShmExists(stale));
+  EXPECT_TRUE(ShmExists((*mine)->name()));
+}
+
+}  // namespace
+}  // namespace mxserve
