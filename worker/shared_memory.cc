@@ -43,11 +43,13 @@ absl::StatusOr<std::unique_ptr<SharedRegion>> SharedRegion::Create(size_t size) 
   r->name_ = absl::StrCat(kPrefix, getpid(), "-", counter++);
   const int fd = shm_open(r->name_.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
   if (fd < 0) return absl::InternalError(absl::StrCat("shm_open ", r->name_, ": ", Errno()));
-  if (ftruncate(fd, static_cast<off_t>(size)) != 0) {
-    const std::string e = Errno();
+  // posix_fallocate, not ftruncate: the pages are reserved now, so a full /dev/shm (containers
+  // often get 64 MB) is this error rather than a SIGBUS on the first write past what is free.
+  if (const int err = posix_fallocate(fd, 0, static_cast<off_t>(size)); err != 0) {
     close(fd);
     shm_unlink(r->name_.c_str());
-    return absl::ResourceExhaustedError(absl::StrCat("ftruncate ", r->name_, " to ", size, " bytes: ", e));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("posix_fallocate ", r->name_, " of ", size, " bytes: ", std::strerror(err)));
   }
   void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   close(fd);
