@@ -26,23 +26,8 @@ using ::testing::HasSubstr;
 
 bool ShmExists(const std::string& name) { return std::filesystem::exists("/dev/shm" + name); }
 
-struct Call {
-  int T, k, H;
-  std::vector<float> x, w, out;
-  std::vector<int32_t> ids;
-  ExpertCall call(int layer) const { return ExpertCall{layer, T, H, k, x.data(), ids.data(), w.data()}; }
-};
-
-Call MakeCall(int T, int k, int H, const std::vector<int>& experts, uint32_t seed) {
-  Call c{T, k, H, testing::RandomFloats(size_t(T) * H, seed), {}, std::vector<float>(size_t(T) * H), {}};
-  for (int t = 0; t < T; ++t) {
-    for (int j = 0; j < k; ++j) {
-      c.ids.push_back(experts[(t + 5 * j + seed) % experts.size()]);
-      c.w.push_back(0.5f / (j + 1));
-    }
-  }
-  return c;
-}
+using Call = testing::CallData;
+using testing::MakeCall;
 
 std::unique_ptr<WorkerClient> Client(const std::string& address, bool shm, v1::TensorDType dtype) {
   auto c = WorkerClient::Create(address, {.wire_dtype = dtype, .shared_memory = shm});

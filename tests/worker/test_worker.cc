@@ -2,6 +2,7 @@
 
 #include "core/safetensors.h"
 #include "core/status.h"
+#include "tests/worker/test_checkpoint.h"
 #include "worker/expert_executor.h"
 
 namespace mxserve::testing {
@@ -35,6 +36,17 @@ absl::StatusOr<std::unique_ptr<RunningWorker>> StartWorker(const std::string& mo
   ASSIGN_OR_RETURN(w->server, WorkerServer::Start(WorkerServerOptions{}, w->service));
   if (ready) RETURN_IF_ERROR(w->MakeReady());
   return w;
+}
+
+CallData MakeCall(int T, int k, int H, const std::vector<int>& experts, uint32_t seed) {
+  CallData c{T, k, H, RandomFloats(size_t(T) * H, seed), {}, std::vector<float>(size_t(T) * H), {}};
+  for (int t = 0; t < T; ++t) {
+    for (int j = 0; j < k; ++j) {
+      c.ids.push_back(experts[(t + 3 * j + seed) % experts.size()]);
+      c.w.push_back(0.25f * (j + 1));
+    }
+  }
+  return c;
 }
 
 }  // namespace mxserve::testing

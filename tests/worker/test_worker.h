@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "coordinator/router/expert_backend.h"
 #include "core/model_config.h"
 #include "worker/expert_service.h"
 #include "worker/expert_shard.h"
@@ -30,5 +31,14 @@ absl::StatusOr<std::unique_ptr<RunningWorker>> StartWorker(const std::string& mo
                                                            bool allow_shared_memory = false);
 
 WorkerModelInfo InfoFor(const ModelConfig& config, std::vector<int> experts);
+
+// One expert call's data: T random tokens of width H, k slots each over `experts` (seeded).
+struct CallData {
+  int T, k, H;
+  std::vector<float> x, w, out;
+  std::vector<int32_t> ids;
+  ExpertCall call(int layer) const { return ExpertCall{layer, T, H, k, x.data(), ids.data(), w.data()}; }
+};
+CallData MakeCall(int T, int k, int H, const std::vector<int>& experts, uint32_t seed);
 
 }  // namespace mxserve::testing

@@ -22,23 +22,8 @@ namespace {
 
 using ::testing::HasSubstr;
 
-struct Call {
-  int T, k, H;
-  std::vector<float> x, w, out;
-  std::vector<int32_t> ids;
-  ExpertCall call(int layer) const { return ExpertCall{layer, T, H, k, x.data(), ids.data(), w.data()}; }
-};
-
-Call MakeCall(int T, int k, int H, const std::vector<int>& experts, uint32_t seed) {
-  Call c{T, k, H, testing::RandomFloats(size_t(T) * H, seed), {}, std::vector<float>(size_t(T) * H), {}};
-  for (int t = 0; t < T; ++t) {
-    for (int j = 0; j < k; ++j) {
-      c.ids.push_back(experts[(t + 3 * j + seed) % experts.size()]);
-      c.w.push_back(0.25f * (j + 1));
-    }
-  }
-  return c;
-}
+using Call = testing::CallData;
+using testing::MakeCall;
 
 std::unique_ptr<WorkerClient> Client(const std::string& address, bool stream) {
   auto c = WorkerClient::Create(address, {.stream = stream});
