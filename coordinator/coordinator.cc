@@ -210,6 +210,14 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(CoordinatorOptio
   ro.client.auth = options.worker_auth;
   ro.client.stream = options.expert_call_stream;
   ro.client.wire_dtype = options.expert_wire_bf16 ? v1::TENSOR_DTYPE_BF16 : v1::TENSOR_DTYPE_F32;
+  // Workers on this host (local ones, or --workers at a loopback address started with
+  // --allow_shared_memory): tensors through /dev/shm. Others keep bytes (WorkerClient decides).
+  ro.client.shared_memory = options.expert_shared_memory;
+  if (options.expert_shared_memory) {
+    if (const int n = RemoveStaleSharedRegions(); n > 0) {
+      Log(absl::StrCat("removed ", n, " shared-memory objects left by coordinators that died"));
+    }
+  }
   ro.router.call_timeout = options.expert_call_timeout;
   ro.router.down_wait = options.worker_down_wait;
   ro.ready_timeout = options.worker_startup_timeout;
@@ -231,13 +239,7 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(CoordinatorOptio
     lo.replicas = options.expert_replicas;
     lo.threads_per_worker = options.worker_threads;
     lo.startup_timeout = options.worker_startup_timeout;
-    if (options.expert_shared_memory) {
-      lo.extra_args.push_back("--allow_shared_memory");
-      ro.client.shared_memory = true;  // local workers only: they share this host
-      if (const int n = RemoveStaleSharedRegions(); n > 0) {
-        Log(absl::StrCat("removed ", n, " shared-memory objects left by coordinators that died"));
-      }
-    }
+    if (options.expert_shared_memory) lo.extra_args.push_back("--allow_shared_memory");
     Log(absl::StrCat("starting ", lo.num_workers, " local workers (", lo.worker_binary, "), ",
                      lo.replicas, " replica(s) of each expert"));
     ASSIGN_OR_RETURN(p.local_workers, LocalWorkerPool::Start(lo));

@@ -46,7 +46,7 @@ struct CoordinatorOptions {
   // Activations and partial sums on the wire to workers: false F32 (exact), true BF16 (half the
   // bytes; the GPU kernels take bf16 activations anyway).
   bool expert_wire_bf16 = false;
-  // Local workers: activations and partial sums through shared memory, the call over gRPC.
+  // Workers on this host: activations and partial sums through shared memory, the call over gRPC.
   bool expert_shared_memory = false;
   // Compute.
   int threads = 0;                    // dense-path threads (0 = all cores)

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/status.h"
 #include "core/status_map.h"
@@ -19,6 +20,15 @@ namespace {
 constexpr char kServiceName[] = "mxserve.v1.ExpertWorker";
 }
 
+namespace {
+// A worker on this host: only such a worker can map our shared-memory objects.
+bool IsLoopback(const std::string& address) {
+  const std::string host = address.substr(0, address.rfind(':'));
+  return host == "127.0.0.1" || host == "localhost" || host == "[::1]" || absl::StartsWith(host, "127.") ||
+         absl::StartsWith(address, "unix:");
+}
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<WorkerClient>> WorkerClient::Create(const std::string& address,
                                                                    WorkerClientOptions options) {
   if (address.empty() || address.find(':') == std::string::npos) {
@@ -31,6 +41,7 @@ absl::StatusOr<std::unique_ptr<WorkerClient>> WorkerClient::Create(const std::st
   auto c = std::unique_ptr<WorkerClient>(new WorkerClient());
   c->name_ = options.name.empty() ? absl::StrCat("worker@", address) : options.name;
   c->options_ = options;
+  c->shm_unsupported_ = !IsLoopback(address);
   absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> creds =
       WorkerChannelCredentials(options.auth);
   if (!creds.ok()) return creds.status();
@@ -83,6 +94,7 @@ absl::Status WorkerClient::Reconnect(const std::string& address) {
                                                    "': expected host:port"));
   }
   auto fresh = MakeConn(address);
+  if (!IsLoopback(address)) shm_unsupported_ = true;
   {
     std::lock_guard<std::mutex> l(mu_);
     conn_ = std::move(fresh);

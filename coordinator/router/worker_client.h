@@ -40,9 +40,10 @@ struct WorkerClientOptions {
   // RunExperts over the worker's RunExpertsStream (one stream per client, reopened after a
   // failure or Reconnect) rather than one unary call each.
   bool stream = true;
-  // Same host only: stream calls put the activations and partial sums in a shared-memory object
-  // (worker/shared_memory.h) and send only the call; for workers started with
-  // --allow_shared_memory (others answer FAILED_PRECONDITION and get bytes from then on).
+  // Same host only (a loopback address; others get bytes): stream calls put the activations and
+  // partial sums in a shared-memory object (worker/shared_memory.h) and send only the call; for
+  // workers started with --allow_shared_memory (others answer FAILED_PRECONDITION and get bytes
+  // from then on).
   bool shared_memory = false;
 };
 

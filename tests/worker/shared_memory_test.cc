@@ -143,6 +143,21 @@ TEST_F(SharedMemoryTest, BadFieldsAreNamed) {
   EXPECT_THAT(std::string(s.message()), HasSubstr("--allow_shared_memory"));
 }
 
+TEST(SharedMemory, OnlyForWorkersOnThisHost) {
+  for (const char* a : {"127.0.0.1:1", "localhost:1", "[::1]:1", "127.0.0.5:9"}) {
+    auto c = WorkerClient::Create(a, {.shared_memory = true});
+    ASSERT_TRUE(c.ok());
+    EXPECT_TRUE((*c)->using_shared_memory()) << a;
+  }
+  auto remote = WorkerClient::Create("10.1.2.3:50052", {.shared_memory = true});
+  ASSERT_TRUE(remote.ok());
+  EXPECT_FALSE((*remote)->using_shared_memory());
+  auto moved = WorkerClient::Create("127.0.0.1:1", {.shared_memory = true});
+  ASSERT_TRUE(moved.ok());
+  ASSERT_TRUE((*moved)->Reconnect("worker-7.example:50052").ok());
+  EXPECT_FALSE((*moved)->using_shared_memory());
+}
+
 TEST(SharedMemory, ObjectsGoWithTheirOwners) {
   EXPECT_TRUE(IsSharedMemoryName("/mxserve-shm-12-3"));
   EXPECT_FALSE(IsSharedMemoryName("/mxserve-shm-"));
