@@ -142,9 +142,22 @@ class ChaosTest : public ::testing::Test {
 // 3 workers, 2 copies of each expert; waves of 24 concurrent streams while a random worker
 // is SIGKILLed every ~1.5 s, 10 times: every request completes with the fault-free text and
 // every killed worker is SERVING again within kRestartBound.
+void SigkillUnderLoad(Coordinator* c);
+
 TEST_F(ChaosTest, SigkillUnderLoadLosesNothing) {
   auto c = Start({"--local-workers", "3", "--expert-replicas", "2"});
   ASSERT_TRUE(c.has_value());
+  SigkillUnderLoad(&*c);
+}
+
+// The same with the tensors in shared memory: a restarted worker maps its client's object again.
+TEST_F(ChaosTest, SigkillUnderLoadLosesNothingWithSharedMemory) {
+  auto c = Start({"--local-workers", "3", "--expert-replicas", "2", "--expert_shared_memory"});
+  ASSERT_TRUE(c.has_value());
+  SigkillUnderLoad(&*c);
+}
+
+void SigkillUnderLoad(Coordinator* c) {
   const Workload w = MakeWorkload(24, 64, 2024);
   const std::vector<std::string> want = RunWave(c->http_port, w);
   for (const auto& t : want) ASSERT_EQ(t.rfind("ERROR", 0), std::string::npos) << t;
