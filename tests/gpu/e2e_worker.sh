@@ -17,12 +17,18 @@ $B/mxserve-make-model --preset gpt-oss-120b --num-layers ${NUM_LAYERS:-1} --out 
   > "$OUT/make_model.txt" 2>&1 || { tail -5 "$OUT/make_model.txt"; exit 1; }
 echo "model written in $(( $(date +%s) - t0 )) s: $(du -sh "$M" | cut -f1)"
 rm -f /tmp/w.port
-$B/mxserve-worker --model "$M" --device cuda:0 --port 0 --port-file /tmp/w.port > "$OUT/worker.txt" 2>&1 &
+$B/mxserve-worker --model "$M" --device cuda:0 --port 0 --port-file /tmp/w.port --allow_shared_memory \
+  > "$OUT/worker.txt" 2>&1 &
 wpid=$!
 for i in $(seq 1 600); do [ -s /tmp/w.port ] && break; sleep 0.1; done
-$B/mxserve-gpu-worker-e2e --model "$M" --address "127.0.0.1:$(cat /tmp/w.port)" --tokens ${E2E_TOKENS:-1,64,1024} \
-  2>&1 | tee "$OUT/e2e.txt"
-rc=${PIPESTATUS[0]}
+# Each transport (E2E_TRANSPORTS: bytes = F32 in the gRPC messages, shm = through /dev/shm).
+rc=0
+for tr in ${E2E_TRANSPORTS:-bytes shm}; do
+  echo "## transport $tr"
+  $B/mxserve-gpu-worker-e2e --model "$M" --address "127.0.0.1:$(cat /tmp/w.port)" --tokens ${E2E_TOKENS:-1,64,1024} \
+    --transport "$tr" 2>&1 | tee -a "$OUT/e2e.txt"
+  [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
+done
 kill -TERM $wpid; wait $wpid; echo "worker exit $?"
 tail -4 "$OUT/worker.txt"
 exit $rc

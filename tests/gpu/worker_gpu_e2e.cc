@@ -2,8 +2,10 @@
 // cuda:N` over gRPC: for each token count and layer, RunExperts on fresh random activations
 // and routing; a sample of tokens is checked against kernels::MoeForwardReference on the same
 // checkpoint loaded here on the CPU (bound as tests/gpu/moe_cuda_check.cc); prints the median
-// per-layer time including the gRPC hop (F32 on the wire, loopback).
+// per-layer time including the gRPC hop (F32 on the wire by default, loopback; --transport shm
+// puts the tensors in /dev/shm instead, for a worker started with --allow_shared_memory).
 //   mxserve-gpu-worker-e2e --model DIR --address 127.0.0.1:PORT [--tokens 1,64,1024] [--reps 7]
+//                          [--transport bytes|shm] [--wire f32|bf16]
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -30,9 +32,12 @@ int Main(int argc, char** argv) {
   std::string model, address;
   std::vector<int> tokens = {1, 64, 1024};
   int reps = 7;
+  WorkerClientOptions copt;  // --transport shm: tensors through /dev/shm (worker --allow_shared_memory)
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i], v = argv[i + 1];
     if (a == "--model") model = v;
+    else if (a == "--transport") copt.shared_memory = v == "shm";
+    else if (a == "--wire") copt.wire_dtype = v == "bf16" ? v1::TENSOR_DTYPE_BF16 : v1::TENSOR_DTYPE_F32;
     else if (a == "--address") address = v;
     else if (a == "--reps") reps = std::max(1, std::atoi(v.c_str()));
     else if (a == "--tokens") {
@@ -41,7 +46,8 @@ int Main(int argc, char** argv) {
     }
   }
   if (model.empty() || address.empty()) {
-    std::fprintf(stderr, "usage: %s --model DIR --address HOST:PORT [--tokens ..] [--reps N]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s --model DIR --address HOST:PORT [--tokens ..] [--reps N] [--transport bytes|shm] "
+                 "[--wire f32|bf16]\n", argv[0]);
     return 2;
   }
   auto config = ModelConfig::Load(model);
@@ -57,7 +63,7 @@ int Main(int argc, char** argv) {
     std::printf("FAIL  shard: %s\n", std::string(shard.status().message()).c_str());
     return 1;
   }
-  auto client = WorkerClient::Create(address);
+  auto client = WorkerClient::Create(address, copt);
   if (!client.ok()) return 1;
   if (auto s = (*client)->WaitReady(absl::Now() + absl::Seconds(300)); !s.ok()) {
     std::printf("FAIL  worker not ready: %s\n", std::string(s.message()).c_str());
