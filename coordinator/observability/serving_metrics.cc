@@ -166,6 +166,9 @@ class ServingMetrics::SnapshotCollector {
     MetricFamily unary = Family("mxserve:expert_unary_calls_total",
                                 "Expert calls sent unary instead of on the worker's stream",
                                 MetricType::Counter);
+    MetricFamily shm = Family("mxserve:expert_shared_memory",
+                              "1 while the worker's expert calls carry their tensors through /dev/shm",
+                              MetricType::Gauge);
     MetricFamily changes = Family("mxserve:worker_state_changes_total",
                                   "Worker up/down transitions", MetricType::Counter);
     MetricFamily lat = Family("mxserve:expert_call_latency_seconds",
@@ -182,6 +185,7 @@ class ServingMetrics::SnapshotCollector {
       recv.metric.push_back(Value(MetricType::Counter, static_cast<double>(b.bytes_received), labels));
       opens.metric.push_back(Value(MetricType::Counter, static_cast<double>(b.stream_opens), labels));
       unary.metric.push_back(Value(MetricType::Counter, static_cast<double>(b.unary_calls), labels));
+      shm.metric.push_back(Value(MetricType::Gauge, b.shared_memory ? 1 : 0, labels));
       changes.metric.push_back(Value(MetricType::Counter, static_cast<double>(b.state_changes), labels));
       ClientMetric h;
       h.label = labels;
@@ -195,7 +199,7 @@ class ServingMetrics::SnapshotCollector {
       h.histogram.bucket.push_back({b.latency.count, std::numeric_limits<double>::infinity()});
       lat.metric.push_back(std::move(h));
     }
-    for (MetricFamily* f : {&up, &calls, &fails, &sent, &recv, &opens, &unary, &changes, &lat}) {
+    for (MetricFamily* f : {&up, &calls, &fails, &sent, &recv, &opens, &unary, &shm, &changes, &lat}) {
       out->push_back(std::move(*f));
     }
     auto one = [&](const char* name, const char* help, MetricType type, double v) {

@@ -394,6 +394,7 @@ RouterStats ExpertRouter::Stats() const {
     bs.bytes_received = backends_[b]->bytes_received();
     bs.stream_opens = backends_[b]->stream_opens();
     bs.unary_calls = backends_[b]->unary_calls();
+    bs.shared_memory = backends_[b]->shared_memory();
     bs.latency = h.latency;
     st.backends.push_back(std::move(bs));
   }
@@ -423,7 +424,8 @@ std::string ExpertRouter::PlacementJson(const SupervisorStats* supervisor) const
                         {"calls", b.calls},
                         {"call_failures", b.call_failures},
                         {"bytes_sent", b.bytes_sent},
-                        {"bytes_received", b.bytes_received}};
+                        {"bytes_received", b.bytes_received},
+                        {"transport", b.shared_memory ? "shared_memory" : "grpc"}};
     if (supervisor != nullptr && b.index < static_cast<int>(supervisor->workers.size())) {
       const SupervisedWorkerStats& s = supervisor->workers[b.index];
       w["pid"] = s.pid;

@@ -41,6 +41,7 @@ struct BackendStats {
   uint64_t bytes_received = 0;  // response payload bytes
   uint64_t stream_opens = 0;    // RunExpertsStreams opened to it
   uint64_t unary_calls = 0;     // calls that went unary instead of on the stream
+  bool shared_memory = false;   // stream calls' tensors through /dev/shm
   LatencyHistogram latency;     // successful calls only
 };
 

@@ -64,6 +64,7 @@ class WorkerClient final : public ExpertBackend {
   uint64_t unary_calls() const override { return unary_calls_.load(); }
   // options.shared_memory, and the worker has not refused it.
   bool using_shared_memory() const { return options_.shared_memory && !shm_unsupported_.load(); }
+  bool shared_memory() const override { return using_shared_memory(); }
 
   // Polls grpc.health.v1 Check("mxserve.v1.ExpertWorker") until SERVING or `deadline`
   // (DEADLINE_EXCEEDED then, with the last answer seen).

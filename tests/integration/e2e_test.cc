@@ -167,6 +167,10 @@ TEST(E2eModes, SharedMemoryAgreesWithSingleProcess) {
     return n;
   };
   EXPECT_GE(objects(), 1);  // one per worker client that has made a call
+  EXPECT_EQ(SumCounter(shm->http_port, "mxserve:expert_shared_memory"), 2);  // both workers
+  auto workers = json::parse(HttpCall(shm->http_port, "GET", "/v1/workers").body, nullptr, false);
+  for (const auto& w : workers["workers"]) EXPECT_EQ(w["transport"], "shared_memory") << w;
+  EXPECT_EQ(SumCounter(single->http_port, "mxserve:expert_shared_memory"), 0);
   EXPECT_EQ(shm->process->Stop(), 0);
   EXPECT_EQ(objects(), 0);
 }

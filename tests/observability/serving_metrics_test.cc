@@ -117,6 +117,7 @@ TEST(ServingMetrics, SnapshotsFromEngineRouterAndSupervisor) {
       s.bytes_sent = 1000;
       s.stream_opens = 1 + b;
       s.unary_calls = 5;
+      s.shared_memory = b == 1;
       s.latency.counts[0] = 2;
       s.latency.counts[3] = 1;
       s.latency.counts[kLatencyBucketsS.size()] = 1;  // +Inf slot
@@ -152,6 +153,8 @@ TEST(ServingMetrics, SnapshotsFromEngineRouterAndSupervisor) {
   EXPECT_EQ(page.Get("mxserve:expert_call_sent_bytes_total", {{"worker", "worker0"}}), 1000);
   EXPECT_EQ(page.Get("mxserve:expert_stream_opens_total", {{"worker", "worker1"}}), 2);
   EXPECT_EQ(page.Get("mxserve:expert_unary_calls_total", {{"worker", "worker0"}}), 5);
+  EXPECT_EQ(page.Get("mxserve:expert_shared_memory", {{"worker", "worker0"}}), 0);
+  EXPECT_EQ(page.Get("mxserve:expert_shared_memory", {{"worker", "worker1"}}), 1);
   EXPECT_EQ(page.Get("mxserve:expert_call_failovers_total"), 7);
   EXPECT_EQ(page.Get("mxserve:expert_call_retries_total"), 9);
   EXPECT_EQ(page.Get("mxserve:experts_without_host"), 4);
