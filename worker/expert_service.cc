@@ -124,37 +124,45 @@ absl::Status ExpertService::Handle(const v1::RunExpertsRequest& req,
     resp->mutable_output()->clear();
     return absl::OkStatus();
   }
+  // Where the activations are and where the output goes: the messages' bytes, or the caller's
+  // shared-memory object (kept mapped for the call by `mapping`).
+  const size_t bytes = T * H * WireDTypeSize(req.dtype());
+  std::shared_ptr<const SharedMappings::Mapping> mapping;
+  const char* in = req.hidden().data();
+  char* out = nullptr;
+  if (req.shm_name().empty()) {
+    resp->mutable_output()->resize(bytes);
+    out = resp->mutable_output()->data();
+  } else {
+    ASSIGN_OR_RETURN(mapping, MapShared(req, bytes));
+    in = mapping->data + req.shm_in_offset();
+    out = mapping->data + req.shm_out_offset();
+    resp->clear_output();
+    resp->set_output_in_shm(true);
+  }
   // Per-thread scratch that keeps its capacity: fresh multi-MB buffers on every call cost
   // more in page faults than the conversion itself.
   thread_local std::vector<float> x_scratch, out_scratch;
-  if (!req.shm_name().empty()) return HandleShared(req, *executor, resp);
-  const float* x = DecodeTensor(req.hidden(), T * H, req.dtype(), &x_scratch);
   kernels::MoeBatch batch;
   batch.num_tokens = req.num_tokens();
   batch.top_k = req.top_k();
-  batch.x = x;
+  batch.x = DecodeTensor(in, T * H, req.dtype(), &x_scratch);
   batch.expert_ids = req.expert_ids().data();
   batch.weights = req.weights().data();
-
-  std::string* out_bytes = resp->mutable_output();
-  if (req.dtype() == v1::TENSOR_DTYPE_F32) {
-    // Write straight into the response's bytes when they are float-aligned (heap strings are).
-    out_bytes->resize(T * H * 4);
-    if (reinterpret_cast<uintptr_t>(out_bytes->data()) % alignof(float) == 0) {
-      return executor->Run(req.layer(), batch, reinterpret_cast<float*>(out_bytes->data()));
-    }
+  // F32 straight into the destination when it is float-aligned (heap strings and the 64-byte
+  // shared-memory offsets are).
+  if (req.dtype() == v1::TENSOR_DTYPE_F32 && reinterpret_cast<uintptr_t>(out) % alignof(float) == 0) {
+    return executor->Run(req.layer(), batch, reinterpret_cast<float*>(out));
   }
   out_scratch.resize(T * H);
   RETURN_IF_ERROR(executor->Run(req.layer(), batch, out_scratch.data()));
-  EncodeTensor(out_scratch.data(), T * H, req.dtype(), out_bytes);
+  EncodeTensorTo(out_scratch.data(), T * H, req.dtype(), out);
   return absl::OkStatus();
 }
 
-absl::Status ExpertService::HandleShared(const v1::RunExpertsRequest& req, ExpertExecutor& executor,
-                                         v1::RunExpertsResponse* resp) {
+absl::StatusOr<std::shared_ptr<const SharedMappings::Mapping>> ExpertService::MapShared(
+    const v1::RunExpertsRequest& req, size_t bytes) {
   ASSIGN_OR_RETURN(std::shared_ptr<const SharedMappings::Mapping> m, shm_.Get(req.shm_name()));
-  const size_t T = req.num_tokens(), H = req.hidden_size();
-  const size_t bytes = T * H * WireDTypeSize(req.dtype());
   const uint64_t in = req.shm_in_offset(), out = req.shm_out_offset();
   if (in > m->size || bytes > m->size - in || out > m->size || bytes > m->size - out) {
     return absl::InvalidArgumentError(absl::StrCat("shm_in_offset ", in, ", shm_out_offset ", out, ": ", bytes,
@@ -165,23 +173,7 @@ absl::Status ExpertService::HandleShared(const v1::RunExpertsRequest& req, Exper
     return absl::InvalidArgumentError(absl::StrCat("shm_in_offset ", in, ", shm_out_offset ", out,
                                                    ": the input and output ranges overlap"));
   }
-  thread_local std::vector<float> x_scratch, out_scratch;
-  kernels::MoeBatch batch;
-  batch.num_tokens = req.num_tokens();
-  batch.top_k = req.top_k();
-  batch.x = DecodeTensor(m->data + in, T * H, req.dtype(), &x_scratch);
-  batch.expert_ids = req.expert_ids().data();
-  batch.weights = req.weights().data();
-  if (req.dtype() == v1::TENSOR_DTYPE_F32) {
-    RETURN_IF_ERROR(executor.Run(req.layer(), batch, reinterpret_cast<float*>(m->data + out)));
-  } else {
-    out_scratch.resize(T * H);
-    RETURN_IF_ERROR(executor.Run(req.layer(), batch, out_scratch.data()));
-    EncodeTensorTo(out_scratch.data(), T * H, req.dtype(), m->data + out);
-  }
-  resp->clear_output();
-  resp->set_output_in_shm(true);
-  return absl::OkStatus();
+  return m;
 }
 
 grpc::Status ExpertService::RunExperts(grpc::ServerContext* ctx, const v1::RunExpertsRequest* req,

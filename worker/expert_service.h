@@ -57,9 +57,10 @@ class ExpertService final : public v1::ExpertWorker::Service {
   absl::Status Validate(const v1::RunExpertsRequest& req) const;
 
  private:
-  // Handle's shared-memory branch (the request is validated).
-  absl::Status HandleShared(const v1::RunExpertsRequest& req, ExpertExecutor& executor,
-                            v1::RunExpertsResponse* resp);
+  // The mapping of a validated request's shared-memory object, its two ranges checked to fit
+  // (`bytes` each) and not to overlap.
+  absl::StatusOr<std::shared_ptr<const SharedMappings::Mapping>> MapShared(const v1::RunExpertsRequest& req,
+                                                                           size_t bytes);
 
   const WorkerModelInfo info_;
   const bool allow_shared_memory_;

@@ -48,19 +48,8 @@ const uint16_t* AsBf16(const char* p, size_t n, std::vector<uint16_t>* tmp) {
 }  // namespace
 
 void EncodeTensor(const float* x, size_t n, v1::TensorDType dtype, std::string* out) {
-  if (dtype == v1::TENSOR_DTYPE_BF16) {
-    out->resize(n * 2);
-    if (reinterpret_cast<uintptr_t>(out->data()) % alignof(uint16_t) == 0) {
-      FloatsToBf16(x, n, reinterpret_cast<uint16_t*>(out->data()));
-    } else {
-      std::vector<uint16_t> tmp(n);
-      FloatsToBf16(x, n, tmp.data());
-      if (n > 0) std::memcpy(out->data(), tmp.data(), n * 2);
-    }
-  } else {
-    out->resize(n * 4);
-    if (n > 0) std::memcpy(out->data(), x, n * 4);
-  }
+  out->resize(n * WireDTypeSize(dtype));
+  EncodeTensorTo(x, n, dtype, out->data());
 }
 
 void EncodeTensorTo(const float* x, size_t n, v1::TensorDType dtype, char* out) {

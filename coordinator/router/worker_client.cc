@@ -18,13 +18,11 @@ namespace mxserve {
 
 namespace {
 constexpr char kServiceName[] = "mxserve.v1.ExpertWorker";
-}
 
-namespace {
 // A worker on this host: only such a worker can map our shared-memory objects.
 bool IsLoopback(const std::string& address) {
   const std::string host = address.substr(0, address.rfind(':'));
-  return host == "127.0.0.1" || host == "localhost" || host == "[::1]" || absl::StartsWith(host, "127.") ||
+  return absl::StartsWith(host, "127.") || host == "localhost" || host == "[::1]" ||
          absl::StartsWith(address, "unix:");
 }
 }  // namespace
@@ -109,8 +107,9 @@ absl::Status WorkerClient::Annotate(const absl::Status& s) const {
 }
 
 namespace {
-// The request fields of one call (the wire dtype chosen by the client); returns its payload bytes
-// (activations, ids, weights).
+// The request fields of one call (the wire dtype chosen by the client), the activations in
+// `hidden` unless encode_hidden is false (they go through shared memory); returns the payload
+// bytes the call moves either way (activations, ids, weights).
 size_t FillRequest(const ExpertCall& call, v1::TensorDType dtype, v1::RunExpertsRequest* req,
                    bool encode_hidden = true) {
   const size_t T = std::max(call.num_tokens, 0), H = std::max(call.hidden, 0),
@@ -126,7 +125,7 @@ size_t FillRequest(const ExpertCall& call, v1::TensorDType dtype, v1::RunExperts
     req->mutable_expert_ids()->Add(call.expert_ids, call.expert_ids + T * k);
     req->mutable_weights()->Add(call.weights, call.weights + T * k);
   }
-  return req->hidden().size() + T * k * 8;
+  return T * H * WireDTypeSize(dtype) + T * k * 8;
 }
 }  // namespace
 
@@ -173,20 +172,25 @@ absl::Status WorkerClient::CheckAndDecode(const ExpertCall& call, const v1::RunE
   return absl::OkStatus();
 }
 
-absl::StatusOr<size_t> WorkerClient::FillShared(const ExpertCall& call, v1::RunExpertsRequest* req) {
+const char* WorkerClient::FillShared(const ExpertCall& call, v1::RunExpertsRequest* req) {
   const size_t T = std::max(call.num_tokens, 0), H = std::max(call.hidden, 0);
   const size_t slot = (T * H * WireDTypeSize(options_.wire_dtype) + 63) / 64 * 64;  // offsets 64-aligned
   if (region_ == nullptr || region_->size() < 2 * slot) {
     // Grown to twice the need so that a few larger batches do not make a new object each.
     const size_t size = std::max<size_t>(2 * slot * (region_ == nullptr ? 1 : 2), 64 << 10);
     region_.reset();
-    ASSIGN_OR_RETURN(region_, SharedRegion::Create(size));
+    absl::StatusOr<std::unique_ptr<SharedRegion>> r = SharedRegion::Create(size);
+    if (!r.ok()) {  // no shared memory here (e.g. /dev/shm full): bytes from now on
+      shm_unsupported_ = true;
+      return nullptr;
+    }
+    region_ = *std::move(r);
   }
   EncodeTensorTo(call.x, T * H, options_.wire_dtype, region_->data());
   req->set_shm_name(region_->name());
   req->set_shm_in_offset(0);
   req->set_shm_out_offset(region_->size() / 2 / 64 * 64);
-  return req->shm_out_offset();
+  return region_->data() + req->shm_out_offset();
 }
 
 absl::Status WorkerClient::RunUnary(const ExpertCall& call, float* out, absl::Time deadline) {
@@ -219,22 +223,11 @@ absl::Status WorkerClient::RunOnStream(const ExpertCall& call, float* out, absl:
   // Reused per thread (one stream call at a time per client): buffers keep their capacity.
   thread_local v1::ExpertStreamRequest req;
   thread_local v1::ExpertStreamResponse resp;
-  const size_t tensor_bytes = size_t(std::max(call.num_tokens, 0)) * std::max(call.hidden, 0) *
-                              WireDTypeSize(options_.wire_dtype);
-  bool shm = options_.shared_memory && !shm_unsupported_.load();
-  size_t payload = FillRequest(call, options_.wire_dtype, req.mutable_request(), /*encode_hidden=*/!shm);
-  size_t shm_out = 0;
-  if (shm) {
-    absl::StatusOr<size_t> o = FillShared(call, req.mutable_request());
-    if (o.ok()) {
-      shm_out = *o;
-      payload += tensor_bytes;  // counted as moved, as on the wire
-    } else {  // no shared memory here (e.g. /dev/shm full): bytes from now on
-      shm_unsupported_ = true;
-      shm = false;
-      payload = FillRequest(call, options_.wire_dtype, req.mutable_request());
-    }
-  }
+  const size_t n = size_t(std::max(call.num_tokens, 0)) * std::max(call.hidden, 0);  // activations
+  const size_t payload = FillRequest(call, options_.wire_dtype, req.mutable_request(), /*encode_hidden=*/false);
+  // Where a shared-memory answer will lie; nullptr: the activations go as bytes.
+  const char* shm_out = using_shared_memory() ? FillShared(call, req.mutable_request()) : nullptr;
+  if (shm_out == nullptr) EncodeTensor(call.x, n, options_.wire_dtype, req.mutable_request()->mutable_hidden());
   for (int attempt = 0;; ++attempt) {
     const std::shared_ptr<const Conn> c = conn();
     if (stream_ && stream_->conn != c) CloseStream();  // Reconnect: the old channel's stream goes
@@ -261,7 +254,7 @@ absl::Status WorkerClient::RunOnStream(const ExpertCall& call, float* out, absl:
         return Annotate(absl::InternalError(absl::StrCat("RunExperts stream answered call ", resp.id(),
                                                          " to call ", req.id())));
       }
-      if (resp.code() == static_cast<int>(grpc::StatusCode::FAILED_PRECONDITION) && shm) {
+      if (resp.code() == static_cast<int>(grpc::StatusCode::FAILED_PRECONDITION) && shm_out != nullptr) {
         // A worker without --allow_shared_memory: the same call as bytes, and bytes from now on.
         shm_unsupported_ = true;
         return RunOnStream(call, out, deadline);
@@ -270,8 +263,9 @@ absl::Status WorkerClient::RunOnStream(const ExpertCall& call, float* out, absl:
         return Annotate(FromGrpcStatus(
             grpc::Status(static_cast<grpc::StatusCode>(resp.code()), resp.message())));
       }
-      bytes_received_ += resp.response().output_in_shm() ? tensor_bytes : resp.response().output().size();
-      return CheckAndDecode(call, resp.response(), shm ? region_->data() + shm_out : nullptr, out);
+      bytes_received_ += resp.response().output_in_shm() ? n * WireDTypeSize(options_.wire_dtype)
+                                                         : resp.response().output().size();
+      return CheckAndDecode(call, resp.response(), shm_out, out);
     }
     // The stream is gone: say why, and open a new one on the next call.
     const grpc::Status gs = stream_->rw->Finish();

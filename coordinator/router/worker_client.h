@@ -88,8 +88,9 @@ class WorkerClient final : public ExpertBackend {
   absl::Status CheckAndDecode(const ExpertCall& call, const v1::RunExpertsResponse& resp, const char* shm_out,
                               float* out) const;
   // Puts the call's activations in region_ (made or grown as needed) and names it in req, whose
-  // other fields FillRequest set; returns the output's offset in the region.
-  absl::StatusOr<size_t> FillShared(const ExpertCall& call, v1::RunExpertsRequest* req)
+  // other fields FillRequest set; returns where the output will lie, or nullptr (and bytes from
+  // now on) when no region can be made.
+  const char* FillShared(const ExpertCall& call, v1::RunExpertsRequest* req)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(stream_mu_);
   void CloseStream() ABSL_EXCLUSIVE_LOCKS_REQUIRED(stream_mu_);
   // Cancels `ctx` if `deadline` passes before Disarm(); Disarm says whether it did.

@@ -316,26 +316,21 @@ int DecodePin() {
   return pinned;
 }
 
+int KstSlice() {
+  const int pin = DecodePin();
+  return pin == 5 ? 2 : pin == 6 ? 4 : pin == 0 ? 0 : -1;
+}
+
 void LaunchDecodeGemm(const GemmArgs& a, bool gate_up, bool rows16, bool one_mul, int max_tiles,
                       cudaStream_t stream) {
   if (max_tiles <= 0) return;
-  // Activations through shared memory unless MXSERVE_CUDA_MOE_SMEM_A=0 (benchmarks) or the
-  // tile's rows do not fit (hidden > ~3000 at 8 rows, > ~3400 at 16).
-  static const bool smem_a_env = [] {
-    const char* v = std::getenv("MXSERVE_CUDA_MOE_SMEM_A");
-    return v == nullptr || std::string(v) != "0";
-  }();
-  const int rows = std::min(rows16 ? 16 : 8, std::max(1, a.rows));  // most rows a tile can have
-  const size_t smem = size_t(rows) * (a.kp / 8 + 1) * 16;
-  // 8-row tiles up to 48 KB (4+ CTAs per SM), 16-row tiles up to 108 KB (2 per SM).
-  const bool smem_a = smem_a_env && smem <= size_t(rows16 ? 108 << 10 : 48 << 10);
   // 8-row tiles: for the smallest batches (<= 4 token-slots: one CTA's load is all there is) the
   // one-shot bulk kernel; else, and for 16-row tiles, the K-streamed TMA kernel
   // (moe_cuda_decode_kst.cu); where that cannot run (no tensor-map encoder, or two stages do not
   // fit) the register ring. MXSERVE_CUDA_MOE_DECODE pins one (benchmarks; DecodePin).
   const int pinned = DecodePin();
-  const bool kst = pinned == 0 || pinned == 5 || pinned == 6;
-  const int kst_slice = pinned == 5 ? 2 : pinned == 6 ? 4 : 0;
+  const int kst_slice = KstSlice();  // -1: another kernel is pinned
+  const bool kst = kst_slice >= 0;
   if (!rows16 && pinned != 3) {
     const bool bulk_fits = DecodeBulkSmem(a) <= (113 << 10);
     const bool want_bulk = pinned == 2 || (pinned == 0 && a.rows <= 4);
@@ -344,9 +339,18 @@ void LaunchDecodeGemm(const GemmArgs& a, bool gate_up, bool rows16, bool one_mul
       else LaunchDecodeBulk<false>(a, gate_up, max_tiles, stream);
       return;
     }
-    if (kst && LaunchDecodeKst(a, gate_up, one_mul, kst_slice, 8, max_tiles, stream) == 0) return;
   }
-  if (rows16 && kst && LaunchDecodeKst(a, gate_up, one_mul, kst_slice, 16, max_tiles, stream) == 0) return;
+  if (kst && LaunchDecodeKst(a, gate_up, one_mul, kst_slice, rows16 ? 16 : 8, max_tiles, stream) == 0) return;
+  // The register ring. Activations through shared memory unless MXSERVE_CUDA_MOE_SMEM_A=0
+  // (benchmarks) or the tile's rows do not fit (hidden > ~3000 at 8 rows, > ~3400 at 16).
+  static const bool smem_a_env = [] {
+    const char* v = std::getenv("MXSERVE_CUDA_MOE_SMEM_A");
+    return v == nullptr || std::string(v) != "0";
+  }();
+  const int rows = std::min(rows16 ? 16 : 8, std::max(1, a.rows));  // most rows a tile can have
+  const size_t smem = size_t(rows) * (a.kp / 8 + 1) * 16;
+  // 8-row tiles up to 48 KB (4+ CTAs per SM), 16-row tiles up to 108 KB (2 per SM).
+  const bool smem_a = smem_a_env && smem <= size_t(rows16 ? 108 << 10 : 48 << 10);
   if (rows16 && smem_a) {
     if (one_mul) LaunchDecodeT<true, true, true>(a, gate_up, max_tiles, smem, stream);
     else LaunchDecodeT<true, false, true>(a, gate_up, max_tiles, smem, stream);

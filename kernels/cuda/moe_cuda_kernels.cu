@@ -505,9 +505,8 @@ int LaunchGemm(const GemmArgs& a, bool gate_up, int path, bool one_mul, int max_
     case 0: LaunchDecodeGemm(a, gate_up, false, one_mul, max_tiles, stream); break;
     case 1: LaunchDecodeGemm(a, gate_up, true, one_mul, max_tiles, stream); break;
     case 2: {  // 32-row tiles: the K-streamed TMA kernel unless another decode kernel is pinned
-      const int pin = DecodePin();
-      if ((pin == 0 || pin == 5 || pin == 6) &&
-          LaunchDecodeKst(a, gate_up, one_mul, pin == 5 ? 2 : pin == 6 ? 4 : 0, 32, max_tiles, stream) == 0) {
+      if (const int slice = KstSlice(); slice >= 0 && LaunchDecodeKst(a, gate_up, one_mul, slice, 32, max_tiles,
+                                                                          stream) == 0) {
         break;
       }
       LaunchGemmT<2, 2, 2, 4>(a, gate_up, max_tiles, stream);

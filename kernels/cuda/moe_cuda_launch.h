@@ -73,6 +73,9 @@ int LaunchDecodeKst(const GemmArgs& a, bool gate_up, bool one_mul, int slice_chu
 // MXSERVE_CUDA_MOE_DECODE (benchmarks): 0 unset (the defaults), 2 bulk, 3 ring, 5 kst (2-chunk
 // slices), 6 kst4 (4-chunk slices, one m16 tile per warp).
 int DecodePin();
+// The kst kernel's slice chunks under that pin (0: its own choice, 2, 4), or -1 when another
+// decode kernel is pinned.
+int KstSlice();
 void LaunchCombine(const float* y, const int32_t* ids, const int32_t* local, int num_experts,
                    int tokens, int top_k, int h, float* out, cudaStream_t stream);
 

@@ -13,6 +13,7 @@
 #include "gtest/gtest.h"
 #include "mxserve/v1/inference.grpc.pb.h"
 #include "tests/integration/harness.h"
+#include "tests/observability/prom_text.h"
 
 namespace mxserve::testing {
 namespace {
@@ -88,18 +89,9 @@ TEST(E2eModes, WorkersAgreeWithSingleProcess) {
   }
 }
 
-// Sum over workers of one counter family in a /metrics page (Prometheus text).
+// Sum over workers of one metric family on a coordinator's /metrics page.
 double SumCounter(int port, const std::string& family) {
-  const std::string page = HttpCall(port, "GET", "/metrics").body;
-  double sum = 0;
-  size_t pos = 0;
-  while ((pos = page.find("\n" + family + "{", pos)) != std::string::npos) {
-    const size_t eol = page.find('\n', pos + 1);
-    const std::string line = page.substr(pos + 1, eol - pos - 1);
-    sum += std::stod(line.substr(line.rfind(' ') + 1));
-    pos = eol;
-  }
-  return sum;
+  return ParsePrometheusText(HttpCall(port, "GET", "/metrics").body).Sum(family);
 }
 
 // --expert_wire_dtype=bf16: partial sums come back in half the bytes of f32, and the model's
