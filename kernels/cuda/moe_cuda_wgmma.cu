@@ -31,6 +31,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 
 #include "kernels/cuda/moe_cuda_gemm.cuh"
 #include "kernels/cuda/moe_cuda_launch.h"
@@ -134,14 +135,19 @@ __global__ void UnpermuteKernel(uint16_t* __restrict__ a, int rows, int kp, int 
 
 // ---- the GEMM ---------------------------------------------------------------------------------
 // NC consumer warpgroups and one producer warpgroup; setmaxnreg moves the producer's registers
-// to the consumers (NC = 2: 40 / 232, 3: 40 / 152, 4: 24 / 120).
+// to the consumers. The CTA holds what it was launched with (LaunchRegs per thread, from
+// __launch_bounds__), so the consumers may grow only by what the producer gave back: asking for
+// more blocks setmaxnreg.inc forever (NC = 2: 168 -> 40 / 232, 3: 128 -> 40 / 152, 4: 96 -> 24 / 112).
+template <int NC>
+constexpr int LaunchRegs() { return 65536 / (128 * (NC + 1)) / 8 * 8; }
 template <int NC>
 constexpr int ProducerRegs() { return NC >= 4 ? 24 : 40; }
 template <int NC>
 constexpr int ConsumerRegs() {
-  const int r = (65536 - ProducerRegs<NC>() * 128) / (128 * NC) / 8 * 8;
+  const int r = (LaunchRegs<NC>() + (LaunchRegs<NC>() - ProducerRegs<NC>()) / NC) / 8 * 8;
   return r > 232 ? 232 : r;
 }
+static_assert(ConsumerRegs<2>() == 232 && ConsumerRegs<3>() == 152 && ConsumerRegs<4>() == 112);
 
 template <int BN>
 constexpr int Stages() { return BN >= 256 ? 5 : BN >= 128 ? 8 : 10; }
@@ -154,13 +160,19 @@ constexpr size_t SmemBytes() {
 
 // BN: token rows (wgmma N); MW: m64 weight blocks per consumer warpgroup; NC: consumer
 // warpgroups; D: wgmma groups (k32 blocks) left in flight; PF: chunks of weights requested ahead.
-template <int BN, int MW, int NC, int D, int PF, bool kGateUp, bool kOneMul>
+// kEpi: the epilogue operands (bias, and for down the slot ids and routing weights) are fetched
+// into shared memory at the start by the producer warpgroup's three idle warps.
+template <int BN, int MW, int NC, int D, int PF, bool kEpi, bool kGateUp, bool kOneMul>
 __global__ void __launch_bounds__(128 * (NC + 1), 1) WgmmaGemmKernel(const __grid_constant__ CUtensorMap tmap,
                                                                const GemmArgs p) {
   constexpr int S = Stages<BN>();
   constexpr uint32_t kStageBytes = BN * 128;
+  constexpr int kCols = 64 * MW * NC;  // weight rows of the CTA
   extern __shared__ uint8_t smem_raw[];
-  __shared__ __align__(8) uint64_t full_bar[S], empty_bar[S];
+  __shared__ __align__(8) uint64_t full_bar[S], empty_bar[S], epi_bar;
+  __shared__ __align__(16) float s_bias[kEpi ? kCols : 4];
+  __shared__ int32_t s_pair[kEpi && !kGateUp ? BN : 1];
+  __shared__ float s_w[kEpi && !kGateUp ? BN : 1];
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
 
   const int tile = blockIdx.y;
@@ -174,6 +186,7 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1) WgmmaGemmKernel(const __gri
       MbarInit(&full_bar[s], 1);
       MbarInit(&empty_bar[s], NC);
     }
+    if constexpr (kEpi) MbarInit(&epi_bar, 96);
     FenceMbarInit();
   }
   __syncthreads();
@@ -189,6 +202,18 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1) WgmmaGemmKernel(const __gri
         MbarExpectTx(&full_bar[s], kStageBytes);
         TmaLoad2d(smem + s * kStageBytes, &tmap, &full_bar[s], i * 64, row0);
       }
+    } else if (kEpi && threadIdx.x >= 128 * NC + 32) {
+      const int h = threadIdx.x - (128 * NC + 32);
+      const int n0 = blockIdx.x * kCols;
+      for (int i = h; i < kCols; i += 96) s_bias[i] = n0 + i < p.n ? __ldg(p.bias + int64_t(e) * p.n + n0 + i) : 0.f;
+      if constexpr (!kGateUp) {
+        for (int i = h; i < BN; i += 96) {
+          const int pair = i < rows ? __ldg(p.sorted + row0 + i) : 0;
+          s_pair[i] = pair;
+          s_w[i] = i < rows ? __ldg(p.route_w + pair) : 0.f;
+        }
+      }
+      MbarArrive(&epi_bar);
     }
     return;
   }
@@ -294,7 +319,6 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1) WgmmaGemmKernel(const __gri
   // [BN tokens][256 weight rows] is written with a float4-level XOR swizzle and a 4-word row pad
   // (no bank conflicts either way), then read back row-wise so that global stores are 16-byte
   // and contiguous along each token's output row.
-  constexpr int kCols = 64 * MW * NC;  // weight rows of the CTA
   constexpr int kPitch = kCols + 4;            // floats
   float* tileb = reinterpret_cast<float*>(smem);
   asm volatile("bar.sync 1, %0;" ::"n"(128 * NC) : "memory");
@@ -316,6 +340,12 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1) WgmmaGemmKernel(const __gri
   const int tid = threadIdx.x;
   const int n0 = blockIdx.x * kCols;
   const float* be = p.bias + int64_t(e) * p.n + n0;
+  if constexpr (kEpi) MbarWait(&epi_bar, 0);
+  // Bias of local weight row i (4 consecutive, 16-byte aligned).
+  auto bias4 = [&](int i) {
+    if constexpr (kEpi) return *reinterpret_cast<const float4*>(s_bias + i);
+    return __ldg(reinterpret_cast<const float4*>(be + i));
+  };
   if constexpr (kGateUp) {
     // Item: (token, 8 consecutive outputs = 16 interleaved gate/up rows) -> one 16-byte store.
     constexpr int kPer = kCols / 16;
@@ -326,7 +356,7 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1) WgmmaGemmKernel(const __gri
 #pragma unroll
       for (int u = 0; u < 4; ++u) {
         const float4 v = *reinterpret_cast<const float4*>(tileb + sidx(col, 16 * q + 4 * u));
-        const float4 b = __ldg(reinterpret_cast<const float4*>(be + 16 * q + 4 * u));
+        const float4 b = bias4(16 * q + 4 * u);
         float r2[2];
         const float gs[2] = {v.x + b.x, v.z + b.z}, us[2] = {v.y + b.y, v.w + b.w};
 #pragma unroll
@@ -345,10 +375,17 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1) WgmmaGemmKernel(const __gri
     for (int it = tid; it < BN * kPer; it += 128 * NC) {
       const int col = it / kPer, f = it - col * kPer;
       if (col >= rows || n0 + 4 * f >= p.n) continue;
-      const int pair = __ldg(p.sorted + row0 + col);
-      const float w = __ldg(p.route_w + pair);
+      int pair;
+      float w;
+      if constexpr (kEpi) {
+        pair = s_pair[col];
+        w = s_w[col];
+      } else {
+        pair = __ldg(p.sorted + row0 + col);
+        w = __ldg(p.route_w + pair);
+      }
       const float4 v = *reinterpret_cast<const float4*>(tileb + sidx(col, 4 * f));
-      const float4 b = __ldg(reinterpret_cast<const float4*>(be + 4 * f));
+      const float4 b = bias4(4 * f);
       *reinterpret_cast<float4*>(p.y + int64_t(pair) * p.n + n0 + 4 * f) =
           make_float4(w * (v.x + b.x), w * (v.y + b.y), w * (v.z + b.z), w * (v.w + b.w));
     }
@@ -377,9 +414,9 @@ PFN_cuTensorMapEncodeTiled_v12000 TensorMapEncoder() {
 
 namespace {
 
-template <int BN, int MW, int NC, int D, int PF, bool kGateUp, bool kOneMul>
+template <int BN, int MW, int NC, int D, int PF, bool kEpi, bool kGateUp, bool kOneMul>
 void LaunchT(const CUtensorMap& map, const GemmArgs& a, int max_tiles, cudaStream_t stream) {
-  auto kern = WgmmaGemmKernel<BN, MW, NC, D, PF, kGateUp, kOneMul>;
+  auto kern = WgmmaGemmKernel<BN, MW, NC, D, PF, kEpi, kGateUp, kOneMul>;
   static const bool raised = [&] {
     cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(SmemBytes<BN, MW, NC>()));
     return true;
@@ -390,16 +427,31 @@ void LaunchT(const CUtensorMap& map, const GemmArgs& a, int max_tiles, cudaStrea
   kern<<<grid, 128 * (NC + 1), SmemBytes<BN, MW, NC>(), stream>>>(map, a);
 }
 
-template <int BN, int MW, int NC, int D, int PF>
+template <int BN, int MW, int NC, int D, int PF, bool kEpi>
 void LaunchCfg(const CUtensorMap& map, const GemmArgs& a, bool gate_up, bool one_mul, int max_tiles,
                cudaStream_t stream) {
   if (gate_up) {
-    one_mul ? LaunchT<BN, MW, NC, D, PF, true, true>(map, a, max_tiles, stream)
-            : LaunchT<BN, MW, NC, D, PF, true, false>(map, a, max_tiles, stream);
+    one_mul ? LaunchT<BN, MW, NC, D, PF, kEpi, true, true>(map, a, max_tiles, stream)
+            : LaunchT<BN, MW, NC, D, PF, kEpi, true, false>(map, a, max_tiles, stream);
   } else {
-    one_mul ? LaunchT<BN, MW, NC, D, PF, false, true>(map, a, max_tiles, stream)
-            : LaunchT<BN, MW, NC, D, PF, false, false>(map, a, max_tiles, stream);
+    one_mul ? LaunchT<BN, MW, NC, D, PF, kEpi, false, true>(map, a, max_tiles, stream)
+            : LaunchT<BN, MW, NC, D, PF, kEpi, false, false>(map, a, max_tiles, stream);
   }
+}
+
+// MXSERVE_CUDA_MOE_WGMMA_CFG pins a configuration (benchmarks): nc2 (two consumer warpgroups
+// of 128 weight rows, epilogue operands loaded in the epilogue: the configuration until
+// 2026-11-30), epi (the same, operands fetched by the producer's idle warps), nc3 / nc4 (3 / 4
+// consumer warpgroups of 64 rows, with epi). 0 = the default: nc4 at 64-row token tiles, nc3 at
+// 128, epi at 256 (docs/PERFORMANCE.md has the comparison).
+int WgmmaCfg() {
+  static const int v = [] {
+    const char* e = std::getenv("MXSERVE_CUDA_MOE_WGMMA_CFG");
+    if (e == nullptr) return 0;
+    const std::string s(e);
+    return s == "nc2" ? 2 : s == "epi" ? 1 : s == "nc3" ? 3 : s == "nc4" ? 4 : 0;
+  }();
+  return v;
 }
 
 }  // namespace
@@ -425,13 +477,21 @@ int LaunchWgmmaGemm(const GemmArgs& a, bool gate_up, bool one_mul, int bn, int m
                                                                    a.nfull, a.chunks);
   }
   // Configurations run on the GPU (check + bench, see WGMMA.md): wgmma depth 1, weights one chunk
-  // ahead, two consumer warpgroups. (Depth 2 made ptxas serialize the wgmma pipeline, C7513.)
+  // ahead. (Depth 2 made ptxas serialize the wgmma pipeline, C7513.)
+  const int cfg = WgmmaCfg();
   if (bn == 64) {
-    LaunchCfg<64, 2, 2, 1, 1>(map, a, gate_up, one_mul, max_tiles, stream);
+    cfg == 2   ? LaunchCfg<64, 2, 2, 1, 1, false>(map, a, gate_up, one_mul, max_tiles, stream)
+    : cfg == 1 ? LaunchCfg<64, 2, 2, 1, 1, true>(map, a, gate_up, one_mul, max_tiles, stream)
+    : cfg == 3 ? LaunchCfg<64, 1, 3, 1, 1, true>(map, a, gate_up, one_mul, max_tiles, stream)
+               : LaunchCfg<64, 1, 4, 1, 1, true>(map, a, gate_up, one_mul, max_tiles, stream);
   } else if (bn == 256) {
-    LaunchCfg<256, 1, 2, 1, 1>(map, a, gate_up, one_mul, max_tiles, stream);
+    cfg == 2 ? LaunchCfg<256, 1, 2, 1, 1, false>(map, a, gate_up, one_mul, max_tiles, stream)
+             : LaunchCfg<256, 1, 2, 1, 1, true>(map, a, gate_up, one_mul, max_tiles, stream);
   } else {
-    LaunchCfg<128, 2, 2, 1, 1>(map, a, gate_up, one_mul, max_tiles, stream);
+    cfg == 2   ? LaunchCfg<128, 2, 2, 1, 1, false>(map, a, gate_up, one_mul, max_tiles, stream)
+    : cfg == 1 ? LaunchCfg<128, 2, 2, 1, 1, true>(map, a, gate_up, one_mul, max_tiles, stream)
+    : cfg == 4 ? LaunchCfg<128, 1, 4, 1, 1, true>(map, a, gate_up, one_mul, max_tiles, stream)
+               : LaunchCfg<128, 1, 3, 1, 1, true>(map, a, gate_up, one_mul, max_tiles, stream);
   }
   return 0;
 }

@@ -145,7 +145,7 @@ int Main(int argc, char** argv) {
       // the gate/up pre-activations would be ~1e4, far past the clamp at 7, where the bf16
       // rounding of x (~1e4 * 2^-9 absolute) decides which side of the clamp a value lands.
       {"big-scales", 2880, 2880, 16, 4, true, 16, false, {1, 40, 300}, 112, 24, 1.0f / 256},
-      {"gpt-oss-20b", 2880, 2880, 32, 4, true, 32, false, {1, 7, 64, 333, 1024, 4097}},
+      {"gpt-oss-20b", 2880, 2880, 32, 4, true, 32, false, {1, 2, 7, 64, 333, 1024, 4097}},
       {"gpt-oss-120b", 2880, 2880, 128, 4, true, 100, false, {1, 16, 256, 2049, 16384}},
       {"kimi-k2-like", 7168, 2048, 384, 8, false, 384, false, {1, 64, 1000, 16384}},
       {"k3-latent", 3584, 3072, 256, 16, false, 256, false, {1, 5, 300, 16384}},

@@ -14,6 +14,7 @@
 # memcheck on two small shapes), bench (gpt-oss-120b + same-run baselines incl. triton_kernels'
 # matmul_ogs: one table),
 # paths (each kernel configuration pinned), decode (the decode kernel variants side by side),
+# wgmmacfg (the wgmma configurations checked and timed),
 # shapes (20b, Kimi-K2-like, K3-like, with matmul_ogs), profile (ncu SpeedOfLight, one token),
 # detail (ncu stall/issue/memory sections of one decode kernel), source (its per-instruction stall
 # samples), sass (machine code of all kernels).
@@ -71,6 +72,18 @@ for s in $steps; do
         MXSERVE_CUDA_MOE_DECODE=$1 MXSERVE_CUDA_MOE_PDL=$2 MXSERVE_CUDA_MOE_SMEM_A=$3 \
           $B/mxserve-bench-moe-gpu /tmp/decode.csv gpt-oss-120b ${DECODE_TOKENS:-1,4,16,64,256} | grep '^| gpt'
       done 2>&1 | tee "$OUT/decode.txt" ;;
+    wgmmacfg)
+      # The wgmma kernel's configurations side by side (MXSERVE_CUDA_MOE_WGMMA_CFG): each checked
+      # on three shapes, then timed on the gpt-oss-120b layer.
+      for C in ${WGMMA_CFGS:-default nc2 epi nc4}; do
+        echo "## MXSERVE_CUDA_MOE_WGMMA_CFG=$C"
+        for S in tiny-pad half-held gpt-oss-120b; do
+          MXSERVE_CUDA_MOE_WGMMA_CFG=$C $B/mxserve-gpu-moe-check $S 2>&1 | grep -E "^(PASS|FAIL)" | sed "s/^/$C /"
+        done > "$OUT/check_$C.txt"
+        echo "$(grep -c PASS "$OUT/check_$C.txt") PASS, $(grep -c FAIL "$OUT/check_$C.txt") FAIL"
+        grep FAIL "$OUT/check_$C.txt" | head -5 && rc=1
+        MXSERVE_CUDA_MOE_WGMMA_CFG=$C $B/mxserve-bench-moe-gpu /tmp/w.csv gpt-oss-120b ${WGMMA_TOKENS:-1024,4096,16384} | grep '^| gpt'
+      done 2>&1 | tee "$OUT/wgmmacfg.txt" ;;
     shapes)
       # The other layer shapes, with matmul_ogs (no bf16 grouped_mm: it costs too much device time).
       $B/mxserve-bench-moe-gpu "$OUT/shapes.csv" gpt-oss-20b,kimi-k2-like,k3-latent ${SHAPE_TOKENS:-1,16,256,4096} \
