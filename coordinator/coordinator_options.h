@@ -47,7 +47,7 @@ struct CoordinatorOptions {
   // bytes; the GPU kernels take bf16 activations anyway).
   bool expert_wire_bf16 = false;
   // Workers on this host: activations and partial sums through shared memory, the call over gRPC.
-  bool expert_shared_memory = false;
+  bool expert_shared_memory = true;
   // Compute.
   int threads = 0;                    // dense-path threads (0 = all cores)
   // Engine.

@@ -49,10 +49,11 @@ ABSL_FLAG(bool, expert_call_stream, true,
 ABSL_FLAG(std::string, expert_wire_dtype, "f32",
           "Activations and expert partial sums on the wire to workers: f32 (exact) or bf16 (half "
           "the bytes)");
-ABSL_FLAG(bool, expert_shared_memory, false,
+ABSL_FLAG(bool, expert_shared_memory, true,
           "Workers on this host (--local-workers, or --workers at 127.0.0.1 started with "
           "--allow_shared_memory as the same user): activations and expert partial sums through "
-          "/dev/shm (the calls stay on gRPC)");
+          "/dev/shm (the calls stay on gRPC); a worker that refuses gets bytes in the gRPC "
+          "messages. --expert_shared_memory=false: always the messages");
 ABSL_FLAG(int, threads, 0, "Dense-path compute threads (0 = all cores)");
 ABSL_FLAG(int, max_model_len, 0, "Context length (0 = the model's, bounded by the KV cache)");
 ABSL_FLAG(int, max_num_seqs, 64, "Running sequences at once");

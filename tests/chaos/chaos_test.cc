@@ -144,15 +144,16 @@ class ChaosTest : public ::testing::Test {
 // every killed worker is SERVING again within kRestartBound.
 void SigkillUnderLoad(Coordinator* c);
 
+// (Tensors in the gRPC messages here; the next test runs the default, shared memory.)
 TEST_F(ChaosTest, SigkillUnderLoadLosesNothing) {
-  auto c = Start({"--local-workers", "3", "--expert-replicas", "2"});
+  auto c = Start({"--local-workers", "3", "--expert-replicas", "2", "--expert_shared_memory=false"});
   ASSERT_TRUE(c.has_value());
   SigkillUnderLoad(&*c);
 }
 
 // The same with the tensors in shared memory: a restarted worker maps its client's object again.
 TEST_F(ChaosTest, SigkillUnderLoadLosesNothingWithSharedMemory) {
-  auto c = Start({"--local-workers", "3", "--expert-replicas", "2", "--expert_shared_memory"});
+  auto c = Start({"--local-workers", "3", "--expert-replicas", "2"});
   ASSERT_TRUE(c.has_value());
   SigkillUnderLoad(&*c);
 }

@@ -129,13 +129,16 @@ TEST(E2eModes, Bf16WireHalvesTheBytesAndStaysClose) {
             78);
 }
 
-// --expert_shared_memory: local workers get the tensors through /dev/shm/mxserve-shm-<pid>-*
-// (the coordinator's), answers as the single-process run gives, and the objects go with it.
+// By default (--expert_shared_memory) local workers get the tensors through
+// /dev/shm/mxserve-shm-<pid>-* (the coordinator's), answers as the single-process run gives, and
+// the objects go with it; --expert_shared_memory=false keeps them in the gRPC messages.
 TEST(E2eModes, SharedMemoryAgreesWithSingleProcess) {
   TempDir logs;
   auto single = StartCoordinator(TinyModelDir(), {"--local-workers", "0"}, logs.path());
-  auto shm = StartCoordinator(TinyModelDir(), {"--local-workers", "2", "--expert_shared_memory"}, logs.path());
-  ASSERT_TRUE(single && shm);
+  auto shm = StartCoordinator(TinyModelDir(), {"--local-workers", "2"}, logs.path());
+  auto bytes = StartCoordinator(TinyModelDir(), {"--local-workers", "2", "--expert_shared_memory=false"},
+                                logs.path());
+  ASSERT_TRUE(single && shm && bytes);
   std::mt19937 rng(7);
   for (int len : {2, 23}) {
     auto prompt = RandomPrompt(rng, len);
@@ -163,6 +166,10 @@ TEST(E2eModes, SharedMemoryAgreesWithSingleProcess) {
   auto workers = json::parse(HttpCall(shm->http_port, "GET", "/v1/workers").body, nullptr, false);
   for (const auto& w : workers["workers"]) EXPECT_EQ(w["transport"], "shared_memory") << w;
   EXPECT_EQ(SumCounter(single->http_port, "mxserve:expert_shared_memory"), 0);
+  EXPECT_TRUE(Complete(bytes->http_port, RandomPrompt(rng, 5), 2).contains("choices"));
+  EXPECT_EQ(SumCounter(bytes->http_port, "mxserve:expert_shared_memory"), 0);
+  auto bw = json::parse(HttpCall(bytes->http_port, "GET", "/v1/workers").body, nullptr, false);
+  for (const auto& w : bw["workers"]) EXPECT_EQ(w["transport"], "grpc") << w;
   EXPECT_EQ(shm->process->Stop(), 0);
   EXPECT_EQ(objects(), 0);
 }
