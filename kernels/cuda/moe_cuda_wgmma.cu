@@ -137,23 +137,26 @@ __global__ void UnpermuteKernel(uint16_t* __restrict__ a, int rows, int kp, int 
 // NC consumer warpgroups and one producer warpgroup; setmaxnreg moves the producer's registers
 // to the consumers. The CTA holds what it was launched with (LaunchRegs per thread, from
 // __launch_bounds__), so the consumers may grow only by what the producer gave back: asking for
-// more blocks setmaxnreg.inc forever (NC = 2: 168 -> 40 / 232, 3: 128 -> 40 / 152, 4: 96 -> 24 / 112).
-template <int NC>
-constexpr int LaunchRegs() { return 65536 / (128 * (NC + 1)) / 8 * 8; }
-template <int NC>
-constexpr int ProducerRegs() { return NC >= 4 ? 24 : 40; }
-template <int NC>
+// more blocks setmaxnreg.inc forever (NC = 2: 168 -> 40 / 232, 3: 128 -> 40 / 152, 4: 96 -> 24 / 112;
+// CB = 2 CTAs per SM, NC = 2: 80 -> 24 / 104).
+template <int NC, int CB>
+constexpr int LaunchRegs() { return 65536 / (128 * (NC + 1) * CB) / 8 * 8; }
+template <int NC, int CB>
+constexpr int ProducerRegs() { return NC >= 4 || CB > 1 ? 24 : 40; }
+template <int NC, int CB>
 constexpr int ConsumerRegs() {
-  const int r = (LaunchRegs<NC>() + (LaunchRegs<NC>() - ProducerRegs<NC>()) / NC) / 8 * 8;
+  const int r = (LaunchRegs<NC, CB>() + (LaunchRegs<NC, CB>() - ProducerRegs<NC, CB>()) / NC) / 8 * 8;
   return r > 232 ? 232 : r;
 }
-static_assert(ConsumerRegs<2>() == 232 && ConsumerRegs<3>() == 152 && ConsumerRegs<4>() == 112);
+static_assert(ConsumerRegs<2, 1>() == 232 && ConsumerRegs<3, 1>() == 152 && ConsumerRegs<4, 1>() == 112 &&
+              ConsumerRegs<2, 2>() == 104);
 
-template <int BN>
-constexpr int Stages() { return BN >= 256 ? 5 : BN >= 128 ? 8 : 10; }
-template <int BN, int MW, int NC>
+// Shared-memory stages of 64 K x BN tokens (fewer with two CTAs per SM: both must fit).
+template <int BN, int CB>
+constexpr int Stages() { return BN >= 256 ? 5 : BN >= 128 ? (CB > 1 ? 5 : 8) : 10; }
+template <int BN, int MW, int NC, int CB>
 constexpr size_t SmemBytes() {
-  const size_t stages = size_t(Stages<BN>()) * BN * 128;
+  const size_t stages = size_t(Stages<BN, CB>()) * BN * 128;
   const size_t epilogue = size_t(BN) * (64 * MW * NC + 4) * 4;
   return (stages > epilogue ? stages : epilogue) + 1024;
 }
@@ -162,10 +165,10 @@ constexpr size_t SmemBytes() {
 // warpgroups; D: wgmma groups (k32 blocks) left in flight; PF: chunks of weights requested ahead.
 // kEpi: the epilogue operands (bias, and for down the slot ids and routing weights) are fetched
 // into shared memory at the start by the producer warpgroup's three idle warps.
-template <int BN, int MW, int NC, int D, int PF, bool kEpi, bool kGateUp, bool kOneMul>
-__global__ void __launch_bounds__(128 * (NC + 1), 1) WgmmaGemmKernel(const __grid_constant__ CUtensorMap tmap,
+template <int BN, int MW, int NC, int CB, int D, int PF, bool kEpi, bool kGateUp, bool kOneMul>
+__global__ void __launch_bounds__(128 * (NC + 1), CB) WgmmaGemmKernel(const __grid_constant__ CUtensorMap tmap,
                                                                const GemmArgs p) {
-  constexpr int S = Stages<BN>();
+  constexpr int S = Stages<BN, CB>();
   constexpr uint32_t kStageBytes = BN * 128;
   constexpr int kCols = 64 * MW * NC;  // weight rows of the CTA
   extern __shared__ uint8_t smem_raw[];
@@ -193,7 +196,7 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1) WgmmaGemmKernel(const __gri
 
   const int wg = threadIdx.x >> 7;
   if (wg == NC) {  // producer
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(ProducerRegs<NC>()));
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(ProducerRegs<NC, CB>()));
     if (threadIdx.x == 128 * NC) {
       asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&tmap)) : "memory");
       for (int i = 0; i < nslabs; ++i) {
@@ -217,7 +220,7 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1) WgmmaGemmKernel(const __gri
     }
     return;
   }
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(ConsumerRegs<NC>()));
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(ConsumerRegs<NC, CB>()));
 
   const int warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int nt_total = p.n >> 3;
@@ -414,42 +417,44 @@ PFN_cuTensorMapEncodeTiled_v12000 TensorMapEncoder() {
 
 namespace {
 
-template <int BN, int MW, int NC, int D, int PF, bool kEpi, bool kGateUp, bool kOneMul>
+template <int BN, int MW, int NC, int CB, int D, int PF, bool kEpi, bool kGateUp, bool kOneMul>
 void LaunchT(const CUtensorMap& map, const GemmArgs& a, int max_tiles, cudaStream_t stream) {
-  auto kern = WgmmaGemmKernel<BN, MW, NC, D, PF, kEpi, kGateUp, kOneMul>;
+  auto kern = WgmmaGemmKernel<BN, MW, NC, CB, D, PF, kEpi, kGateUp, kOneMul>;
   static const bool raised = [&] {
-    cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(SmemBytes<BN, MW, NC>()));
+    cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(SmemBytes<BN, MW, NC, CB>()));
     return true;
   }();
   (void)raised;
   const int rows_per_cta = 64 * MW * NC;
   dim3 grid((a.n + rows_per_cta - 1) / rows_per_cta, max_tiles);
-  kern<<<grid, 128 * (NC + 1), SmemBytes<BN, MW, NC>(), stream>>>(map, a);
+  kern<<<grid, 128 * (NC + 1), SmemBytes<BN, MW, NC, CB>(), stream>>>(map, a);
 }
 
-template <int BN, int MW, int NC, int D, int PF, bool kEpi>
+template <int BN, int MW, int NC, int CB, int D, int PF, bool kEpi>
 void LaunchCfg(const CUtensorMap& map, const GemmArgs& a, bool gate_up, bool one_mul, int max_tiles,
                cudaStream_t stream) {
   if (gate_up) {
-    one_mul ? LaunchT<BN, MW, NC, D, PF, kEpi, true, true>(map, a, max_tiles, stream)
-            : LaunchT<BN, MW, NC, D, PF, kEpi, true, false>(map, a, max_tiles, stream);
+    one_mul ? LaunchT<BN, MW, NC, CB, D, PF, kEpi, true, true>(map, a, max_tiles, stream)
+            : LaunchT<BN, MW, NC, CB, D, PF, kEpi, true, false>(map, a, max_tiles, stream);
   } else {
-    one_mul ? LaunchT<BN, MW, NC, D, PF, kEpi, false, true>(map, a, max_tiles, stream)
-            : LaunchT<BN, MW, NC, D, PF, kEpi, false, false>(map, a, max_tiles, stream);
+    one_mul ? LaunchT<BN, MW, NC, CB, D, PF, kEpi, false, true>(map, a, max_tiles, stream)
+            : LaunchT<BN, MW, NC, CB, D, PF, kEpi, false, false>(map, a, max_tiles, stream);
   }
 }
 
 // MXSERVE_CUDA_MOE_WGMMA_CFG pins a configuration (benchmarks): nc2 (two consumer warpgroups
 // of 128 weight rows, epilogue operands loaded in the epilogue: the configuration until
 // 2026-11-30), epi (the same, operands fetched by the producer's idle warps), nc3 / nc4 (3 / 4
-// consumer warpgroups of 64 rows, with epi). 0 = the default: nc4 at 64-row token tiles, nc3 at
-// 128, epi at 256 (docs/PERFORMANCE.md has the comparison).
+// consumer warpgroups of 64 rows, with epi; nc4 at 64-row token tiles only: at 128 its 96
+// registers spill), x2 (two CTAs per SM of 2 x 64 rows, epi). 0 = the default: x2 at 64-row
+// token tiles (at 128 the m64n128 accumulators do not fit its 80 registers), nc3 at 128, epi at
+// 256 (docs/PERFORMANCE.md, "wgmma configurations", has the comparison).
 int WgmmaCfg() {
   static const int v = [] {
     const char* e = std::getenv("MXSERVE_CUDA_MOE_WGMMA_CFG");
     if (e == nullptr) return 0;
     const std::string s(e);
-    return s == "nc2" ? 2 : s == "epi" ? 1 : s == "nc3" ? 3 : s == "nc4" ? 4 : 0;
+    return s == "nc2" ? 2 : s == "epi" ? 1 : s == "nc3" ? 3 : s == "nc4" ? 4 : 0;  // x2 = 0
   }();
   return v;
 }
@@ -480,18 +485,18 @@ int LaunchWgmmaGemm(const GemmArgs& a, bool gate_up, bool one_mul, int bn, int m
   // ahead. (Depth 2 made ptxas serialize the wgmma pipeline, C7513.)
   const int cfg = WgmmaCfg();
   if (bn == 64) {
-    cfg == 2   ? LaunchCfg<64, 2, 2, 1, 1, false>(map, a, gate_up, one_mul, max_tiles, stream)
-    : cfg == 1 ? LaunchCfg<64, 2, 2, 1, 1, true>(map, a, gate_up, one_mul, max_tiles, stream)
-    : cfg == 3 ? LaunchCfg<64, 1, 3, 1, 1, true>(map, a, gate_up, one_mul, max_tiles, stream)
-               : LaunchCfg<64, 1, 4, 1, 1, true>(map, a, gate_up, one_mul, max_tiles, stream);
+    cfg == 2   ? LaunchCfg<64, 2, 2, 1, 1, 1, false>(map, a, gate_up, one_mul, max_tiles, stream)
+    : cfg == 1 ? LaunchCfg<64, 2, 2, 1, 1, 1, true>(map, a, gate_up, one_mul, max_tiles, stream)
+    : cfg == 3 ? LaunchCfg<64, 1, 3, 1, 1, 1, true>(map, a, gate_up, one_mul, max_tiles, stream)
+    : cfg == 4 ? LaunchCfg<64, 1, 4, 1, 1, 1, true>(map, a, gate_up, one_mul, max_tiles, stream)
+               : LaunchCfg<64, 1, 2, 2, 1, 1, true>(map, a, gate_up, one_mul, max_tiles, stream);
   } else if (bn == 256) {
-    cfg == 2 ? LaunchCfg<256, 1, 2, 1, 1, false>(map, a, gate_up, one_mul, max_tiles, stream)
-             : LaunchCfg<256, 1, 2, 1, 1, true>(map, a, gate_up, one_mul, max_tiles, stream);
+    cfg == 2 ? LaunchCfg<256, 1, 2, 1, 1, 1, false>(map, a, gate_up, one_mul, max_tiles, stream)
+             : LaunchCfg<256, 1, 2, 1, 1, 1, true>(map, a, gate_up, one_mul, max_tiles, stream);
   } else {
-    cfg == 2   ? LaunchCfg<128, 2, 2, 1, 1, false>(map, a, gate_up, one_mul, max_tiles, stream)
-    : cfg == 1 ? LaunchCfg<128, 2, 2, 1, 1, true>(map, a, gate_up, one_mul, max_tiles, stream)
-    : cfg == 4 ? LaunchCfg<128, 1, 4, 1, 1, true>(map, a, gate_up, one_mul, max_tiles, stream)
-               : LaunchCfg<128, 1, 3, 1, 1, true>(map, a, gate_up, one_mul, max_tiles, stream);
+    cfg == 2   ? LaunchCfg<128, 2, 2, 1, 1, 1, false>(map, a, gate_up, one_mul, max_tiles, stream)
+    : cfg == 1 ? LaunchCfg<128, 2, 2, 1, 1, 1, true>(map, a, gate_up, one_mul, max_tiles, stream)
+               : LaunchCfg<128, 1, 3, 1, 1, 1, true>(map, a, gate_up, one_mul, max_tiles, stream);
   }
   return 0;
 }
