@@ -1,6 +1,7 @@
 #include "coordinator/router/worker_client.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <vector>
 
@@ -172,6 +173,13 @@ absl::Status WorkerClient::CheckAndDecode(const ExpertCall& call, const v1::RunE
   return absl::OkStatus();
 }
 
+// Once per client (both callers then set shm_unsupported_): operators see why a same-host
+// worker's calls went back to the gRPC messages (also mxserve:expert_shared_memory = 0).
+void WorkerClient::LogSharedMemoryOff(absl::string_view why) const {
+  fprintf(stderr, "mxserve-coordinator: worker %s at %s: no shared memory (%.*s); tensors in the gRPC messages\n",
+          name_.c_str(), address().c_str(), static_cast<int>(why.size()), why.data());
+}
+
 const char* WorkerClient::FillShared(const ExpertCall& call, v1::RunExpertsRequest* req) {
   const size_t T = std::max(call.num_tokens, 0), H = std::max(call.hidden, 0);
   const size_t slot = (T * H * WireDTypeSize(options_.wire_dtype) + 63) / 64 * 64;  // offsets 64-aligned
@@ -182,6 +190,7 @@ const char* WorkerClient::FillShared(const ExpertCall& call, v1::RunExpertsReque
     absl::StatusOr<std::unique_ptr<SharedRegion>> r = SharedRegion::Create(size);
     if (!r.ok()) {  // no shared memory here (e.g. /dev/shm full): bytes from now on
       shm_unsupported_ = true;
+      LogSharedMemoryOff(r.status().message());
       return nullptr;
     }
     region_ = *std::move(r);
@@ -257,6 +266,7 @@ absl::Status WorkerClient::RunOnStream(const ExpertCall& call, float* out, absl:
       if (resp.code() == static_cast<int>(grpc::StatusCode::FAILED_PRECONDITION) && shm_out != nullptr) {
         // A worker without --allow_shared_memory: the same call as bytes, and bytes from now on.
         shm_unsupported_ = true;
+        LogSharedMemoryOff(resp.message());
         return RunOnStream(call, out, deadline);
       }
       if (resp.code() != 0) {

@@ -16,6 +16,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "coordinator/router/expert_backend.h"
 #include "grpc/health/v1/health.grpc.pb.h"
@@ -93,6 +94,7 @@ class WorkerClient final : public ExpertBackend {
   const char* FillShared(const ExpertCall& call, v1::RunExpertsRequest* req)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(stream_mu_);
   void CloseStream() ABSL_EXCLUSIVE_LOCKS_REQUIRED(stream_mu_);
+  void LogSharedMemoryOff(absl::string_view why) const;
   // Cancels `ctx` if `deadline` passes before Disarm(); Disarm says whether it did.
   void Arm(grpc::ClientContext* ctx, absl::Time deadline);
   bool Disarm();

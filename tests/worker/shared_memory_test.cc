@@ -78,6 +78,7 @@ TEST_F(SharedMemoryTest, AWorkerWithoutItIsServedBytes) {
   auto worker = Worker(/*allow=*/false);
   auto shm = Client(worker->server->address(), true, v1::TENSOR_DTYPE_F32);
   auto bytes = Client(worker->server->address(), false, v1::TENSOR_DTYPE_F32);
+  ::testing::internal::CaptureStderr();
   for (int T : {4, 9}) {
     Call a = MakeCall(T, 2, spec_.hidden, experts_, T), b = a;
     ASSERT_TRUE(shm->RunExperts(a.call(0), a.out.data(), absl::Now() + absl::Seconds(10)).ok());
@@ -85,6 +86,10 @@ TEST_F(SharedMemoryTest, AWorkerWithoutItIsServedBytes) {
     EXPECT_EQ(a.out, b.out);
   }
   EXPECT_FALSE(shm->using_shared_memory());
+  // Said once, with the worker's reason.
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_THAT(log, HasSubstr("no shared memory (shm_name: shared memory is off on this worker"));
+  EXPECT_EQ(log.find("no shared memory"), log.rfind("no shared memory")) << log;
 }
 
 TEST_F(SharedMemoryTest, BadFieldsAreNamed) {
