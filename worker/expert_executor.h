@@ -18,6 +18,13 @@ class ExpertExecutor {
   // out [T, H] overwritten. The batch has already been validated by the service (layer in
   // range, ids -1 or held here, sizes consistent). May be called from several threads at once.
   virtual absl::Status Run(int layer, const kernels::MoeBatch& batch, float* out) = 0;
+  // Host memory that calls' tensors will come from and go to until UnpinHostMemory (a
+  // shared-memory object the worker keeps mapped): an executor that copies to a device may
+  // page-lock it here so that its copies go straight to and from it. Best effort: Run must be
+  // right whether or not it did. UnpinHostMemory comes before the memory is unmapped, once no
+  // call uses it.
+  virtual void PinHostMemory(void* p, size_t n) {}
+  virtual void UnpinHostMemory(void* p) {}
 };
 
 // Runs the shard's experts with the fast CPU kernel on a pool (pool may be nullptr).

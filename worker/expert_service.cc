@@ -30,6 +30,13 @@ ExpertService::ExpertService(WorkerModelInfo info, bool allow_shared_memory)
 }
 
 void ExpertService::SetReady(std::shared_ptr<ExpertExecutor> executor) {
+  // Objects mapped from now on are offered to the executor to page-lock (a GPU executor then
+  // copies straight from and to them). The hooks keep the executor alive until the last
+  // mapping is gone.
+  if (allow_shared_memory_ && executor != nullptr) {
+    shm_.SetHooks([executor](void* p, size_t n) { executor->PinHostMemory(p, n); },
+                  [executor](void* p) { executor->UnpinHostMemory(p); });
+  }
   absl::MutexLock lock(&mu_);
   executor_ = std::move(executor);
 }

@@ -1,12 +1,16 @@
 #include "worker/gpu_executor.h"
 
+#include <cstdio>
+#include <string>
+
 #include "absl/strings/str_cat.h"
 
 namespace mxserve {
 
 absl::StatusOr<std::unique_ptr<GpuExecutor>> GpuExecutor::Create(std::shared_ptr<const ExpertShard> shard,
-                                                                 int device) {
+                                                                 int device, bool pin_host_memory) {
   std::unique_ptr<GpuExecutor> ex(new GpuExecutor());
+  ex->pin_host_memory_ = pin_host_memory;
   auto runner = kernels::cuda::CudaMoeRunner::Create(device);
   if (!runner.ok()) return runner.status();
   for (int l = 0; l < shard->num_layers(); ++l) {
@@ -21,6 +25,22 @@ absl::StatusOr<std::unique_ptr<GpuExecutor>> GpuExecutor::Create(std::shared_ptr
   absl::MutexLock lock(&ex->mu_);
   ex->runner_ = *std::move(runner);
   return ex;
+}
+
+void GpuExecutor::PinHostMemory(void* p, size_t n) {
+  if (!pin_host_memory_) return;
+  absl::MutexLock lock(&mu_);
+  if (auto s = runner_->PinHost(p, n); !s.ok() && !pin_failed_logged_) {
+    pin_failed_logged_ = true;
+    fprintf(stderr, "mxserve-worker: shared memory not page-locked (%s); copies go through staging buffers\n",
+            std::string(s.message()).c_str());
+  }
+}
+
+void GpuExecutor::UnpinHostMemory(void* p) {
+  if (!pin_host_memory_) return;
+  absl::MutexLock lock(&mu_);
+  runner_->UnpinHost(p);
 }
 
 absl::Status GpuExecutor::Run(int layer, const kernels::MoeBatch& batch, float* out) {

@@ -17,10 +17,16 @@ namespace mxserve {
 
 class GpuExecutor final : public ExpertExecutor {
  public:
-  // device: the N of cuda:N. Uploads every layer before returning.
+  // device: the N of cuda:N. Uploads every layer before returning. pin_host_memory: whether
+  // PinHostMemory page-locks (false: copies always go through the staging buffers).
   static absl::StatusOr<std::unique_ptr<GpuExecutor>> Create(std::shared_ptr<const ExpertShard> shard,
-                                                             int device);
+                                                             int device, bool pin_host_memory = true);
   absl::Status Run(int layer, const kernels::MoeBatch& batch, float* out) override;
+  // Page-locks a shared-memory object (cudaHostRegister), so that CudaMoeRunner copies
+  // straight from and to it instead of through its staging buffers; a failure is logged once
+  // and the staging path stays.
+  void PinHostMemory(void* p, size_t n) override;
+  void UnpinHostMemory(void* p) override;
   size_t device_bytes() const { return device_bytes_; }
 
  private:
@@ -28,8 +34,10 @@ class GpuExecutor final : public ExpertExecutor {
   std::shared_ptr<const ExpertShard> shard_;  // host layout: validation (ids held, shapes)
   std::vector<std::unique_ptr<kernels::cuda::CudaMoeLayer>> layers_;
   size_t device_bytes_ = 0;
+  bool pin_host_memory_ = true;
   absl::Mutex mu_;
   std::unique_ptr<kernels::cuda::CudaMoeRunner> runner_ ABSL_GUARDED_BY(mu_);
+  bool pin_failed_logged_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace mxserve

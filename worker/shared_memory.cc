@@ -87,7 +87,15 @@ int RemoveStaleSharedRegions() {
 }
 
 SharedMappings::Mapping::~Mapping() {
-  if (data != nullptr) munmap(data, size);
+  if (data == nullptr) return;
+  if (on_unmap) on_unmap(data);
+  munmap(data, size);
+}
+
+void SharedMappings::SetHooks(std::function<void(void*, size_t)> on_map, std::function<void(void*)> on_unmap) {
+  absl::MutexLock lock(&mu_);
+  on_map_ = std::move(on_map);
+  on_unmap_ = std::move(on_unmap);
 }
 
 absl::StatusOr<std::shared_ptr<const SharedMappings::Mapping>> SharedMappings::Get(const std::string& name) {
@@ -116,6 +124,8 @@ absl::StatusOr<std::shared_ptr<const SharedMappings::Mapping>> SharedMappings::G
   if (p == MAP_FAILED) return absl::InvalidArgumentError(absl::StrCat("shm_name: mmap ", name, ": ", Errno()));
   m->data = static_cast<char*>(p);
   m->size = static_cast<size_t>(st.st_size);
+  if (on_map_) on_map_(m->data, m->size);
+  m->on_unmap = on_unmap_;
   lru_.emplace_front(name, m);
   while (static_cast<int>(lru_.size()) > capacity_) lru_.pop_back();
   return std::shared_ptr<const Mapping>(std::move(m));

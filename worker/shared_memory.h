@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <list>
 #include <memory>
 #include <string>
@@ -54,8 +55,14 @@ class SharedMappings {
     ~Mapping();
     char* data = nullptr;
     size_t size = 0;
+    std::function<void(void*)> on_unmap;  // called before munmap (set from the hooks)
   };
   explicit SharedMappings(int capacity = 8) : capacity_(capacity) {}
+
+  // Called with each mapping made from now on, and before it is unmapped (the executor's
+  // PinHostMemory / UnpinHostMemory).
+  void SetHooks(std::function<void(void*, size_t)> on_map, std::function<void(void*)> on_unmap)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // The mapping of `name`: INVALID_ARGUMENT if the name is not one of ours, the object does not
   // exist, is not a regular object owned by this user, or cannot be mapped.
@@ -64,6 +71,8 @@ class SharedMappings {
  private:
   const int capacity_;
   absl::Mutex mu_;
+  std::function<void(void*, size_t)> on_map_ ABSL_GUARDED_BY(mu_);
+  std::function<void(void*)> on_unmap_ ABSL_GUARDED_BY(mu_);
   std::list<std::pair<std::string, std::shared_ptr<const Mapping>>> lru_ ABSL_GUARDED_BY(mu_);
 };
 

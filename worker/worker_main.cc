@@ -59,6 +59,9 @@ ABSL_FLAG(int, health_port, -1,
 ABSL_FLAG(bool, allow_shared_memory, false,
           "answer expert calls whose tensors are in a /mxserve-shm-* shared-memory object of this "
           "user (same-host coordinators: --expert_shared_memory)");
+ABSL_FLAG(bool, pin_shared_memory, true,
+          "with --device cuda:N and --allow_shared_memory: page-lock the mapped objects "
+          "(cudaHostRegister) so that copies go straight to and from them");
 
 namespace mxserve {
 namespace {
@@ -76,6 +79,7 @@ struct WorkerOptions {
   WorkerAuthOptions auth;
   int health_port = -1;
   bool allow_shared_memory = false;
+  bool pin_shared_memory = true;
 };
 
 WorkerOptions OptionsFromFlags() {
@@ -94,6 +98,7 @@ WorkerOptions OptionsFromFlags() {
   o.auth.FillFromEnv();
   o.health_port = absl::GetFlag(FLAGS_health_port);
   o.allow_shared_memory = absl::GetFlag(FLAGS_allow_shared_memory);
+  o.pin_shared_memory = absl::GetFlag(FLAGS_pin_shared_memory);
   return o;
 }
 
@@ -246,7 +251,8 @@ int Main(const WorkerOptions& opt) {
   if (cuda_device >= 0) {
 #ifdef MXSERVE_HAVE_CUDA
     // The host copy stays: the service validates ids against it (which experts are held).
-    auto gpu = GpuExecutor::Create(std::shared_ptr<const ExpertShard>(std::move(*shard)), cuda_device);
+    auto gpu = GpuExecutor::Create(std::shared_ptr<const ExpertShard>(std::move(*shard)), cuda_device,
+                                   opt.pin_shared_memory);
     if (!gpu.ok()) Fail(1, absl::StrCat("--device ", opt.device, ": ", gpu.status().message()));
     Log(absl::StrCat("weights on ", opt.device, ": ", (*gpu)->device_bytes() >> 20, " MiB in ",
                      absl::FormatDuration(absl::Now() - t0)));

@@ -104,8 +104,14 @@ class CudaMoeRunner {
   static absl::StatusOr<std::unique_ptr<CudaMoeRunner>> Create(int device);
   ~CudaMoeRunner();
   // Validates the batch against `host_layer` (ids held etc.), then copies in, runs, copies out.
+  // x and out go straight to and from the device when they are page-locked host memory (PinHost,
+  // or cudaMallocHost), through the runner's pinned staging buffers otherwise.
   absl::Status Run(const CudaMoeLayer& layer, const MoeLayer& host_layer, const MoeBatch& batch,
                    float* out);
+  // cudaHostRegister / cudaHostUnregister of host memory the caller keeps mapped (a failure to
+  // register is not sticky: the error is cleared and returned).
+  absl::Status PinHost(void* p, size_t n);
+  void UnpinHost(void* p);
   cudaStream_t stream() const { return stream_; }
 
  private:

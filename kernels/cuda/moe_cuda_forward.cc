@@ -124,6 +124,20 @@ absl::Status MoeForwardCuda(const CudaMoeLayer& layer, const CudaMoeBatch& batch
 
 // ---- CudaMoeRunner --------------------------------------------------------------------------
 
+namespace {
+// Host memory the device can copy from or to directly (cudaHostRegister'ed or cudaMallocHost'ed).
+// Plain pageable memory answers cudaMemoryTypeUnregistered (CUDA 11 and later), not an error.
+bool PageLocked(const void* p) {
+  cudaPointerAttributes a{};
+  if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return a.type == cudaMemoryTypeHost;
+}
+}  // namespace
+
+
 absl::StatusOr<std::unique_ptr<CudaMoeRunner>> CudaMoeRunner::Create(int device) {
   int n = 0;
   if (auto s = CudaCheck(cudaGetDeviceCount(&n), "cudaGetDeviceCount"); !s.ok()) return s;
@@ -194,10 +208,11 @@ absl::Status CudaMoeRunner::Run(const CudaMoeLayer& layer, const MoeLayer& host_
   if (T == 0) return absl::OkStatus();
   if (auto s = CudaCheck(cudaSetDevice(device_), "cudaSetDevice"); !s.ok()) return s;
   if (auto s = Grow(T, batch.top_k, H); !s.ok()) return s;
-  std::memcpy(h_x_, batch.x, T * H * 4);
+  const bool x_locked = PageLocked(batch.x), out_locked = PageLocked(out);
+  if (!x_locked) std::memcpy(h_x_, batch.x, T * H * 4);
   std::memcpy(h_ids_, batch.expert_ids, T * k * 4);
   std::memcpy(h_w_, batch.weights, T * k * 4);
-  cudaMemcpyAsync(d_x_, h_x_, T * H * 4, cudaMemcpyHostToDevice, stream_);
+  cudaMemcpyAsync(d_x_, x_locked ? batch.x : h_x_, T * H * 4, cudaMemcpyHostToDevice, stream_);
   cudaMemcpyAsync(d_ids_, h_ids_, T * k * 4, cudaMemcpyHostToDevice, stream_);
   cudaMemcpyAsync(d_w_, h_w_, T * k * 4, cudaMemcpyHostToDevice, stream_);
   CudaMoeBatch db;
@@ -207,10 +222,23 @@ absl::Status CudaMoeRunner::Run(const CudaMoeLayer& layer, const MoeLayer& host_
   db.expert_ids = d_ids_;
   db.weights = d_w_;
   if (auto s = MoeForwardCuda(layer, db, d_out_, ws_, stream_); !s.ok()) return s;
-  cudaMemcpyAsync(h_x_, d_out_, T * H * 4, cudaMemcpyDeviceToHost, stream_);
+  cudaMemcpyAsync(out_locked ? out : h_x_, d_out_, T * H * 4, cudaMemcpyDeviceToHost, stream_);
   if (auto s = CudaCheck(cudaStreamSynchronize(stream_), "MoeForwardCuda"); !s.ok()) return s;
-  std::memcpy(out, h_x_, T * H * 4);
+  if (!out_locked) std::memcpy(out, h_x_, T * H * 4);
   return absl::OkStatus();
+}
+
+absl::Status CudaMoeRunner::PinHost(void* p, size_t n) {
+  if (auto s = CudaCheck(cudaSetDevice(device_), "cudaSetDevice"); !s.ok()) return s;
+  const cudaError_t e = cudaHostRegister(p, n, cudaHostRegisterDefault);
+  if (e == cudaSuccess) return absl::OkStatus();
+  cudaGetLastError();  // not sticky: clear it so that the next launch check does not see it
+  return absl::InternalError(absl::StrCat("cudaHostRegister of ", n, " bytes: ", cudaGetErrorString(e)));
+}
+
+void CudaMoeRunner::UnpinHost(void* p) {
+  cudaSetDevice(device_);
+  if (cudaHostUnregister(p) != cudaSuccess) cudaGetLastError();  // it was not registered
 }
 
 }  // namespace mxserve::kernels::cuda

@@ -2,7 +2,8 @@
 # End to end on one GPU (issue 5, item 5): writes a random-weight gpt-oss-120b-shaped expert set
 # (NUM_LAYERS layers, never committed) with mxserve-make-model, starts mxserve-worker on cuda:0,
 # and runs mxserve-gpu-worker-e2e against it (PASS/FAIL per layer and token count, and the
-# per-layer time including the gRPC hop). Carry a bundle with the three binaries:
+# per-layer time including the gRPC hop; PRESET and DEVICE pick another shape and device: a
+# CPU rehearsal of the script). Carry a bundle with the three binaries:
 #   ../shared/tools/device-bundle bundle-e2e build-cuda/bin/mxserve-make-model \
 #     build-cuda/bin/mxserve-worker build-cuda/bin/mxserve-gpu-worker-e2e
 set -uo pipefail
@@ -13,22 +14,29 @@ OUT=${OUT:-/tmp/mxserve-gpu}
 M=${MODEL_DIR:-/tmp/mxserve-120b}
 mkdir -p "$OUT"
 t0=$(date +%s)
-$B/mxserve-make-model --preset gpt-oss-120b --num-layers ${NUM_LAYERS:-1} --out "$M" --threads "$(nproc)" \
+$B/mxserve-make-model --preset ${PRESET:-gpt-oss-120b} --num-layers ${NUM_LAYERS:-1} --out "$M" --threads "$(nproc)" \
   > "$OUT/make_model.txt" 2>&1 || { tail -5 "$OUT/make_model.txt"; exit 1; }
 echo "model written in $(( $(date +%s) - t0 )) s: $(du -sh "$M" | cut -f1)"
-rm -f /tmp/w.port
-$B/mxserve-worker --model "$M" --device cuda:0 --port 0 --port-file /tmp/w.port --allow_shared_memory \
-  > "$OUT/worker.txt" 2>&1 &
-wpid=$!
-for i in $(seq 1 600); do [ -s /tmp/w.port ] && break; sleep 0.1; done
-# Each transport (E2E_TRANSPORTS: bytes = F32 in the gRPC messages, shm = through /dev/shm).
+# Each transport (E2E_TRANSPORTS: bytes = F32 in the gRPC messages, shm = through /dev/shm with
+# the worker page-locking the objects (--pin_shared_memory, the default), shm-nopin = through
+# /dev/shm, copies through the worker's staging buffers (a second worker, started for it).
+start_worker() {  # extra worker flags
+  rm -f /tmp/w.port
+  $B/mxserve-worker --model "$M" --device ${DEVICE:-cuda:0} --port 0 --port-file /tmp/w.port --allow_shared_memory "$@" \
+    >> "$OUT/worker.txt" 2>&1 &
+  wpid=$!
+  for i in $(seq 1 600); do [ -s /tmp/w.port ] && break; sleep 0.1; done
+}
+stop_worker() { kill -TERM $wpid; wait $wpid; echo "worker exit $?"; }
 rc=0
-for tr in ${E2E_TRANSPORTS:-bytes shm}; do
+start_worker
+for tr in ${E2E_TRANSPORTS:-bytes shm shm-nopin}; do
   echo "## transport $tr"
+  if [ "$tr" = shm-nopin ]; then stop_worker; start_worker --pin_shared_memory=false; fi
   $B/mxserve-gpu-worker-e2e --model "$M" --address "127.0.0.1:$(cat /tmp/w.port)" --tokens ${E2E_TOKENS:-1,64,1024} \
-    --transport "$tr" 2>&1 | tee -a "$OUT/e2e.txt"
+    --transport "${tr%-nopin}" 2>&1 | tee -a "$OUT/e2e.txt"
   [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
 done
-kill -TERM $wpid; wait $wpid; echo "worker exit $?"
-tail -4 "$OUT/worker.txt"
+stop_worker
+grep -E "page-locked|SERVING|weights on" "$OUT/worker.txt" | tail -4
 exit $rc

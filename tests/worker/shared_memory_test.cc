@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <map>
+#include <mutex>
 
 #include "absl/time/clock.h"
 #include "coordinator/router/worker_client.h"
@@ -16,6 +18,7 @@
 #include "gtest/gtest.h"
 #include "tests/worker/test_checkpoint.h"
 #include "tests/worker/test_worker.h"
+#include "worker/expert_executor.h"
 #include "worker/shared_memory.h"
 #include "worker/tensor_wire.h"
 
@@ -146,6 +149,76 @@ TEST_F(SharedMemoryTest, BadFieldsAreNamed) {
   absl::Status s = off->service->Handle(request(), &resp);
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
   EXPECT_THAT(std::string(s.message()), HasSubstr("--allow_shared_memory"));
+}
+
+// An executor that records what the service asks it to page-lock (as the GPU executor would
+// cudaHostRegister it) and where each call's tensors were, then runs the shard.
+class PinRecorder final : public ExpertExecutor {
+ public:
+  explicit PinRecorder(std::shared_ptr<const ExpertShard> shard)
+      : inner_(std::make_shared<ShardExecutor>(std::move(shard), nullptr)) {}
+  absl::Status Run(int layer, const kernels::MoeBatch& batch, float* out) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      const size_t n = size_t(batch.num_tokens) * shard_hidden_ * sizeof(float);
+      runs_in_pinned_ += Inside(batch.x, n) && Inside(out, n);
+      ++runs_;
+    }
+    return inner_->Run(layer, batch, out);
+  }
+  void PinHostMemory(void* p, size_t n) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    EXPECT_EQ(pinned_.count(static_cast<char*>(p)), 0u);
+    pinned_[static_cast<char*>(p)] = n;
+    ++pins_;
+  }
+  void UnpinHostMemory(void* p) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    EXPECT_EQ(pinned_.erase(static_cast<char*>(p)), 1u) << "unpinned what was not pinned";
+  }
+  bool Inside(const void* q, size_t n) const {
+    const char* c = static_cast<const char*>(q);
+    for (const auto& [p, size] : pinned_) {
+      if (c >= p && c + n <= p + size) return true;
+    }
+    return false;
+  }
+  std::mutex mu_;
+  std::shared_ptr<ExpertExecutor> inner_;
+  size_t shard_hidden_ = 0;
+  std::map<char*, size_t> pinned_;
+  int pins_ = 0, runs_ = 0, runs_in_pinned_ = 0;
+};
+
+// The service offers each object it maps to the executor to page-lock, once, and takes it back
+// before unmapping; the calls' tensors lie inside what was offered; answers are unchanged.
+TEST_F(SharedMemoryTest, MappedObjectsAreOfferedToTheExecutorToPin) {
+  auto w = testing::StartWorker(dir_, experts_, /*ready=*/false, /*allow_shared_memory=*/true);
+  ASSERT_TRUE(w.ok()) << w.status();
+  auto rec = std::make_shared<PinRecorder>((*w)->shard);
+  rec->shard_hidden_ = spec_.hidden;
+  (*w)->service->SetReady(rec);
+  (*w)->server->SetServing(true);
+  auto shm = Client((*w)->server->address(), true, v1::TENSOR_DTYPE_F32);
+  auto bytes = Client((*w)->server->address(), false, v1::TENSOR_DTYPE_F32);
+  for (int T : {3, 3, 40, 7, 300}) {  // growing batches make new, larger objects
+    Call a = MakeCall(T, 2, spec_.hidden, experts_, T), b = a;
+    ASSERT_TRUE(shm->RunExperts(a.call(0), a.out.data(), absl::Now() + absl::Seconds(10)).ok());
+    ASSERT_TRUE(bytes->RunExperts(b.call(0), b.out.data(), absl::Now() + absl::Seconds(10)).ok());
+    EXPECT_EQ(a.out, b.out) << "T=" << T;
+  }
+  {
+    std::lock_guard<std::mutex> lock(rec->mu_);
+    EXPECT_GE(rec->pins_, 2);                     // the first object and at least one larger one
+    EXPECT_LE(rec->pins_, 4);                     // not once per call
+    EXPECT_EQ(rec->runs_, 10);
+    EXPECT_EQ(rec->runs_in_pinned_, 5);           // every shared-memory call, no bytes call
+  }
+  shm.reset();
+  bytes.reset();
+  w->reset();  // the service and its mappings go: every pinned object is taken back
+  std::lock_guard<std::mutex> lock(rec->mu_);
+  EXPECT_TRUE(rec->pinned_.empty()) << rec->pinned_.size() << " objects still pinned";
 }
 
 TEST(SharedMemory, OnlyForWorkersOnThisHost) {
