@@ -18,11 +18,12 @@ execFileSync(join(bin, 'mxserve-make-model'), ['--preset', 'tiny', '--out', mode
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-async function start(workers, stream) {
-  const portFile = join(tmp, `ports-${workers}-${stream}.json`);
+async function start(workers, stream, shm) {
+  const portFile = join(tmp, `ports-${workers}-${stream}-${shm}.json`);
   const child = spawn(join(bin, 'mxserve-coordinator'), [
     '--model', model, '--host', '127.0.0.1', '--http-port', '0', '--grpc-port', '0',
     '--port-file', portFile, '--local-workers', String(workers), `--expert_call_stream=${stream}`,
+    `--expert_shared_memory=${shm}`,
   ], { stdio: ['ignore', 'ignore', 'pipe'] });
   let log = '';
   child.stderr.on('data', (d) => { log += d; });
@@ -61,14 +62,15 @@ async function load(port) {
 }
 
 const rows = [];
-// Expert calls to workers go over one RunExpertsStream per worker (the default) or, for
-// comparison, one unary call each (--expert_call_stream=false).
-for (const [workers, stream] of [[0, true], [2, true], [2, false]]) {
-  const { child, port } = await start(workers, stream);
+// Expert calls to workers go over one RunExpertsStream per worker with the tensors in shared
+// memory (the defaults), or, for comparison, with the tensors in the messages
+// (--expert_shared_memory=false), or as one unary call each (--expert_call_stream=false).
+for (const [workers, stream, shm] of [[0, true, true], [2, true, true], [2, true, false], [2, false, false]]) {
+  const { child, port } = await start(workers, stream, shm);
   try {
     const { tokens, secs } = await load(port);
-    const mode = workers === 0 ? 'single-process (experts in-process)'
-                               : `${workers} local workers (gRPC, ${stream ? 'stream' : 'unary calls'})`;
+    const how = !stream ? 'unary calls' : shm ? 'stream, shared memory' : 'stream, tensors in the messages';
+    const mode = workers === 0 ? 'single-process (experts in-process)' : `${workers} local workers (gRPC, ${how})`;
     rows.push([mode, concurrency, maxTokens, tokens, secs.toFixed(2), (tokens / secs).toFixed(1)]);
   } finally {
     child.kill('SIGTERM');
