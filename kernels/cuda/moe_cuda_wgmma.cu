@@ -138,7 +138,8 @@ __global__ void UnpermuteKernel(uint16_t* __restrict__ a, int rows, int kp, int 
 // to the consumers. The CTA holds what it was launched with (LaunchRegs per thread, from
 // __launch_bounds__), so the consumers may grow only by what the producer gave back: asking for
 // more blocks setmaxnreg.inc forever (NC = 2: 168 -> 40 / 232, 3: 128 -> 40 / 152, 4: 96 -> 24 / 112;
-// CB = 2 CTAs per SM, NC = 2: 80 -> 24 / 104).
+// CB = 2 CTAs per SM, NC = 2: 80 -> 24 / 104). ptxas, though, compiles every warp within
+// LaunchRegs, whatever setmaxnreg grants later: that bound is what decides spills (WGMMA.md).
 template <int NC, int CB>
 constexpr int LaunchRegs() { return 65536 / (128 * (NC + 1) * CB) / 8 * 8; }
 template <int NC, int CB>
@@ -162,7 +163,7 @@ constexpr size_t SmemBytes() {
 }
 
 // BN: token rows (wgmma N); MW: m64 weight blocks per consumer warpgroup; NC: consumer
-// warpgroups; D: wgmma groups (k32 blocks) left in flight; PF: chunks of weights requested ahead.
+// warpgroups; CB: CTAs per SM (__launch_bounds__); D: wgmma groups (k32 blocks) left in flight; PF: chunks of weights requested ahead.
 // kEpi: the epilogue operands (bias, and for down the slot ids and routing weights) are fetched
 // into shared memory at the start by the producer warpgroup's three idle warps.
 template <int BN, int MW, int NC, int CB, int D, int PF, bool kEpi, bool kGateUp, bool kOneMul>
