@@ -313,22 +313,23 @@ absl::Status ExpertRouter::Run(int layer, int num_tokens, int hidden, int top_k,
   }
   for (Slice& s : slices_) {
     s.tokens.clear();
-    s.x.clear();
     s.ids.clear();
     s.weights.clear();
+    s.row_of.assign(T, -1);
     s.last_token = -1;
     s.status = absl::OkStatus();
   }
   // Each slot goes to its expert's group; a token joins every group it has a slot in, with
-  // its other slots marked -1 there.
+  // its other slots marked -1 there. (Only the small arrays here: each group's task gathers
+  // its own activation rows, so the copies run in parallel with each other and with the calls.)
   for (size_t t = 0; t < T; ++t) {
     for (size_t j = 0; j < k; ++j) {
       const int e = expert_ids[t * k + j];
       Slice& s = slices_[placement_.GroupOf(e)];
       if (s.last_token != static_cast<int>(t)) {
         s.last_token = static_cast<int>(t);
+        s.row_of[t] = static_cast<int>(s.tokens.size());
         s.tokens.push_back(static_cast<int>(t));
-        s.x.insert(s.x.end(), x + t * H, x + (t + 1) * H);
         s.ids.insert(s.ids.end(), k, -1);
         s.weights.insert(s.weights.end(), weights + t * k, weights + (t + 1) * k);
       }
@@ -340,8 +341,12 @@ absl::Status ExpertRouter::Run(int layer, int num_tokens, int hidden, int top_k,
   for (size_t g = 0; g < slices_.size(); ++g) {
     Slice& s = slices_[g];
     if (s.tokens.empty()) continue;
-    s.out.resize(s.tokens.size() * H);
-    tasks.push_back([this, g, &s, layer, hidden, top_k] {
+    tasks.push_back([this, g, &s, layer, hidden, top_k, x, H] {
+      s.x.resize(s.tokens.size() * H);
+      for (size_t i = 0; i < s.tokens.size(); ++i) {
+        std::memcpy(s.x.data() + i * H, x + static_cast<size_t>(s.tokens[i]) * H, H * sizeof(float));
+      }
+      s.out.resize(s.tokens.size() * H);
       ExpertCall call;
       call.layer = layer;
       call.num_tokens = static_cast<int>(s.tokens.size());
@@ -361,13 +366,27 @@ absl::Status ExpertRouter::Run(int layer, int num_tokens, int hidden, int top_k,
       return absl::Status(st.code(), absl::StrCat("layer ", layer, ": ", st.message()));
     }
   }
-  std::memset(out, 0, T * H * sizeof(float));
-  for (const Slice& s : slices_) {  // fixed group order: deterministic sums
-    for (size_t i = 0; i < s.tokens.size(); ++i) {
-      float* o = out + static_cast<size_t>(s.tokens[i]) * H;
-      const float* p = s.out.data() + i * H;
-      for (size_t h = 0; h < H; ++h) o[h] += p[h];
+  // out[t] = 0 + the token's partial sums in group order (fixed: deterministic sums). Large
+  // batches sum token ranges in parallel on the fan-out threads; small ones here, where waking
+  // the threads would cost more than the sums (bench/router).
+  auto sum = [this, T, H, out](size_t t0, size_t t1) {
+    for (size_t t = t0; t < t1; ++t) {
+      float* o = out + t * H;
+      std::memset(o, 0, H * sizeof(float));
+      for (const Slice& s : slices_) {
+        if (s.row_of[t] < 0) continue;
+        const float* p = s.out.data() + static_cast<size_t>(s.row_of[t]) * H;
+        for (size_t h = 0; h < H; ++h) o[h] += p[h];
+      }
     }
+  };
+  const size_t parts = T * H >= (size_t(1) << 17) ? std::min(slices_.size(), T) : 1;
+  if (parts == 1) {
+    sum(0, T);
+  } else {
+    tasks.clear();
+    for (size_t c = 0; c < parts; ++c) tasks.push_back([&sum, c, parts, T] { sum(T * c / parts, T * (c + 1) / parts); });
+    fanout_->Run(tasks);
   }
   return absl::OkStatus();
 }

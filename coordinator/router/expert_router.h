@@ -83,6 +83,7 @@ class ExpertRouter final : public MoeExecutor, public HealthSink {
     std::vector<int32_t> ids;     // [n, k], -1 where the slot is in another group
     std::vector<float> weights;   // [n, k]
     std::vector<float> out;       // [n, H]
+    std::vector<int> row_of;      // [T]: the token's row here, or -1
     absl::Status status;
     int last_token = -1;
   };

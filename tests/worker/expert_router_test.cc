@@ -170,6 +170,64 @@ TEST(ExpertRouterTest, CallsGoOutInParallelAndOnlyToBackendsWithTokens) {
   }
 }
 
+// A backend whose partial sum depends on each row's activations and slots: out = (b + 1) * x
+// + the sum of the row's valid slot ids (so a row sent to or summed from the wrong place shows).
+class RowBackend final : public ExpertBackend {
+ public:
+  explicit RowBackend(int b) : b_(b) {}
+  absl::Status RunExperts(const ExpertCall& call, float* out, absl::Time) override {
+    for (int i = 0; i < call.num_tokens; ++i) {
+      float idsum = 0.f;
+      for (int j = 0; j < call.top_k; ++j) idsum += std::max(0, call.expert_ids[i * call.top_k + j]);
+      for (int h = 0; h < call.hidden; ++h) {
+        out[size_t(i) * call.hidden + h] = float(b_ + 1) * call.x[size_t(i) * call.hidden + h] + idsum;
+      }
+    }
+    return absl::OkStatus();
+  }
+  std::string name() const override { return "row"; }
+
+ private:
+  const int b_;
+};
+
+// Large batches gather per group and sum token ranges on the fan-out threads: the result is
+// bit-for-bit the in-order sum over groups (0 + group 0's partial + group 1's + ...).
+TEST(ExpertRouterTest, LargeBatchesSumExactlyAsInGroupOrder) {
+  constexpr int kGroups = 3, kExperts = 12, T = 200, H = 1024, k = 2;  // T * H above the threshold
+  std::vector<std::unique_ptr<ExpertBackend>> backends;
+  for (int b = 0; b < kGroups; ++b) backends.push_back(std::make_unique<RowBackend>(b));
+  auto router = ExpertRouter::Create(std::move(backends), *Placement::Contiguous(kExperts, kGroups));
+  ASSERT_TRUE(router.ok());
+  std::mt19937 rng(5);
+  std::vector<float> x(size_t(T) * H), w(T * k, 0.5f), out(x.size());
+  for (float& v : x) v = float(int(rng() % 2048) - 1024) / 1024.f;  // every sum below is exact
+  std::vector<int32_t> ids(T * k);
+  for (int t = 0; t < T; ++t) {
+    ids[t * k] = rng() % kExperts;
+    do ids[t * k + 1] = rng() % kExperts; while (ids[t * k + 1] == ids[t * k]);
+  }
+  ASSERT_TRUE((*router)->Run(0, T, H, k, x.data(), ids.data(), w.data(), out.data()).ok());
+  const int per = kExperts / kGroups;
+  for (int t = 0; t < T; ++t) {
+    for (int h = 0; h < H; ++h) {
+      float want = 0.f;
+      for (int g = 0; g < kGroups; ++g) {
+        float idsum = 0.f;
+        bool in = false;
+        for (int j = 0; j < k; ++j) {
+          if (ids[t * k + j] / per == g) {
+            in = true;
+            idsum += ids[t * k + j];
+          }
+        }
+        if (in) want += float(g + 1) * x[size_t(t) * H + h] + idsum;
+      }
+      ASSERT_EQ(out[size_t(t) * H + h], want) << "token " << t << " h " << h;
+    }
+  }
+}
+
 TEST(ExpertRouterTest, BackendFailureIsReturned) {
   std::vector<std::unique_ptr<ExpertBackend>> backends;
   backends.push_back(std::make_unique<FakeBackend>(absl::ZeroDuration(), absl::OkStatus(), 1.f));
