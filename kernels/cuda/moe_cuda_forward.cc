@@ -9,6 +9,7 @@
 #include "kernels/cuda/moe_cuda.h"
 #include "kernels/cuda/moe_cuda_gemm_args.h"
 #include "kernels/cuda/moe_cuda_launch.h"
+#include "kernels/cuda/moe_cuda_tiny_route.h"
 
 namespace mxserve::kernels::cuda {
 
@@ -65,11 +66,7 @@ struct LayerAccess {
     r.tiles = ws.d_tiles_;
     r.sorted = ws.d_sorted_;
     r.a = ws.d_a_;
-    internal::LaunchRouting(r, stream);
-    if (L.kp_i_ != I) {
-      cudaMemsetAsync(ws.d_act_, 0, sizeof(uint16_t) * pairs * L.kp_i_, stream);
-    }
-    internal::GemmArgs g{};
+    internal::GemmArgs g{};  // gate_up
     g.q = L.d_gu_q_;
     g.sc = L.d_gu_s_;
     g.bias = L.d_gu_b_;
@@ -87,27 +84,53 @@ struct LayerAccess {
     g.nfull_out = L.kp_i_ / 128;
     g.alpha = L.alpha_;
     g.limit = L.limit_;
+    internal::GemmArgs d = g;  // down
+    d.q = L.d_dn_q_;
+    d.sc = L.d_dn_s_;
+    d.bias = L.d_dn_b_;
+    d.n = H;
+    d.kp = L.kp_i_;
+    d.nfull = L.kp_i_ / 128;
+    d.chunks = (L.kp_i_ + 127) / 128;
+    d.a = ws.d_act_;
+    d.y = ws.d_y_;
+    d.sorted = ws.d_sorted_;
+    d.route_w = b.weights;
+    // At most kTinyPairs slots, both GEMMs on the bulk kernel: no routing kernel, each CTA
+    // works its tile out itself (moe_cuda_tiny_route.h). MXSERVE_CUDA_MOE_SELF_ROUTE=1 turns it
+    // on (an experiment until it has been measured on the GPU).
+    static const bool self_route_env = [] {
+      const char* v = std::getenv("MXSERVE_CUDA_MOE_SELF_ROUTE");
+      return v != nullptr && std::string(v) == "1";
+    }();
+    const bool self_route = self_route_env && p == 0 && pairs <= internal::kTinyPairs &&
+                            internal::DecodeUsesBulk(g) && internal::DecodeUsesBulk(d);
+    internal::SelfRoute sr;
+    if (self_route) {
+      sr.ids = b.expert_ids;
+      sr.local = L.d_local_;
+      sr.pairs = static_cast<int>(pairs);
+      sr.experts = L.num_experts_;
+      sr.x = b.x;
+      sr.hidden = H;
+      sr.top_k = b.top_k;
+    } else {
+      internal::LaunchRouting(r, stream);
+    }
+    if (L.kp_i_ != I) {
+      cudaMemsetAsync(ws.d_act_, 0, sizeof(uint16_t) * pairs * L.kp_i_, stream);
+    }
     auto launch_failed = [](int code, const char* which) {
       return absl::InternalError(absl::StrCat("MoeForwardCuda: the ", which,
                                               " GEMM could not describe its operands to the copy "
                                               "engine (cuTensorMapEncodeTiled: ", code, ")"));
     };
-    if (int r = internal::LaunchGemm(g, true, p, L.small_scales_, static_cast<int>(max_tiles), stream);
+    const internal::SelfRoute* self = self_route ? &sr : nullptr;
+    if (int r = internal::LaunchGemm(g, true, p, L.small_scales_, static_cast<int>(max_tiles), stream, self);
         r != 0) {
       return launch_failed(r, "gate_up");
     }
-    g.q = L.d_dn_q_;
-    g.sc = L.d_dn_s_;
-    g.bias = L.d_dn_b_;
-    g.n = H;
-    g.kp = L.kp_i_;
-    g.nfull = L.kp_i_ / 128;
-    g.chunks = (L.kp_i_ + 127) / 128;
-    g.a = ws.d_act_;
-    g.y = ws.d_y_;
-    g.sorted = ws.d_sorted_;
-    g.route_w = b.weights;
-    if (int r = internal::LaunchGemm(g, false, p, L.small_scales_, static_cast<int>(max_tiles), stream);
+    if (int r = internal::LaunchGemm(d, false, p, L.small_scales_, static_cast<int>(max_tiles), stream, self);
         r != 0) {
       return launch_failed(r, "down");
     }

@@ -270,4 +270,22 @@ __device__ __forceinline__ void StoreTileA(const GemmArgs& p, float (&v)[4], flo
   }
 }
 
+// 8 consecutive elements of a permuted activation row (one lane's k32 block: two k16 steps,
+// each k 2tt,2tt+1 then 2tt+8,2tt+9) from four float2 of the token's row: one 16-byte store.
+__device__ __forceinline__ void GatherItem(const float* __restrict__ xr, uint16_t* __restrict__ ar,
+                                           int item, int nfull, int h) {
+  const int d = item * 8, c = d >> 7, w = d & 127;
+  const int s4 = c < nfull ? 32 : 16;
+  const int tt = w / s4, b = (w % s4) >> 3;
+  const int k0 = (c << 7) + 2 * tt + 32 * b;  // step 2b; step 2b+1 is k0 + 16
+  uint32_t v[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int k = k0 + (i >> 1) * 16 + (i & 1) * 8;
+    const float2 f = k < h ? __ldg(reinterpret_cast<const float2*>(xr + k)) : make_float2(0.f, 0.f);
+    v[i] = uint32_t(F2Bf16(f.x)) | (uint32_t(F2Bf16(f.y)) << 16);
+  }
+  *reinterpret_cast<uint4*>(ar + d) = make_uint4(v[0], v[1], v[2], v[3]);
+}
+
 }  // namespace mxserve::kernels::cuda::internal

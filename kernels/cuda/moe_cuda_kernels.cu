@@ -144,24 +144,6 @@ __global__ void PlaceKernel(const int32_t* __restrict__ ids, int pairs, const in
 constexpr int kSmallPairs = 8192;
 constexpr int kFusedGatherPairs = 64;
 
-// 8 consecutive elements of a permuted activation row (one lane's k32 block: two k16 steps,
-// each k 2tt,2tt+1 then 2tt+8,2tt+9) from four float2 of the token's row: one 16-byte store.
-__device__ __forceinline__ void GatherItem(const float* __restrict__ xr, uint16_t* __restrict__ ar,
-                                           int item, int nfull, int h) {
-  const int d = item * 8, c = d >> 7, w = d & 127;
-  const int s4 = c < nfull ? 32 : 16;
-  const int tt = w / s4, b = (w % s4) >> 3;
-  const int k0 = (c << 7) + 2 * tt + 32 * b;  // step 2b; step 2b+1 is k0 + 16
-  uint32_t v[4];
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const int k = k0 + (i >> 1) * 16 + (i & 1) * 8;
-    const float2 f = k < h ? __ldg(reinterpret_cast<const float2*>(xr + k)) : make_float2(0.f, 0.f);
-    v[i] = uint32_t(F2Bf16(f.x)) | (uint32_t(F2Bf16(f.y)) << 16);
-  }
-  *reinterpret_cast<uint4*>(ar + d) = make_uint4(v[0], v[1], v[2], v[3]);
-}
-
 __global__ void __launch_bounds__(1024) RouteSmallKernel(const int32_t* __restrict__ ids, int pairs,
                                                          const int32_t* __restrict__ local, int num_experts,
                                                          int nh, int bm, int32_t* __restrict__ meta,
@@ -499,10 +481,11 @@ unsigned PersistentGrid(int64_t items) {
 
 int PathBm(int path) { return path == 0 ? 8 : path == 1 ? 16 : path == 2 ? 32 : path >= 4 ? WgmmaBm(path) : 64; }
 
-int LaunchGemm(const GemmArgs& a, bool gate_up, int path, bool one_mul, int max_tiles, cudaStream_t stream) {
+int LaunchGemm(const GemmArgs& a, bool gate_up, int path, bool one_mul, int max_tiles, cudaStream_t stream,
+               const SelfRoute* self) {
   if (max_tiles <= 0) return 0;
   switch (path) {
-    case 0: LaunchDecodeGemm(a, gate_up, false, one_mul, max_tiles, stream); break;
+    case 0: LaunchDecodeGemm(a, gate_up, false, one_mul, max_tiles, stream, self); break;
     case 1: LaunchDecodeGemm(a, gate_up, true, one_mul, max_tiles, stream); break;
     case 2: {  // 32-row tiles: the K-streamed TMA kernel unless another decode kernel is pinned
       if (const int slice = KstSlice(); slice >= 0 && LaunchDecodeKst(a, gate_up, one_mul, slice, 32, max_tiles,

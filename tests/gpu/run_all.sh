@@ -14,7 +14,8 @@
 # memcheck on two small shapes), bench (gpt-oss-120b + same-run baselines incl. triton_kernels'
 # matmul_ogs: one table),
 # paths (each kernel configuration pinned), decode (the decode kernel variants side by side),
-# wgmmacfg (the wgmma configurations checked and timed),
+# wgmmacfg (the wgmma configurations checked and timed), selfroute (tiny batches without the
+# routing kernel: checked, memcheck, timed on/off),
 # shapes (20b, Kimi-K2-like, K3-like, with matmul_ogs), profile (ncu SpeedOfLight, one token),
 # detail (ncu stall/issue/memory sections of one decode kernel), source (its per-instruction stall
 # samples), sass (machine code of all kernels).
@@ -85,6 +86,23 @@ for s in $steps; do
         MXSERVE_CUDA_MOE_WGMMA_CFG=$C $B/mxserve-bench-moe-gpu /tmp/w.csv gpt-oss-120b ${WGMMA_TOKENS:-1024,4096,16384} | grep '^| gpt'
       done 2>&1 | tee "$OUT/wgmmacfg.txt"
       cat "$OUT"/check_*.txt | grep -q FAIL && rc=1 ;;
+    selfroute)
+      # The self-routed tiny batches (MXSERVE_CUDA_MOE_SELF_ROUTE=1, no routing kernel at <= 4
+      # slots): checked on the small shapes and under memcheck, then timed on and off, alternating.
+      for S in tiny-pad tiny-k1 big-scales gpt-oss-20b gpt-oss-120b kimi-k2-like; do
+        MXSERVE_CUDA_MOE_SELF_ROUTE=1 $B/mxserve-gpu-moe-check $S 2>&1 | grep -E "^(PASS|FAIL)" | sed "s/^/self /"
+      done > "$OUT/check_self.txt"
+      echo "$(grep -c PASS "$OUT/check_self.txt") PASS, $(grep -c FAIL "$OUT/check_self.txt") FAIL"
+      grep FAIL "$OUT/check_self.txt" | head -5 && rc=1
+      MXSERVE_CUDA_MOE_SELF_ROUTE=1 compute-sanitizer --tool memcheck --error-exitcode 9 $B/mxserve-gpu-moe-check tiny-pad \
+        > "$OUT/memcheck_self.txt" 2>&1 || rc=1
+      tail -n 1 "$OUT/memcheck_self.txt"
+      for i in 1 2; do
+        for V in 1 0; do
+          echo "## MXSERVE_CUDA_MOE_SELF_ROUTE=$V"
+          MXSERVE_CUDA_MOE_SELF_ROUTE=$V $B/mxserve-bench-moe-gpu /tmp/s.csv gpt-oss-120b,gpt-oss-20b 1 | grep '^| gpt'
+        done
+      done 2>&1 | tee "$OUT/selfroute.txt" ;;
     shapes)
       # The other layer shapes, with matmul_ogs (no bf16 grouped_mm: it costs too much device time).
       $B/mxserve-bench-moe-gpu "$OUT/shapes.csv" gpt-oss-20b,kimi-k2-like,k3-latent ${SHAPE_TOKENS:-1,16,256,4096} \
