@@ -173,9 +173,10 @@ absl::Status WorkerClient::CheckAndDecode(const ExpertCall& call, const v1::RunE
   return absl::OkStatus();
 }
 
-// Once per client (both callers then set shm_unsupported_): operators see why a same-host
-// worker's calls went back to the gRPC messages (also mxserve:expert_shared_memory = 0).
-void WorkerClient::LogSharedMemoryOff(absl::string_view why) const {
+// Bytes from now on, said once per client: operators see why a same-host worker's calls went
+// back to the gRPC messages (also mxserve:expert_shared_memory = 0).
+void WorkerClient::GiveUpSharedMemory(absl::string_view why) {
+  shm_unsupported_ = true;
   fprintf(stderr, "mxserve-coordinator: worker %s at %s: no shared memory (%.*s); tensors in the gRPC messages\n",
           name_.c_str(), address().c_str(), static_cast<int>(why.size()), why.data());
 }
@@ -188,9 +189,8 @@ const char* WorkerClient::FillShared(const ExpertCall& call, v1::RunExpertsReque
     const size_t size = std::max<size_t>(2 * slot * (region_ == nullptr ? 1 : 2), 64 << 10);
     region_.reset();
     absl::StatusOr<std::unique_ptr<SharedRegion>> r = SharedRegion::Create(size);
-    if (!r.ok()) {  // no shared memory here (e.g. /dev/shm full): bytes from now on
-      shm_unsupported_ = true;
-      LogSharedMemoryOff(r.status().message());
+    if (!r.ok()) {  // no shared memory here (e.g. /dev/shm full)
+      GiveUpSharedMemory(r.status().message());
       return nullptr;
     }
     region_ = *std::move(r);
@@ -265,8 +265,7 @@ absl::Status WorkerClient::RunOnStream(const ExpertCall& call, float* out, absl:
       }
       if (resp.code() == static_cast<int>(grpc::StatusCode::FAILED_PRECONDITION) && shm_out != nullptr) {
         // A worker without --allow_shared_memory: the same call as bytes, and bytes from now on.
-        shm_unsupported_ = true;
-        LogSharedMemoryOff(resp.message());
+        GiveUpSharedMemory(resp.message());
         return RunOnStream(call, out, deadline);
       }
       if (resp.code() != 0) {

@@ -94,7 +94,7 @@ class WorkerClient final : public ExpertBackend {
   const char* FillShared(const ExpertCall& call, v1::RunExpertsRequest* req)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(stream_mu_);
   void CloseStream() ABSL_EXCLUSIVE_LOCKS_REQUIRED(stream_mu_);
-  void LogSharedMemoryOff(absl::string_view why) const;
+  void GiveUpSharedMemory(absl::string_view why);
   // Cancels `ctx` if `deadline` passes before Disarm(); Disarm says whether it did.
   void Arm(grpc::ClientContext* ctx, absl::Time deadline);
   bool Disarm();

@@ -200,17 +200,16 @@ template <bool kGateUp, bool kOneMul, bool kSelf>
 __device__ __forceinline__ void DecodeBulkBody(const GemmArgs& p, const SelfRoute& sr, uint8_t* smem,
                                                uint64_t* bars, TinyRoute* s_route) {
   if constexpr (kGateUp) PdlWait();
-  constexpr bool self = kSelf;
-  if constexpr (self) {
+  if constexpr (kSelf) {
     if (threadIdx.x == 0) s_route[0] = MakeTinyRoute(sr.ids, sr.pairs, sr.local, sr.experts);
     __syncthreads();
   }
   const int tile = blockIdx.y;
-  const int valid_tiles = self ? s_route[0].ntiles : __ldg(p.ntiles);
+  const int valid_tiles = kSelf ? s_route[0].ntiles : __ldg(p.ntiles);
   if (tile >= valid_tiles) return;
-  const int e = self ? s_route[0].e[tile] : __ldg(p.tiles + 3 * tile),
-            row0 = self ? s_route[0].row0[tile] : __ldg(p.tiles + 3 * tile + 1),
-            rows = self ? s_route[0].rows[tile] : __ldg(p.tiles + 3 * tile + 2);
+  const int e = kSelf ? s_route[0].e[tile] : __ldg(p.tiles + 3 * tile),
+            row0 = kSelf ? s_route[0].row0[tile] : __ldg(p.tiles + 3 * tile + 1),
+            rows = kSelf ? s_route[0].rows[tile] : __ldg(p.tiles + 3 * tile + 2);
   PdlLaunchDependents();
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int nt_total = p.n >> 3;
@@ -238,7 +237,7 @@ __device__ __forceinline__ void DecodeBulkBody(const GemmArgs& p, const SelfRout
     MbarExpectTx(&bars[2 * warp + 1], rg_bytes - half * 512);
     BulkCopyG2S(sw + half * 512, q + half * 512, rg_bytes - half * 512, &bars[2 * warp + 1]);
   }
-  if (kGateUp && self) {  // the rows from x (bf16, permuted K order), by the whole CTA
+  if (kGateUp && kSelf) {  // the rows from x (bf16, permuted K order), by the whole CTA
     const int items = p.kp / 8;
     for (int i = threadIdx.x; i < n_rows * items; i += 128) {
       const int r = i / items;
@@ -262,7 +261,7 @@ __device__ __forceinline__ void DecodeBulkBody(const GemmArgs& p, const SelfRout
   int pair_lo = 0;
   float w_lo = 0.f;
   if constexpr (!kGateUp) {
-    if (v_lo) pair_lo = self ? s_route[0].sorted[row0 + g] : __ldg(p.sorted + row0 + g);
+    if (v_lo) pair_lo = kSelf ? s_route[0].sorted[row0 + g] : __ldg(p.sorted + row0 + g);
     if (v_lo) w_lo = __ldg(p.route_w + pair_lo);
   }
   float acc[2][4];

@@ -160,7 +160,6 @@ bool PageLocked(const void* p) {
 }
 }  // namespace
 
-
 absl::StatusOr<std::unique_ptr<CudaMoeRunner>> CudaMoeRunner::Create(int device) {
   int n = 0;
   if (auto s = CudaCheck(cudaGetDeviceCount(&n), "cudaGetDeviceCount"); !s.ok()) return s;

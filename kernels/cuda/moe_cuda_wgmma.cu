@@ -152,12 +152,12 @@ constexpr int ConsumerRegs() {
 static_assert(ConsumerRegs<2, 1>() == 232 && ConsumerRegs<3, 1>() == 152 && ConsumerRegs<4, 1>() == 112 &&
               ConsumerRegs<2, 2>() == 104);
 
-// Shared-memory stages of 64 K x BN tokens (fewer with two CTAs per SM: both must fit).
-template <int BN, int CB>
-constexpr int Stages() { return BN >= 256 ? 5 : BN >= 128 ? (CB > 1 ? 5 : 8) : 10; }
-template <int BN, int MW, int NC, int CB>
+// Shared-memory stages of 64 K x BN tokens.
+template <int BN>
+constexpr int Stages() { return BN >= 256 ? 5 : BN >= 128 ? 8 : 10; }
+template <int BN, int MW, int NC>
 constexpr size_t SmemBytes() {
-  const size_t stages = size_t(Stages<BN, CB>()) * BN * 128;
+  const size_t stages = size_t(Stages<BN>()) * BN * 128;
   const size_t epilogue = size_t(BN) * (64 * MW * NC + 4) * 4;
   return (stages > epilogue ? stages : epilogue) + 1024;
 }
@@ -169,7 +169,7 @@ constexpr size_t SmemBytes() {
 template <int BN, int MW, int NC, int CB, int D, int PF, bool kEpi, bool kGateUp, bool kOneMul>
 __global__ void __launch_bounds__(128 * (NC + 1), CB) WgmmaGemmKernel(const __grid_constant__ CUtensorMap tmap,
                                                                const GemmArgs p) {
-  constexpr int S = Stages<BN, CB>();
+  constexpr int S = Stages<BN>();
   constexpr uint32_t kStageBytes = BN * 128;
   constexpr int kCols = 64 * MW * NC;  // weight rows of the CTA
   extern __shared__ uint8_t smem_raw[];
@@ -420,15 +420,16 @@ namespace {
 
 template <int BN, int MW, int NC, int CB, int D, int PF, bool kEpi, bool kGateUp, bool kOneMul>
 void LaunchT(const CUtensorMap& map, const GemmArgs& a, int max_tiles, cudaStream_t stream) {
+  static_assert(CB * SmemBytes<BN, MW, NC>() <= (227u << 10), "CB CTAs per SM must fit in shared memory");
   auto kern = WgmmaGemmKernel<BN, MW, NC, CB, D, PF, kEpi, kGateUp, kOneMul>;
   static const bool raised = [&] {
-    cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(SmemBytes<BN, MW, NC, CB>()));
+    cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(SmemBytes<BN, MW, NC>()));
     return true;
   }();
   (void)raised;
   const int rows_per_cta = 64 * MW * NC;
   dim3 grid((a.n + rows_per_cta - 1) / rows_per_cta, max_tiles);
-  kern<<<grid, 128 * (NC + 1), SmemBytes<BN, MW, NC, CB>(), stream>>>(map, a);
+  kern<<<grid, 128 * (NC + 1), SmemBytes<BN, MW, NC>(), stream>>>(map, a);
 }
 
 template <int BN, int MW, int NC, int CB, int D, int PF, bool kEpi>

@@ -57,6 +57,21 @@ std::vector<int> RandomPrompt(std::mt19937& rng, int len) {
   return p;
 }
 
+// Per-token logprobs of two completions (echo): the same count, and positions [first,
+// size - trim) within tol (a null in `a` must be null in `b`).
+void ExpectLogprobsNear(const json& ca, const json& cb, double tol, size_t first = 0, size_t trim = 0) {
+  const json& la = ca["logprobs"]["token_logprobs"];
+  const json& lb = cb["logprobs"]["token_logprobs"];
+  ASSERT_EQ(la.size(), lb.size());
+  for (size_t i = first; i + trim < la.size(); ++i) {
+    if (la[i].is_null()) {
+      EXPECT_TRUE(lb[i].is_null());  // the first prompt token has no logprob
+      continue;
+    }
+    EXPECT_NEAR(la[i].get<double>(), lb[i].get<double>(), tol) << "position " << i;
+  }
+}
+
 TEST(E2eModes, WorkersAgreeWithSingleProcess) {
   TempDir logs;
   auto single = StartCoordinator(TinyModelDir(), {"--local-workers", "0"}, logs.path());
@@ -74,16 +89,7 @@ TEST(E2eModes, WorkersAgreeWithSingleProcess) {
       const json& cb = b["choices"][0];
       EXPECT_EQ(ca["text"], cb["text"]);
       EXPECT_EQ(ca["logprobs"]["tokens"], cb["logprobs"]["tokens"]);
-      const json& la = ca["logprobs"]["token_logprobs"];
-      const json& lb = cb["logprobs"]["token_logprobs"];
-      ASSERT_EQ(la.size(), lb.size());
-      for (size_t i = 0; i < la.size(); ++i) {
-        if (la[i].is_null()) {
-          EXPECT_TRUE(lb[i].is_null());  // the first prompt token has no logprob
-          continue;
-        }
-        EXPECT_NEAR(la[i].get<double>(), lb[i].get<double>(), 1e-3) << "position " << i;
-      }
+      ExpectLogprobsNear(ca, cb, 1e-3);
       EXPECT_EQ(ca["finish_reason"], cb["finish_reason"]);
     }
   }
@@ -110,12 +116,8 @@ TEST(E2eModes, Bf16WireHalvesTheBytesAndStaysClose) {
     Complete(f32->http_port, prompt, 1, /*echo=*/true);
     json b = Complete(bf16->http_port, prompt, 1, /*echo=*/true);
     ASSERT_TRUE(a.contains("choices") && b.contains("choices")) << a << b;
-    const json& la = a["choices"][0]["logprobs"]["token_logprobs"];
-    const json& lb = b["choices"][0]["logprobs"]["token_logprobs"];
-    ASSERT_EQ(la.size(), lb.size());
-    for (size_t i = 1; i + 1 < la.size(); ++i) {  // the prompt's tokens (the first has none)
-      EXPECT_NEAR(la[i].get<double>(), lb[i].get<double>(), 0.05) << "position " << i;
-    }
+    // The prompt's tokens (the first has none; the last position is the generated one).
+    ExpectLogprobsNear(a["choices"][0], b["choices"][0], 0.05, /*first=*/1, /*trim=*/1);
   }
   const double got_f32 = SumCounter(f32->http_port, "mxserve:expert_call_received_bytes_total");
   const double got_bf16 = SumCounter(bf16->http_port, "mxserve:expert_call_received_bytes_total");
@@ -146,12 +148,7 @@ TEST(E2eModes, SharedMemoryAgreesWithSingleProcess) {
     json b = Complete(shm->http_port, prompt, 6, /*echo=*/true);
     ASSERT_TRUE(a.contains("choices") && b.contains("choices")) << a << b;
     EXPECT_EQ(a["choices"][0]["text"], b["choices"][0]["text"]);
-    const json& la = a["choices"][0]["logprobs"]["token_logprobs"];
-    const json& lb = b["choices"][0]["logprobs"]["token_logprobs"];
-    ASSERT_EQ(la.size(), lb.size());
-    for (size_t i = 1; i < la.size(); ++i) {
-      EXPECT_NEAR(la[i].get<double>(), lb[i].get<double>(), 1e-3) << "position " << i;
-    }
+    ExpectLogprobsNear(a["choices"][0], b["choices"][0], 1e-3, /*first=*/1);
   }
   const std::string prefix = "mxserve-shm-" + std::to_string(shm->process->pid()) + "-";
   auto objects = [&] {
