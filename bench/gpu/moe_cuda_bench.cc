@@ -113,6 +113,10 @@ int Main(int argc, char** argv) {
         CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
         s = kc::MoeForwardCuda(**dl, db, dout, ws, st);
         CK(cudaStreamEndCapture(st, &g));
+        if (!s.ok()) {
+          std::fprintf(stderr, "forward (captured): %s\n", std::string(s.message()).c_str());
+          return 1;
+        }
         CK(cudaGraphInstantiate(&graphs[r], g, 0));
         CK(cudaGraphDestroy(g));
       }

@@ -177,6 +177,7 @@ void CudaMoeWorkspace::Free() {
   FreeDev(d_a_);
   FreeDev(d_act_);
   FreeDev(d_y_);
+  FreeDev(d_sync_);
   pairs_cap_ = experts_cap_ = kp_h_cap_ = kp_i_cap_ = h_cap_ = tiles_cap_ = 0;
 }
 
@@ -199,6 +200,8 @@ absl::Status CudaMoeWorkspace::Reserve(const CudaMoeLayer& layer, int num_tokens
   ok(Alloc(&d_a_, pairs * kph, "cudaMalloc(ws a)"));
   ok(Alloc(&d_act_, pairs * kpi, "cudaMalloc(ws act)"));
   ok(Alloc(&d_y_, pairs * h, "cudaMalloc(ws y)"));
+  ok(Alloc(&d_sync_, 2, "cudaMalloc(ws sync)"));
+  if (s.ok()) ok(CudaCheck(cudaMemset(d_sync_, 0, 2 * sizeof(uint32_t)), "cudaMemset(ws sync)"));
   if (!s.ok()) {
     Free();
     return s;

@@ -74,6 +74,7 @@ class CudaMoeWorkspace {
   uint16_t* d_a_ = nullptr;       // [P][Kp_h] bf16, permuted (gate_up operand)
   uint16_t* d_act_ = nullptr;     // [P][Kp_i] bf16, permuted (down operand)
   float* d_y_ = nullptr;          // [P][H] per-slot outputs, weighted
+  uint32_t* d_sync_ = nullptr;    // [2] the fused kernel's grid barrier (zeroed at allocation)
   size_t tiles_cap_ = 0;
 };
 

@@ -10,7 +10,6 @@
 
 #include "kernels/cuda/moe_cuda_gemm.cuh"
 #include "kernels/cuda/moe_cuda_launch.h"
-#include "kernels/cuda/moe_cuda_tiny_route.h"
 
 namespace mxserve::kernels::cuda::internal {
 
@@ -190,26 +189,16 @@ __global__ void __launch_bounds__(32 * kWarps, kMinBlocks) DecodeGemmKernel(cons
 // instruction, without ring registers or load scoreboards, and a warp computes its first half while
 // the second lands. ncu showed the register-ring kernel at 20-28 % of DRAM bandwidth at one token
 // although it kept 6-8 chunks per warp in flight.
-//
-// Self-routed (DecodeBulkSelfKernel: a SelfRoute argument, at most kTinyPairs slots): thread 0 works the tile list out from
-// the expert ids (MakeTinyRoute, what the routing kernel would have written), and gate_up
-// converts its activation rows from x into shared memory itself, so no routing kernel runs.
-// gate_up still waits (PdlWait) for the kernel before it, which may have written x or the ids;
-// down reads only the ids before its wait, and it cannot start before gate_up has waited.
-template <bool kGateUp, bool kOneMul, bool kSelf>
-__device__ __forceinline__ void DecodeBulkBody(const GemmArgs& p, const SelfRoute& sr, uint8_t* smem,
-                                               uint64_t* bars, TinyRoute* s_route) {
+template <bool kGateUp, bool kOneMul>
+__global__ void __launch_bounds__(128) DecodeBulkKernel(const GemmArgs p) {
+  extern __shared__ __align__(128) uint8_t smem[];
+  __shared__ uint64_t bars[9];  // [warp][half], then the activations'
   if constexpr (kGateUp) PdlWait();
-  if constexpr (kSelf) {
-    if (threadIdx.x == 0) s_route[0] = MakeTinyRoute(sr.ids, sr.pairs, sr.local, sr.experts);
-    __syncthreads();
-  }
   const int tile = blockIdx.y;
-  const int valid_tiles = kSelf ? s_route[0].ntiles : __ldg(p.ntiles);
+  const int valid_tiles = __ldg(p.ntiles);
   if (tile >= valid_tiles) return;
-  const int e = kSelf ? s_route[0].e[tile] : __ldg(p.tiles + 3 * tile),
-            row0 = kSelf ? s_route[0].row0[tile] : __ldg(p.tiles + 3 * tile + 1),
-            rows = kSelf ? s_route[0].rows[tile] : __ldg(p.tiles + 3 * tile + 2);
+  const int e = __ldg(p.tiles + 3 * tile), row0 = __ldg(p.tiles + 3 * tile + 1),
+            rows = __ldg(p.tiles + 3 * tile + 2);
   PdlLaunchDependents();
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int nt_total = p.n >> 3;
@@ -237,16 +226,7 @@ __device__ __forceinline__ void DecodeBulkBody(const GemmArgs& p, const SelfRout
     MbarExpectTx(&bars[2 * warp + 1], rg_bytes - half * 512);
     BulkCopyG2S(sw + half * 512, q + half * 512, rg_bytes - half * 512, &bars[2 * warp + 1]);
   }
-  if (kGateUp && kSelf) {  // the rows from x (bf16, permuted K order), by the whole CTA
-    const int items = p.kp / 8;
-    for (int i = threadIdx.x; i < n_rows * items; i += 128) {
-      const int r = i / items;
-      GatherItem(sr.x + int64_t(s_route[0].sorted[row0 + r] / sr.top_k) * sr.hidden,
-                 reinterpret_cast<uint16_t*>(sa + r * a_stride), i - r * items, nfull, sr.hidden);
-    }
-    __syncthreads();
-    if (threadIdx.x == 0) MbarArrive(&bars[8]);  // completes the phase the multiply waits on
-  } else if (threadIdx.x == 0) {
+  if (threadIdx.x == 0) {
     if constexpr (!kGateUp) PdlWait();  // the activations come from the gate_up GEMM
     MbarExpectTx(&bars[8], n_rows * a_row);
     for (int r = 0; r < n_rows; ++r) BulkCopyG2S(sa + r * a_stride, p.a + int64_t(row0 + r) * p.kp, a_row, &bars[8]);
@@ -261,7 +241,7 @@ __device__ __forceinline__ void DecodeBulkBody(const GemmArgs& p, const SelfRout
   int pair_lo = 0;
   float w_lo = 0.f;
   if constexpr (!kGateUp) {
-    if (v_lo) pair_lo = kSelf ? s_route[0].sorted[row0 + g] : __ldg(p.sorted + row0 + g);
+    if (v_lo) pair_lo = __ldg(p.sorted + row0 + g);
     if (v_lo) w_lo = __ldg(p.route_w + pair_lo);
   }
   float acc[2][4];
@@ -289,47 +269,21 @@ __device__ __forceinline__ void DecodeBulkBody(const GemmArgs& p, const SelfRout
   }
 }
 
-template <bool kGateUp, bool kOneMul>
-__global__ void __launch_bounds__(128) DecodeBulkKernel(const GemmArgs p) {
-  extern __shared__ __align__(128) uint8_t smem[];
-  __shared__ uint64_t bars[9];  // [warp][half], then the activations'
-  DecodeBulkBody<kGateUp, kOneMul, false>(p, SelfRoute{}, smem, bars, nullptr);
-}
-
-template <bool kGateUp, bool kOneMul>
-__global__ void __launch_bounds__(128) DecodeBulkSelfKernel(const GemmArgs p, const SelfRoute sr) {
-  extern __shared__ __align__(128) uint8_t smem[];
-  __shared__ uint64_t bars[9];
-  __shared__ TinyRoute s_route[1];
-  DecodeBulkBody<kGateUp, kOneMul, true>(p, sr, smem, bars, s_route);
-}
-
 size_t DecodeBulkSmem(const GemmArgs& a) {
   const int rows = std::min(8, std::max(1, a.rows));
   return size_t(4) * 4 * a.kp + size_t(4) * a.chunks * 32 + size_t(rows) * (2 * a.kp + 16);
 }
 
 template <bool kOneMul>
-void LaunchDecodeBulk(const GemmArgs& a, bool gate_up, int max_tiles, const SelfRoute* self,
-                      cudaStream_t stream) {
+void LaunchDecodeBulk(const GemmArgs& a, bool gate_up, int max_tiles, cudaStream_t stream) {
   static const bool raised = [] {
-    for (auto k : {DecodeBulkKernel<true, kOneMul>, DecodeBulkKernel<false, kOneMul>}) {
-      cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 << 10);
-    }
-    for (auto k : {DecodeBulkSelfKernel<true, kOneMul>, DecodeBulkSelfKernel<false, kOneMul>}) {
-      cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 << 10);
-    }
+    cudaFuncSetAttribute(DecodeBulkKernel<true, kOneMul>, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 << 10);
+    cudaFuncSetAttribute(DecodeBulkKernel<false, kOneMul>, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 << 10);
     return true;
   }();
   (void)raised;
-  const dim3 grid((a.n / 8 + 3) / 4, max_tiles);
-  if (self != nullptr) {
-    LaunchPdl(gate_up ? DecodeBulkSelfKernel<true, kOneMul> : DecodeBulkSelfKernel<false, kOneMul>, grid,
-              dim3(128), DecodeBulkSmem(a), stream, a, *self);
-  } else {
-    LaunchPdl(gate_up ? DecodeBulkKernel<true, kOneMul> : DecodeBulkKernel<false, kOneMul>, grid, dim3(128),
-              DecodeBulkSmem(a), stream, a);
-  }
+  auto k = gate_up ? DecodeBulkKernel<true, kOneMul> : DecodeBulkKernel<false, kOneMul>;
+  LaunchPdl(k, dim3((a.n / 8 + 3) / 4, max_tiles), dim3(128), DecodeBulkSmem(a), stream, a);
 }
 
 // 8-row tiles: 4 warps per CTA; D and resident CTAs chosen so a one-token layer (720 CTAs for
@@ -362,32 +316,29 @@ int DecodePin() {
   return pinned;
 }
 
-bool DecodeUsesBulk(const GemmArgs& a) {
-  const int pinned = DecodePin();
-  if (pinned == 3) return false;
-  const bool bulk_fits = DecodeBulkSmem(a) <= (113 << 10);
-  const bool want_bulk = pinned == 2 || (pinned == 0 && a.rows <= 4);
-  return want_bulk && bulk_fits;
-}
-
 int KstSlice() {
   const int pin = DecodePin();
   return pin == 5 ? 2 : pin == 6 ? 4 : pin == 0 ? 0 : -1;
 }
 
 void LaunchDecodeGemm(const GemmArgs& a, bool gate_up, bool rows16, bool one_mul, int max_tiles,
-                      cudaStream_t stream, const SelfRoute* self) {
+                      cudaStream_t stream) {
   if (max_tiles <= 0) return;
   // 8-row tiles: for the smallest batches (<= 4 token-slots: one CTA's load is all there is) the
   // one-shot bulk kernel; else, and for 16-row tiles, the K-streamed TMA kernel
   // (moe_cuda_decode_kst.cu); where that cannot run (no tensor-map encoder, or two stages do not
   // fit) the register ring. MXSERVE_CUDA_MOE_DECODE pins one (benchmarks; DecodePin).
+  const int pinned = DecodePin();
   const int kst_slice = KstSlice();  // -1: another kernel is pinned
   const bool kst = kst_slice >= 0;
-  if (!rows16 && DecodeUsesBulk(a)) {
-    if (one_mul) LaunchDecodeBulk<true>(a, gate_up, max_tiles, self, stream);
-    else LaunchDecodeBulk<false>(a, gate_up, max_tiles, self, stream);
-    return;
+  if (!rows16 && pinned != 3) {
+    const bool bulk_fits = DecodeBulkSmem(a) <= (113 << 10);
+    const bool want_bulk = pinned == 2 || (pinned == 0 && a.rows <= 4);
+    if (want_bulk && bulk_fits) {
+      if (one_mul) LaunchDecodeBulk<true>(a, gate_up, max_tiles, stream);
+      else LaunchDecodeBulk<false>(a, gate_up, max_tiles, stream);
+      return;
+    }
   }
   if (kst && LaunchDecodeKst(a, gate_up, one_mul, kst_slice, rows16 ? 16 : 8, max_tiles, stream) == 0) return;
   // The register ring. Activations through shared memory unless MXSERVE_CUDA_MOE_SMEM_A=0

@@ -96,17 +96,14 @@ struct LayerAccess {
     d.y = ws.d_y_;
     d.sorted = ws.d_sorted_;
     d.route_w = b.weights;
-    // At most kTinyPairs slots, both GEMMs on the bulk kernel: no routing kernel, each CTA
-    // works its tile out itself (moe_cuda_tiny_route.h). MXSERVE_CUDA_MOE_SELF_ROUTE=1 turns it
-    // on (an experiment until it has been measured on the GPU).
-    static const bool self_route_env = [] {
-      const char* v = std::getenv("MXSERVE_CUDA_MOE_SELF_ROUTE");
-      return v != nullptr && std::string(v) == "1";
-    }();
-    const bool self_route = self_route_env && p == 0 && pairs <= internal::kTinyPairs &&
-                            internal::DecodeUsesBulk(g) && internal::DecodeUsesBulk(d);
-    internal::SelfRoute sr;
-    if (self_route) {
+    if (L.kp_i_ != I) {
+      cudaMemsetAsync(ws.d_act_, 0, sizeof(uint16_t) * pairs * L.kp_i_, stream);
+    }
+    // At most kTinyPairs token-slots under kAuto: the whole layer in one launch (moe_cuda_fused.cu),
+    // unless it does not fit the device or cannot be launched (then the kernels below).
+    if (path == CudaMoePath::kAuto && p == 0 && pairs <= internal::kTinyPairs &&
+        internal::FusedDecodeFits(g, d, b.num_tokens)) {
+      internal::SelfRoute sr;
       sr.ids = b.expert_ids;
       sr.local = L.d_local_;
       sr.pairs = static_cast<int>(pairs);
@@ -114,23 +111,23 @@ struct LayerAccess {
       sr.x = b.x;
       sr.hidden = H;
       sr.top_k = b.top_k;
-    } else {
-      internal::LaunchRouting(r, stream);
+      const cudaError_t e = internal::LaunchFusedDecode(g, d, sr, out, ws.d_sync_, b.num_tokens,
+                                                        L.small_scales_, stream);
+      if (e == cudaSuccess) return CudaCheck(cudaGetLastError(), "MoeForwardCuda launch");
+      (void)CudaCheck(e, "fused MoE launch");  // exits on a sticky error
+      cudaGetLastError();  // a refused launch (e.g. the SMs are shared): clear it, run the kernels below
     }
-    if (L.kp_i_ != I) {
-      cudaMemsetAsync(ws.d_act_, 0, sizeof(uint16_t) * pairs * L.kp_i_, stream);
-    }
+    internal::LaunchRouting(r, stream);
     auto launch_failed = [](int code, const char* which) {
       return absl::InternalError(absl::StrCat("MoeForwardCuda: the ", which,
                                               " GEMM could not describe its operands to the copy "
                                               "engine (cuTensorMapEncodeTiled: ", code, ")"));
     };
-    const internal::SelfRoute* self = self_route ? &sr : nullptr;
-    if (int r = internal::LaunchGemm(g, true, p, L.small_scales_, static_cast<int>(max_tiles), stream, self);
+    if (int r = internal::LaunchGemm(g, true, p, L.small_scales_, static_cast<int>(max_tiles), stream);
         r != 0) {
       return launch_failed(r, "gate_up");
     }
-    if (int r = internal::LaunchGemm(d, false, p, L.small_scales_, static_cast<int>(max_tiles), stream, self);
+    if (int r = internal::LaunchGemm(d, false, p, L.small_scales_, static_cast<int>(max_tiles), stream);
         r != 0) {
       return launch_failed(r, "down");
     }

@@ -481,11 +481,10 @@ unsigned PersistentGrid(int64_t items) {
 
 int PathBm(int path) { return path == 0 ? 8 : path == 1 ? 16 : path == 2 ? 32 : path >= 4 ? WgmmaBm(path) : 64; }
 
-int LaunchGemm(const GemmArgs& a, bool gate_up, int path, bool one_mul, int max_tiles, cudaStream_t stream,
-               const SelfRoute* self) {
+int LaunchGemm(const GemmArgs& a, bool gate_up, int path, bool one_mul, int max_tiles, cudaStream_t stream) {
   if (max_tiles <= 0) return 0;
   switch (path) {
-    case 0: LaunchDecodeGemm(a, gate_up, false, one_mul, max_tiles, stream, self); break;
+    case 0: LaunchDecodeGemm(a, gate_up, false, one_mul, max_tiles, stream); break;
     case 1: LaunchDecodeGemm(a, gate_up, true, one_mul, max_tiles, stream); break;
     case 2: {  // 32-row tiles: the K-streamed TMA kernel unless another decode kernel is pinned
       if (const int slice = KstSlice(); slice >= 0 && LaunchDecodeKst(a, gate_up, one_mul, slice, 32, max_tiles,

@@ -56,18 +56,15 @@ int PathBm(int path);
 // Returns 0, or (wgmma paths) -1 when the driver has no tensor-map encoder / the CUresult of a
 // failed encode: then nothing was launched and the call must fail (the tiles fit no other kernel).
 // one_mul: the layer's scale bytes are all <= 128 (the folded-scale fast path).
-// self: see LaunchDecodeGemm (path 0 only).
-int LaunchGemm(const GemmArgs& a, bool gate_up, int path, bool one_mul, int max_tiles, cudaStream_t stream,
-               const SelfRoute* self = nullptr);
+int LaunchGemm(const GemmArgs& a, bool gate_up, int path, bool one_mul, int max_tiles, cudaStream_t stream);
 // The wgmma prefill GEMM (moe_cuda_wgmma.cu; paths 4-6): token rows per tile, and the launch
 // (non-zero: -1 no tensor-map encoder in this driver, else the failed encode's CUresult;
 // nothing was enqueued).
 int WgmmaBm(int path);
 bool WgmmaAvailable();
 int LaunchWgmmaGemm(const GemmArgs& a, bool gate_up, bool one_mul, int bn, int max_tiles, cudaStream_t stream);
-// self: a self-routed tiny batch (moe_cuda_tiny_route.h; only where DecodeUsesBulk holds).
 void LaunchDecodeGemm(const GemmArgs& a, bool gate_up, bool rows16, bool one_mul, int max_tiles,
-                      cudaStream_t stream, const SelfRoute* self = nullptr);
+                      cudaStream_t stream);
 // The K-streamed TMA decode kernel (moe_cuda_decode_kst.cu; tiles of 8, 16 or 32 token rows,
 // slices of 2 or 4 chunks, 0 = the most that keeps three stages): 0, or -1 when two stages do not
 // fit, the tile size is not one of those, or the driver has no tensor-map encoder, or the CUresult
@@ -77,12 +74,17 @@ int LaunchDecodeKst(const GemmArgs& a, bool gate_up, bool one_mul, int slice_chu
 // MXSERVE_CUDA_MOE_DECODE (benchmarks): 0 unset (the defaults), 2 bulk, 3 ring, 5 kst (2-chunk
 // slices), 6 kst4 (4-chunk slices, one m16 tile per warp).
 int DecodePin();
-// Whether LaunchDecodeGemm runs the bulk kernel for these 8-row-tile arguments (the only decode
-// kernel that can be self-routed: GemmArgs::self_ids).
-bool DecodeUsesBulk(const GemmArgs& a);
 // The kst kernel's slice chunks under that pin (0: its own choice, 2, 4), or -1 when another
 // decode kernel is pinned.
 int KstSlice();
+// The fused one-launch layer for at most kTinyPairs token-slots (moe_cuda_fused.cu): g and d the
+// two GEMMs' arguments as for LaunchGemm (their tile lists unused), out [tokens][hidden], sync
+// two zeroed words kept for this stream. Whether it fits this device (one CTA per SM; false also
+// when MXSERVE_CUDA_MOE_FUSED=off), and the launch: cudaSuccess, or the error of a launch that
+// did not happen (the caller then runs the unfused kernels).
+bool FusedDecodeFits(const GemmArgs& g, const GemmArgs& d, int tokens);
+cudaError_t LaunchFusedDecode(const GemmArgs& g, const GemmArgs& d, const SelfRoute& sr, float* out,
+                              uint32_t* sync, int tokens, bool one_mul, cudaStream_t stream);
 void LaunchCombine(const float* y, const int32_t* ids, const int32_t* local, int num_experts,
                    int tokens, int top_k, int h, float* out, cudaStream_t stream);
 

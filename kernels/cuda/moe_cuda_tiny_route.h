@@ -1,7 +1,6 @@
 // Routing for the smallest batches (at most kTinyPairs token-slots), worked out by each CTA of
-// the decode GEMMs that needs it instead of by a routing kernel (MXSERVE_CUDA_MOE_SELF_ROUTE=1):
-// at one token the routing kernel is ~6 us of a ~45 us layer, most of it launch and dependent
-// loads. Plain C++ so that the CPU tests check it against a sort (tiny_route_test.cc).
+// the fused one-launch layer (moe_cuda_fused.cu) instead of by a routing kernel. Plain C++ so
+// that the CPU tests check it against a sort (tiny_route_test.cc).
 #pragma once
 
 #include <cstdint>
@@ -16,14 +15,60 @@ namespace mxserve::kernels::cuda::internal {
 
 constexpr int kTinyPairs = 4;
 
-// What a self-routed decode GEMM reads instead of the routing kernel's output (a separate
-// kernel argument: growing GemmArgs changes the code of every GEMM kernel).
+// What the fused kernel reads instead of the routing kernel's output (a separate kernel
+// argument: growing GemmArgs changes the code of every GEMM kernel).
 struct SelfRoute {
   const int32_t* ids = nullptr;    // [pairs] expert ids
   const int32_t* local = nullptr;  // [experts] expert id -> held index, or -1
   int pairs = 0, experts = 0;
   const float* x = nullptr;        // [T][hidden] fp32 (gate_up gathers its rows from it)
   int hidden = 0, top_k = 1;
+};
+
+// How the fused kernel's grid shares a layer's weights: gate_up units (tile x 8-row group of the
+// 2I rows, numbered tile * ng_gu + group) and down row groups (8 rows of H, for every tile).
+struct FusedWork {
+  int64_t ca = 0, cd = 0;  // bytes of one gate_up / down unit (8 rows x K, and scales)
+  int ng_gu = 0, ngd = 0;  // row groups of gate_up (2I / 8) and down (H / 8)
+  int ntiles = 0;          // held experts hit
+};
+// CTA b of G: gate_up units [a0, a1) and down groups [r0, r1) (all tiles), cut so that every CTA
+// reads about as many weight bytes. The same arithmetic on every CTA makes the ranges chain
+// (a1 of b is a0 of b + 1, unless a range came out empty: then it only repeats units of its
+// neighbour), so every unit is computed, and none is skipped.
+struct FusedRange {
+  int a0 = 0, a1 = 0, r0 = 0, r1 = 0;
+};
+MXSERVE_HD inline int FusedAStart(const FusedWork& w, int b, int G) {
+  const int64_t na = int64_t(w.ntiles) * w.ng_gu;
+  const int64_t total = na * w.ca + int64_t(w.ngd) * w.ntiles * w.cd;
+  const int64_t v = int64_t(b) * total / G - (int64_t(b) * w.ngd / G) * w.ntiles * w.cd;
+  return v <= 0 ? 0 : v / w.ca < na ? int(v / w.ca) : int(na);
+}
+MXSERVE_HD inline FusedRange FusedCtaRange(const FusedWork& w, int b, int G) {
+  FusedRange r;
+  r.a0 = FusedAStart(w, b, G);
+  const int next = FusedAStart(w, b + 1, G);
+  r.a1 = next > r.a0 ? next : r.a0;
+  r.r0 = int(int64_t(b) * w.ngd / G);
+  r.r1 = int(int64_t(b + 1) * w.ngd / G);
+  return r;
+}
+
+// The fused kernel's other arguments (moe_cuda_fused.cu sets them).
+struct FusedArgs {
+  float* out = nullptr;      // [T][hidden] fp32
+  uint32_t* sync = nullptr;  // [2] grid barrier: arrivals, generation (zeroed once)
+  int tokens = 0;
+  int depth = 1;             // shared-memory slots per warp
+  int slot_bytes = 0;        // the largest piece (a K part of one unit) of either GEMM, with scales
+  int a_stride = 0;          // bytes per activation row in shared memory
+  int max_units = 0;         // most units of one CTA (partial sums, counters, biases sized by it)
+  int groups = 0;            // most down row groups of one CTA
+  // Benchmarks only, wrong results (MXSERVE_CUDA_MOE_FUSED_PROBE): 1 loads without the math,
+  // 2 the math without loads, 3 neither, 4 neither and no grid barrier, 5 exit after the
+  // routing, 6 exit at once (where a one-token layer's time goes: docs/PERFORMANCE.md).
+  int probe = 0;
 };
 
 // What the routing kernel writes for such a batch with 8-row tiles: one tile per held expert

@@ -42,5 +42,40 @@ TEST(TinyRoute, MatchesASortOfTheSlots) {
   }
 }
 
+// The fused kernel's split of a layer over its grid: every gate_up unit and every down group in
+// some CTA's range (ranges chain), and each CTA's weight bytes within one unit of an even share
+// wherever its down groups alone do not exceed that share.
+TEST(FusedCtaRange, CoversEveryUnitAndBalancesBytes) {
+  std::mt19937 rng(5);
+  for (int trial = 0; trial < 3000; ++trial) {
+    FusedWork w;
+    w.ca = 64 + 16 * (rng() % 2000);
+    w.cd = 64 + 16 * (rng() % 2000);
+    w.ng_gu = 1 + rng() % 1000;
+    w.ngd = 1 + rng() % 1000;
+    w.ntiles = rng() % (kTinyPairs + 1);
+    const int G = 1 + rng() % 200;
+    const int64_t na = int64_t(w.ntiles) * w.ng_gu;
+    const double share = double(na * w.ca + int64_t(w.ngd) * w.ntiles * w.cd) / G;
+    int next_a = 0, next_r = 0;
+    for (int b = 0; b < G; ++b) {
+      const FusedRange r = FusedCtaRange(w, b, G);
+      ASSERT_LE(r.a0, next_a) << "gate_up units skipped before CTA " << b << " (trial " << trial << ")";
+      ASSERT_LE(r.a0, r.a1);
+      next_a = std::max(next_a, r.a1);
+      ASSERT_EQ(r.r0, next_r) << "trial " << trial;
+      ASSERT_LE(r.r0, r.r1);
+      next_r = r.r1;
+      const double down = double(r.r1 - r.r0) * w.ntiles * w.cd;
+      if (down + w.ca < share && r.a1 < na && r.a0 > 0) {
+        const double bytes = double(r.a1 - r.a0) * w.ca + down;
+        EXPECT_NEAR(bytes, share, 2.0 * w.ca + w.ntiles * w.cd) << "CTA " << b << " trial " << trial;
+      }
+    }
+    EXPECT_EQ(next_a, na) << "trial " << trial;
+    EXPECT_EQ(next_r, w.ngd) << "trial " << trial;
+  }
+}
+
 }  // namespace
 }  // namespace mxserve::kernels::cuda::internal

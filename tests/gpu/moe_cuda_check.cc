@@ -8,12 +8,15 @@
 // Each bf16 rounding is <= 2^-9 relative, so an error of a few 1e-3 is expected; the worst element
 // of a token sits several sigma out, most with top-1 routing (no averaging over slots): up to
 // 0.051 seen (tiny-k1, T=300). A wrong layout or index gives errors of order 1.
-// Also: a second run of the same batch must give identical bits (determinism).
+// Also: a second run of the same batch must give identical bits (determinism), and at most 4
+// token-slots the default (fused) path must be within 1e-3 (rel_l2) of the forced unfused decode
+// path.
 #include <cuda_runtime.h>
 
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -38,15 +41,44 @@ struct Shape {
   std::vector<int> tokens;
   int scale_lo = 118, scale_span = 10;  // > 128 somewhere: the two-multiply decode path
   float x_scale = 1.0f;  // keeps gate_up outputs near the SwiGLU clamp range when scales are big
+  double skip = 0.05;    // share of slots with id -1
 };
 
 int failures = 0;
+
+// The batch through MoeForwardCuda with a forced path, twice (out, out2), from device buffers.
+absl::Status RunForced(kc::CudaMoeLayer& dl, HostBatch& b, int T, int k, kc::CudaMoePath path,
+                       std::vector<float>& out, std::vector<float>& out2) {
+  float *dx, *dout, *dw;
+  int32_t* dids;
+  cudaMalloc(&dx, 4 * b.x.size());
+  cudaMalloc(&dout, 4 * out.size());
+  cudaMalloc(&dw, 4 * b.w.size());
+  cudaMalloc(&dids, 4 * b.ids.size());
+  cudaMemcpy(dx, b.x.data(), 4 * b.x.size(), cudaMemcpyHostToDevice);
+  cudaMemcpy(dw, b.w.data(), 4 * b.w.size(), cudaMemcpyHostToDevice);
+  cudaMemcpy(dids, b.ids.data(), 4 * b.ids.size(), cudaMemcpyHostToDevice);
+  cudaMemset(dout, 0xFF, 4 * out.size());  // poison: NaN
+  kc::CudaMoeWorkspace ws;
+  kc::CudaMoeBatch db{T, k, dx, dids, dw};
+  absl::Status s = kc::MoeForwardCuda(dl, db, dout, ws, nullptr, path);
+  if (s.ok()) s = kc::CudaCheck(cudaDeviceSynchronize(), "forced path");
+  cudaMemcpy(out.data(), dout, 4 * out.size(), cudaMemcpyDeviceToHost);
+  if (s.ok()) s = kc::MoeForwardCuda(dl, db, dout, ws, nullptr, path);
+  if (s.ok()) s = kc::CudaCheck(cudaDeviceSynchronize(), "forced path");
+  cudaMemcpy(out2.data(), dout, 4 * out.size(), cudaMemcpyDeviceToHost);
+  cudaFree(dx);
+  cudaFree(dout);
+  cudaFree(dw);
+  cudaFree(dids);
+  return s;
+}
 
 void CheckCase(const Shape& sh, HostLayer& hl, kc::CudaMoeLayer& dl, kc::CudaMoeRunner& runner,
                int T, kc::CudaMoePath path, uint64_t seed) {
   std::vector<int> pool;
   for (int e = 0; e < sh.E && int(pool.size()) < sh.pool; e += sh.half_held ? 2 : 1) pool.push_back(e);
-  HostBatch b = gpu_test::MakeBatch(T, sh.k, sh.H, pool, 0.05, seed);
+  HostBatch b = gpu_test::MakeBatch(T, sh.k, sh.H, pool, sh.skip, seed);
   for (float& v : b.x) v *= sh.x_scale;
   std::vector<float> out(size_t(T) * sh.H, std::nanf("")), out2(out.size(), std::nanf(""));
   // Runner path (host memory in and out) with the chosen kernel path.
@@ -55,29 +87,24 @@ void CheckCase(const Shape& sh, HostLayer& hl, kc::CudaMoeLayer& dl, kc::CudaMoe
     s = runner.Run(dl, hl.layer, b.batch(), out.data());
     if (s.ok()) s = runner.Run(dl, hl.layer, b.batch(), out2.data());
   } else {
-    // Device buffers by hand to force the path.
-    float *dx, *dout, *dw;
-    int32_t* dids;
-    cudaMalloc(&dx, 4 * b.x.size());
-    cudaMalloc(&dout, 4 * out.size());
-    cudaMalloc(&dw, 4 * b.w.size());
-    cudaMalloc(&dids, 4 * b.ids.size());
-    cudaMemcpy(dx, b.x.data(), 4 * b.x.size(), cudaMemcpyHostToDevice);
-    cudaMemcpy(dw, b.w.data(), 4 * b.w.size(), cudaMemcpyHostToDevice);
-    cudaMemcpy(dids, b.ids.data(), 4 * b.ids.size(), cudaMemcpyHostToDevice);
-    cudaMemset(dout, 0xFF, 4 * out.size());  // poison: NaN
-    kc::CudaMoeWorkspace ws;
-    kc::CudaMoeBatch db{T, sh.k, dx, dids, dw};
-    s = kc::MoeForwardCuda(dl, db, dout, ws, nullptr, path);
-    if (s.ok()) s = kc::CudaCheck(cudaDeviceSynchronize(), "forced path");
-    cudaMemcpy(out.data(), dout, 4 * out.size(), cudaMemcpyDeviceToHost);
-    if (s.ok()) s = kc::MoeForwardCuda(dl, db, dout, ws, nullptr, path);
-    if (s.ok()) s = kc::CudaCheck(cudaDeviceSynchronize(), "forced path");
-    cudaMemcpy(out2.data(), dout, 4 * out.size(), cudaMemcpyDeviceToHost);
-    cudaFree(dx);
-    cudaFree(dout);
-    cudaFree(dw);
-    cudaFree(dids);
+    s = RunForced(dl, b, T, sh.k, path, out, out2);
+  }
+  // At most 4 token-slots kAuto runs the fused one-launch layer: its twin is the unfused decode
+  // path (same arithmetic; the fused kernel may sum a unit's K parts in another order, so the bf16
+  // rounding of the SwiGLU output can differ by one unit in the last place here and there).
+  // (Not when a kernel is pinned: MXSERVE_CUDA_MOE_PATH or _DECODE change one side only.)
+  static const bool unpinned = std::getenv("MXSERVE_CUDA_MOE_PATH") == nullptr &&
+                               std::getenv("MXSERVE_CUDA_MOE_DECODE") == nullptr;
+  double twin_rel = 0;
+  if (s.ok() && unpinned && path == kc::CudaMoePath::kAuto && T * sh.k <= 4) {
+    std::vector<float> u(out.size()), u2(out.size());
+    s = RunForced(dl, b, T, sh.k, kc::CudaMoePath::kDecode, u, u2);
+    double num = 0, den = 0;
+    for (size_t i = 0; i < out.size(); ++i) {
+      num += (double(out[i]) - u[i]) * (double(out[i]) - u[i]);
+      den += double(u[i]) * u[i];
+    }
+    twin_rel = std::sqrt(num / std::max(den, 1e-300));
   }
   const char* pname = path == kc::CudaMoePath::kAuto ? "auto" : path == kc::CudaMoePath::kDecode ? "decode"
                       : path == kc::CudaMoePath::kDecode16 ? "decode16" : path == kc::CudaMoePath::kMid ? "mid"
@@ -127,19 +154,23 @@ void CheckCase(const Shape& sh, HostLayer& hl, kc::CudaMoeLayer& dl, kc::CudaMoe
   // Tokens not sampled must still be written (poisoned NaN before a forced-path run).
   for (float v : out) if (!std::isfinite(v)) finite = false;
   const double rel = std::sqrt(num / std::max(den, 1e-300));
-  const bool pass = finite && same && rel <= 1e-2 && worst <= 0.08;
+  const bool twin_ok = twin_rel <= 1e-3;
+  const bool pass = finite && same && twin_ok && rel <= 1e-2 && worst <= 0.08;
   if (!pass) ++failures;
-  std::printf("%s  %-14s T=%-6d k=%-2d path=%-8s checked=%-3zu rel_l2=%.2e max_err/rms=%.2e %s%s\n",
+  std::printf("%s  %-14s T=%-6d k=%-2d path=%-8s checked=%-3zu rel_l2=%.2e max_err/rms=%.2e %s%s%s\n",
               pass ? "PASS" : "FAIL", sh.name.c_str(), T, sh.k, pname, sample.size(), rel, worst,
-              same ? "deterministic" : "NOT-DETERMINISTIC", finite ? "" : " NON-FINITE");
+              same ? "deterministic" : "NOT-DETERMINISTIC", finite ? "" : " NON-FINITE",
+              twin_ok ? "" : " FAR-FROM-THE-UNFUSED-PATH");
   std::fflush(stdout);
 }
 
 int Main(int argc, char** argv) {
   const std::string only = argc > 1 ? argv[1] : "";
   std::vector<Shape> shapes = {
-      {"tiny-pad", 96, 160, 8, 2, true, 6, false, {1, 3, 17, 129}},
-      {"tiny-k1", 256, 128, 16, 1, true, 16, false, {1, 5, 300}},
+      {"tiny-pad", 96, 160, 8, 2, true, 6, false, {1, 2, 3, 17, 129}},
+      {"tiny-k1", 256, 128, 16, 1, true, 16, false, {1, 3, 4, 5, 300}},
+      // Many skipped slots at one token (the fused path's held-slot mask).
+      {"tiny-skip", 128, 96, 8, 4, true, 8, false, {1, 1, 1, 1}, 118, 10, 1.0f, 0.4},
       {"half-held", 256, 320, 64, 6, false, 40, true, {2, 77, 1031}},
       // Scale bytes up to 135 (weights up to 6 * 2^8) with x scaled by 2^-8: with x ~ N(0, 1)
       // the gate/up pre-activations would be ~1e4, far past the clamp at 7, where the bf16

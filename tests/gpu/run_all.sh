@@ -14,8 +14,8 @@
 # memcheck on two small shapes), bench (gpt-oss-120b + same-run baselines incl. triton_kernels'
 # matmul_ogs: one table),
 # paths (each kernel configuration pinned), decode (the decode kernel variants side by side),
-# wgmmacfg (the wgmma configurations checked and timed), selfroute (tiny batches without the
-# routing kernel: checked, memcheck, timed on/off),
+# wgmmacfg (the wgmma configurations checked and timed), fused (the one-launch layer at <= 4
+# token-slots: checked per configuration, sanitizers, timed against the unfused kernels),
 # shapes (20b, Kimi-K2-like, K3-like, with matmul_ogs), profile (ncu SpeedOfLight, one token),
 # detail (ncu stall/issue/memory sections of one decode kernel), source (its per-instruction stall
 # samples), sass (machine code of all kernels).
@@ -86,23 +86,27 @@ for s in $steps; do
         MXSERVE_CUDA_MOE_WGMMA_CFG=$C $B/mxserve-bench-moe-gpu /tmp/w.csv gpt-oss-120b ${WGMMA_TOKENS:-1024,4096,16384} | grep '^| gpt'
       done 2>&1 | tee "$OUT/wgmmacfg.txt"
       cat "$OUT"/check_*.txt | grep -q FAIL && rc=1 ;;
-    selfroute)
-      # The self-routed tiny batches (MXSERVE_CUDA_MOE_SELF_ROUTE=1, no routing kernel at <= 4
-      # slots): checked on the small shapes and under memcheck, then timed on and off, alternating.
-      for S in tiny-pad tiny-k1 big-scales gpt-oss-20b gpt-oss-120b kimi-k2-like; do
-        MXSERVE_CUDA_MOE_SELF_ROUTE=1 $B/mxserve-gpu-moe-check $S 2>&1 | grep -E "^(PASS|FAIL)" | sed "s/^/self /"
-      done > "$OUT/check_self.txt"
-      echo "$(grep -c PASS "$OUT/check_self.txt") PASS, $(grep -c FAIL "$OUT/check_self.txt") FAIL"
-      grep FAIL "$OUT/check_self.txt" | head -5 && rc=1
-      MXSERVE_CUDA_MOE_SELF_ROUTE=1 compute-sanitizer --tool memcheck --error-exitcode 9 $B/mxserve-gpu-moe-check tiny-pad \
-        > "$OUT/memcheck_self.txt" 2>&1 || rc=1
-      tail -n 1 "$OUT/memcheck_self.txt"
-      for i in 1 2; do
-        for V in 1 0; do
-          echo "## MXSERVE_CUDA_MOE_SELF_ROUTE=$V"
-          MXSERVE_CUDA_MOE_SELF_ROUTE=$V $B/mxserve-bench-moe-gpu /tmp/s.csv gpt-oss-120b,gpt-oss-20b 1 | grep '^| gpt'
+    fused)
+      # The one-launch layer at <= 4 token-slots (moe_cuda_fused.cu; MXSERVE_CUDA_MOE_FUSED=<K parts>x<slots
+      # per warp> or off): the small shapes checked with each configuration (the check also compares
+      # it with the unfused kernels), sanitizers, then timed, alternating.
+      for F in ${FUSED_CFGS:-4x1 3x1}; do
+        for S in tiny-pad tiny-k1 tiny-skip big-scales gpt-oss-20b; do
+          MXSERVE_CUDA_MOE_FUSED=$F $B/mxserve-gpu-moe-check $S 2>&1 | grep -E "^(PASS|FAIL)" | sed "s/^/fused=$F /"
         done
-      done 2>&1 | tee "$OUT/selfroute.txt" ;;
+      done > "$OUT/check_fused.txt"
+      echo "$(grep -c PASS "$OUT/check_fused.txt") PASS, $(grep -c FAIL "$OUT/check_fused.txt") FAIL"
+      grep FAIL "$OUT/check_fused.txt" | head -5 && rc=1
+      for T in memcheck racecheck synccheck; do
+        compute-sanitizer --tool $T --error-exitcode 9 $B/mxserve-gpu-moe-check tiny-skip > "$OUT/${T}_fused.txt" 2>&1 || rc=1
+        echo "$T: $(tail -n 1 "$OUT/${T}_fused.txt")"
+      done
+      for i in 1 2; do
+        for F in ${FUSED_CFGS:-4x1 3x1} off; do
+          echo "## MXSERVE_CUDA_MOE_FUSED=$F"
+          MXSERVE_CUDA_MOE_FUSED=$F $B/mxserve-bench-moe-gpu /tmp/s.csv gpt-oss-120b,gpt-oss-20b 1 | grep '^| gpt'
+        done
+      done 2>&1 | tee "$OUT/fused.txt" ;;
     shapes)
       # The other layer shapes, with matmul_ogs (no bf16 grouped_mm: it costs too much device time).
       $B/mxserve-bench-moe-gpu "$OUT/shapes.csv" gpt-oss-20b,kimi-k2-like,k3-latent ${SHAPE_TOKENS:-1,16,256,4096} \

@@ -1,0 +1,491 @@
+// The whole layer in one launch for the smallest batches (at most kTinyPairs token-slots: one
+// token at top-4): routing, gate_up, SwiGLU, down and the per-token sum, on a persistent grid of
+// one CTA per SM. See FusedDecodeKernel.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+
+#include "kernels/cuda/moe_cuda_gemm.cuh"
+#include "kernels/cuda/moe_cuda_launch.h"
+#include "kernels/cuda/moe_cuda_tiny_route.h"
+
+namespace mxserve::kernels::cuda::internal {
+
+namespace {
+
+__device__ __forceinline__ uint32_t LdAcquire(const uint32_t* p) {
+  uint32_t v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ uint32_t AtomAddAcqRelGpu(uint32_t* p, uint32_t v) {
+  uint32_t old;
+  asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(v) : "memory");
+  return old;
+}
+__device__ __forceinline__ void AtomAddReleaseGpu(uint32_t* p, uint32_t v) {
+  asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ int AtomAddAcqRelCta(int* p, int v) {
+  int old;
+  asm volatile("atom.acq_rel.cta.shared::cta.add.u32 %0, [%1], %2;" : "=r"(old) : "r"(SmemAddr(p)), "r"(v) : "memory");
+  return old;
+}
+
+// Every CTA of the grid arrives; returns once all have (co-residency is guaranteed by the
+// cooperative launch). sync[0] counts arrivals and is reset by the last one, which then bumps
+// the generation sync[1] the others wait on, so the words need no reset between calls (calls on
+// one workspace are stream-ordered, never concurrent). Writes of the CTA before the barrier are
+// visible to plain or .cg loads of any CTA after it: bar.sync orders them before thread 0's
+// release (acq_rel atomics and acquire loads, not sequentially consistent fences: those waited
+// for every store in flight, about a microsecond each).
+__device__ void GridBarrier(uint32_t* sync) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    const uint32_t gen = LdAcquire(sync + 1);
+    if (AtomAddAcqRelGpu(sync, 1u) == gridDim.x - 1) {
+      atomicExch(sync, 0u);  // no CTA reads it before the generation below moves
+      AtomAddReleaseGpu(sync + 1, 1u);
+    } else {
+      while (LdAcquire(sync + 1) == gen) __nanosleep(32);
+    }
+  }
+  __syncthreads();
+}
+
+}  // namespace
+
+// One 64-K tail or 128-K chunk c of a 16-row unit with the weights as the mma A operand (rows
+// 0-7 group A, 8-15 group B; BlockMmaA) and up to 8 token rows as B (activation rows in shared
+// memory, permuted K order: arow = this lane's token row at element t*32 of chunk 0). Two
+// accumulator sets alternate by block; acc[s][0][j]: set s, k16-step parity j.
+template <bool kOneMul, bool kTail>
+__device__ __forceinline__ void SmemChunkMmaA(float (&acc)[2][1][2][4], const uint8_t* swa, const uint8_t* swb,
+                                              const uint8_t* ssa, const uint8_t* ssb, const uint8_t* arow, int c,
+                                              int lane) {
+  const int g = lane >> 2, t = lane & 3;
+  const uint32_t sa = *reinterpret_cast<const uint32_t*>(ssa + c * 32 + g * 4);
+  const uint32_t sb = *reinterpret_cast<const uint32_t*>(ssb + c * 32 + g * 4);
+  if constexpr (!kTail) {
+    const uint4 qa = *reinterpret_cast<const uint4*>(swa + c * 512 + lane * 16);
+    const uint4 qb = *reinterpret_cast<const uint4*>(swb + c * 512 + lane * 16);
+    uint4 x[4][1];
+#pragma unroll
+    for (int b = 0; b < 4; ++b) x[b][0] = *reinterpret_cast<const uint4*>(arow + c * 256 + 16 * b);
+    BlockMmaA<kOneMul, 1>(acc[0], qa.x, qb.x, sa, sb, 0, x[0]);
+    BlockMmaA<kOneMul, 1>(acc[1], qa.y, qb.y, sa, sb, 1, x[1]);
+    BlockMmaA<kOneMul, 1>(acc[0], qa.z, qb.z, sa, sb, 2, x[2]);
+    BlockMmaA<kOneMul, 1>(acc[1], qa.w, qb.w, sa, sb, 3, x[3]);
+  } else {  // 8 bytes per lane, two blocks, 16 elements per lane
+    const uint2 qa = *reinterpret_cast<const uint2*>(swa + c * 512 + lane * 8);
+    const uint2 qb = *reinterpret_cast<const uint2*>(swb + c * 512 + lane * 8);
+    const uint8_t* tr = arow - t * 32 + c * 256;
+    uint4 x[2][1];
+    x[0][0] = *reinterpret_cast<const uint4*>(tr);
+    x[1][0] = *reinterpret_cast<const uint4*>(tr + 16);
+    BlockMmaA<kOneMul, 1>(acc[0], qa.x, qb.x, sa, sb, 0, x[0]);
+    BlockMmaA<kOneMul, 1>(acc[1], qa.y, qb.y, sa, sb, 1, x[1]);
+  }
+}
+
+// One CTA per SM, kWarps warps. A unit is 16 weight rows (two 8-row groups of the upload layout)
+// of one held expert over all of K; the work comes in pieces: one of kParts K ranges of a unit.
+// Each warp has `depth` shared-memory slots that its lane 0 fills with one piece's weights and
+// scales (four bulk copies).
+//
+// The CTA's units are a range of gate_up units and then the down row groups [r0, r1) (16 rows of
+// H) for every tile (FusedCtaRange: every CTA reads about the same number of weight bytes). Warp
+// w takes pieces w, w + kWarps, ... (the parts of a unit go to neighbouring warps, which run
+// together); as soon as a piece is computed its slot is refilled with the warp's next one, so the
+// down weights are already in flight (or landed) while the grid waits for the last gate_up rows.
+// The warp that finishes a unit's last part sums the parts' fp32 partials in part order
+// (deterministic) and runs the unit's epilogue.
+// 1. Thread 0 works the tiles out from the expert ids (MakeTinyRoute) while the CTA converts the
+//    tokens' rows of x to bf16 (permuted K order) in shared memory; lane 0 of every warp requests
+//    its first pieces, the CTA its units' biases (shared memory).
+// 2. gate_up pieces (SmemChunkMmaA); the unit epilogue adds the bias, applies SwiGLU and writes
+//    the down operand to global memory (StoreTileA, as the kst decode kernel).
+// 3. Grid barrier; the down operand's rows into shared memory.
+// 4. down pieces; the unit epilogue writes bias x routing weight per slot to shared memory; then
+//    each CTA sums its rows of every token over the token's slots in slot order (the combine
+//    kernel's order) into out.
+template <int kWarps, int kParts, bool kOneMul>
+__global__ void __launch_bounds__(32 * kWarps, 1)
+    FusedDecodeKernel(const GemmArgs g, const GemmArgs d, const SelfRoute sr, const FusedArgs f) {
+  extern __shared__ __align__(128) uint8_t smem[];
+  __shared__ uint64_t bars[2 * kWarps];
+  __shared__ TinyRoute s_route[1];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gl = lane >> 2, t = lane & 3;
+  const int depth = f.depth;
+  uint8_t* slots = smem;
+  uint8_t* sa = smem + size_t(f.slot_bytes) * kWarps * depth;  // kTinyPairs rows of a_stride
+  float4* part = reinterpret_cast<float4*>(sa + kTinyPairs * f.a_stride);  // [units][kParts][16]
+  int* cnt = reinterpret_cast<int*>(part + size_t(f.max_units) * kParts * 16);  // [units]
+  float* ys = reinterpret_cast<float*>(cnt + f.max_units);  // [groups][kTinyPairs][16]
+  float* bias = ys + f.groups * kTinyPairs * 16;                // [units][16]
+
+  __shared__ float s_w[kTinyPairs];  // routing weights by slot
+  if (f.probe == 6) return;
+  if (threadIdx.x == 0) {
+    s_route[0] = MakeTinyRoute(sr.ids, sr.pairs, sr.local, sr.experts);
+    for (int i = 0; i < kWarps * depth; ++i) MbarInit(&bars[i], 1);
+    FenceMbarInit();
+  } else if (threadIdx.x < 1 + kTinyPairs && threadIdx.x <= sr.pairs) {
+    s_w[threadIdx.x - 1] = __ldg(d.route_w + threadIdx.x - 1);
+  }
+  for (int i = threadIdx.x; i < f.max_units; i += 32 * kWarps) cnt[i] = 0;
+  // Meanwhile the tokens' rows of x, bf16 in permuted K order (row = token: at most kTinyPairs).
+  {
+    const int items = g.kp / 8;
+    for (int i = threadIdx.x; i < f.tokens * items; i += 32 * kWarps) {
+      const int r = i / items;
+      GatherItem(sr.x + int64_t(r) * sr.hidden, reinterpret_cast<uint16_t*>(sa + r * f.a_stride), i - r * items,
+                 g.nfull, sr.hidden);
+    }
+  }
+  __syncthreads();
+  if (f.probe == 5) return;
+  const TinyRoute& rt = s_route[0];
+  const int nt = rt.ntiles;
+  const int prow = nt > 0 ? rt.row0[nt - 1] + rt.rows[nt - 1] : 0;  // rows = held slots
+
+  FusedWork work;
+  work.ca = 2 * (4LL * g.kp + 32LL * g.chunks);
+  work.cd = 2 * (4LL * d.kp + 32LL * d.chunks);
+  work.ng_gu = g.n >> 4;
+  work.ngd = d.n >> 4;
+  work.ntiles = nt;
+  const FusedRange range = FusedCtaRange(work, blockIdx.x, gridDim.x);
+  const int na = range.a1 - range.a0, nu = na + (range.r1 - range.r0) * nt;
+  const int npa = na * kParts, np = nu * kParts;  // pieces: gate_up, all
+
+  // Piece p: unit p / kParts (gate_up when < na, else down), K part p % kParts, chunks [c0, c1).
+  struct Piece {
+    bool gu;
+    int unit, tile, grp, c0, c1;
+  };
+  // Unit u's tile and 16-row group (of 2I for gate_up, of H for down).
+  auto unit_at = [&](int u, int& tile, int& grp) {
+    const int v = u - na;
+    tile = u < na ? (range.a0 + u) / work.ng_gu : v % max(nt, 1);
+    grp = u < na ? (range.a0 + u) % work.ng_gu : range.r0 + v / max(nt, 1);
+  };
+  auto piece = [&](int p) {
+    Piece pc;
+    pc.unit = p / kParts;
+    pc.gu = pc.unit < na;
+    unit_at(pc.unit, pc.tile, pc.grp);
+    const int chunks = pc.gu ? g.chunks : d.chunks, q = p % kParts;
+    pc.c0 = q * chunks / kParts;
+    pc.c1 = (q + 1) * chunks / kParts;
+    return pc;
+  };
+  // A piece in its slot: group A's and group B's weights of chunks [c0, c1) (the 64-K tail chunk
+  // is 256 bytes), wb bytes each, then their scales, sb bytes each.
+  auto wbytes = [&](const Piece& pc, int nfull) {
+    return (pc.c1 > nfull ? nfull * 512 + 256 : pc.c1 * 512) - pc.c0 * 512;
+  };
+  auto issue = [&](int p, int s) {  // lane 0
+    const Piece pc = piece(p);
+    // (selects, not a reference to g or d: that would copy both arguments to local memory)
+    const int nfull = pc.gu ? g.nfull : d.nfull, rg_bytes = 4 * (pc.gu ? g.kp : d.kp);
+    const int sc_bytes = 32 * (pc.gu ? g.chunks : d.chunks);
+    const int wb = wbytes(pc, nfull), sb = 32 * (pc.c1 - pc.c0);
+    const int64_t ga = 2 * (int64_t(rt.e[pc.tile]) * (pc.gu ? work.ng_gu : work.ngd) + pc.grp);  // group A
+    const uint8_t* q = (pc.gu ? g.q : d.q) + ga * rg_bytes + pc.c0 * 512;
+    const uint8_t* sc = (pc.gu ? g.sc : d.sc) + ga * sc_bytes + pc.c0 * 32;
+    uint8_t* sl = slots + size_t(s) * f.slot_bytes;
+    if (f.probe >= 2) {  // (3 and up: neither)
+      MbarExpectTx(&bars[s], 0);
+      return;
+    }
+    MbarExpectTx(&bars[s], 2 * (wb + sb));
+    if (wb > 0) {
+      BulkCopyG2S(sl, q, wb, &bars[s]);
+      BulkCopyG2S(sl + wb, q + rg_bytes, wb, &bars[s]);
+    }
+    if (sb > 0) {
+      BulkCopyG2S(sl + 2 * wb, sc, sb, &bars[s]);
+      BulkCopyG2S(sl + 2 * wb + sb, sc + sc_bytes, sb, &bars[s]);
+    }
+  };
+  // The warp's k-th piece is p = warp + k * kWarps, in slot warp + kWarps * (k % depth) (that
+  // slot's use k / depth).
+  auto slot_of = [&](int k) { return warp + kWarps * (k % depth); };
+  if (lane == 0) {
+    for (int k = 0; k < depth && warp + k * kWarps < np; ++k) issue(warp + k * kWarps, slot_of(k));
+  }
+  // Each unit's 16 biases, into shared memory now (under the weight stream) instead of one
+  // dependent global load at the end of every unit.
+  for (int i = threadIdx.x; i < nu * 4; i += 32 * kWarps) {
+    const int u = i >> 2;
+    int tile, grp;
+    unit_at(u, tile, grp);
+    const float* b = u < na ? g.bias + int64_t(rt.e[tile]) * g.n : d.bias + int64_t(rt.e[tile]) * d.n;
+    CpAsync16(bias + u * 16 + (i & 3) * 4, b + grp * 16 + (i & 3) * 4);
+  }
+  CpAsyncWaitAll();
+  __syncthreads();
+
+  // Computes the warp's k-th piece (waits for its slot), refills the slot with piece k + depth,
+  // stores the partial; returns true (and the unit's sum in v: rows g, g + 8 x tile rows 2t,
+  // 2t + 1) in the warp that finished the unit.
+  auto run = [&](int k, const GemmArgs& p, const Piece& pc, float (&v)[4]) {
+    const int s = slot_of(k);
+    const uint8_t* sl = slots + size_t(s) * f.slot_bytes;
+    const int wb = wbytes(pc, p.nfull), sb = 32 * (pc.c1 - pc.c0);
+    // As if the groups' whole runs were there (only chunks [c0, c1) are read).
+    const uint8_t *swa = sl - pc.c0 * 512, *swb = sl + wb - pc.c0 * 512;
+    const uint8_t *ssa = sl + 2 * wb - pc.c0 * 32, *ssb = sl + 2 * wb + sb - pc.c0 * 32;
+    // gate_up: x rows by token; down: the down operand's rows by tile row.
+    const int rows = rt.rows[pc.tile], row = rt.row0[pc.tile] + (gl < rows ? gl : 0);
+    const uint8_t* arow = sa + (pc.gu ? rt.sorted[row] / sr.top_k : row) * f.a_stride + t * 64;
+    float acc[2][1][2][4];
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+#pragma unroll
+      for (int j = 0; j < 2; ++j)
+#pragma unroll
+        for (int m = 0; m < 4; ++m) acc[i][0][j][m] = 0.f;
+    MbarWait(&bars[s], (k / depth) & 1);
+    const int cf = (f.probe == 1 || f.probe >= 3) ? pc.c0 : min(pc.c1, p.nfull);
+#pragma unroll 2
+    for (int c = pc.c0; c < cf; ++c) SmemChunkMmaA<kOneMul, false>(acc, swa, swb, ssa, ssb, arow, c, lane);
+    if (pc.c1 > p.nfull && cf == min(pc.c1, p.nfull)) SmemChunkMmaA<kOneMul, true>(acc, swa, swb, ssa, ssb, arow, p.nfull, lane);
+    __syncwarp();
+    const int next = warp + (k + depth) * kWarps;
+    if (lane == 0 && next < np) issue(next, s);
+#pragma unroll
+    for (int m = 0; m < 4; ++m) v[m] = (acc[0][0][0][m] + acc[0][0][1][m]) + (acc[1][0][0][m] + acc[1][0][1][m]);
+    // Lanes t >= 2 hold tile rows 4-7, never stored (kTinyPairs = 4): 16 lanes' partials kept.
+    const int pl = 2 * gl + t;
+    if (t < 2) part[(pc.unit * kParts + (warp + k * kWarps) % kParts) * 16 + pl] = make_float4(v[0], v[1], v[2], v[3]);
+    // The partials are ordered before lane 0's acq_rel count by __syncwarp, and the last warp's
+    // reads after its count by the second __syncwarp (no sequentially consistent fence: that
+    // would wait for the warp's global stores in flight).
+    __syncwarp();
+    int last = 0;
+    if (lane == 0) last = AtomAddAcqRelCta(&cnt[pc.unit], 1) == kParts - 1;
+    if (!__shfl_sync(0xffffffffu, last, 0)) return false;
+    __syncwarp();
+    if (t < 2) {
+      const float4 p0 = part[pc.unit * kParts * 16 + pl];
+      v[0] = p0.x, v[1] = p0.y, v[2] = p0.z, v[3] = p0.w;
+#pragma unroll
+      for (int q = 1; q < kParts; ++q) {
+        const float4 w = part[(pc.unit * kParts + q) * 16 + pl];
+        v[0] += w.x, v[1] += w.y, v[2] += w.z, v[3] += w.w;
+      }
+    }
+    return true;
+  };
+
+  int k = 0;
+  for (; warp + k * kWarps < npa; ++k) {
+    const Piece pc = piece(warp + k * kWarps);
+    float v[4];
+    if (!run(k, g, pc, v)) continue;  // (warp-uniform: StoreTileA shuffles across the warp)
+    const int fa = pc.grp * 16 + gl, fb = fa + 8;
+    TileSlotsA ts{rt.row0[pc.tile], rt.rows[pc.tile], 0, 0, 0.f, 0.f};
+    StoreTileA<true>(g, v, bias[pc.unit * 16 + gl], bias[pc.unit * 16 + 8 + gl], fa, fb, true, gl, t, ts);
+  }
+
+  if (f.probe != 4) GridBarrier(f.sync);
+  {  // the down operand's rows (written by other CTAs: through L2, not L1)
+    const int per_row = d.kp / 8;
+    for (int i = threadIdx.x; i < prow * per_row; i += 32 * kWarps) {
+      const int r = i / per_row, col = i - r * per_row;
+      *reinterpret_cast<uint4*>(sa + r * f.a_stride + col * 16) =
+          __ldcg(reinterpret_cast<const uint4*>(d.a + int64_t(r) * d.kp) + col);
+    }
+  }
+  __syncthreads();
+
+  for (; warp + k * kWarps < np; ++k) {
+    const Piece pc = piece(warp + k * kWarps);
+    float v[4];
+    if (!run(k, d, pc, v)) continue;
+    const int rows = rt.rows[pc.tile];
+    const float ba = bias[pc.unit * 16 + gl], bb = bias[pc.unit * 16 + 8 + gl];
+    float* yg = ys + (pc.grp - range.r0) * kTinyPairs * 16;
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {  // tile rows 2t, 2t + 1
+      if (2 * t + j >= rows) continue;
+      const int slot = rt.sorted[rt.row0[pc.tile] + 2 * t + j];
+      const float w = s_w[slot];
+      yg[slot * 16 + gl] = w * (v[j] + ba);
+      yg[slot * 16 + gl + 8] = w * (v[2 + j] + bb);
+    }
+  }
+  __syncthreads();
+
+  // out rows [16 r0, 16 r1) of every token: its held slots in slot order, from 0 (CombineKernel).
+  uint32_t held = 0;
+  for (int r = 0; r < prow; ++r) held |= 1u << rt.sorted[r];
+  const int per_group = f.tokens * 16;
+  for (int i = threadIdx.x; i < (range.r1 - range.r0) * per_group; i += 32 * kWarps) {
+    const int rr = i / per_group, tok = (i % per_group) >> 4, col = i & 15;
+    float acc = 0.f;
+    for (int j = 0; j < sr.top_k; ++j) {
+      const int slot = tok * sr.top_k + j;
+      if (held >> slot & 1u) acc += ys[(rr * kTinyPairs + slot) * 16 + col];
+    }
+    f.out[int64_t(tok) * d.n + (range.r0 + rr) * 16 + col] = acc;
+  }
+}
+
+namespace {
+
+struct FusedPlan {
+  int warps = 0, parts = 0;
+  FusedArgs f{};
+  size_t smem = 0;
+};
+
+// MXSERVE_CUDA_MOE_FUSED: off, or <parts>x<depth> (K parts per unit: 2, 3, 4 or 6; slots per
+// warp: 1 or 2) to pin a configuration (benchmarks); unset: 4x1, the fastest of 3x1, 4x1, 6x1,
+// 6x2 at one token of gpt-oss-120b (docs/PERFORMANCE.md).
+struct FusedPinned {
+  bool off = false;
+  int parts = 4, depth = 1;
+};
+const FusedPinned& FusedPin() {
+  static const FusedPinned pin = [] {
+    FusedPinned p;
+    const char* v = std::getenv("MXSERVE_CUDA_MOE_FUSED");
+    const std::string s = v == nullptr ? "" : v;
+    if (s == "off" || s == "0") p.off = true;
+    if (s.size() == 3 && s[1] == 'x' && (s[0] == '2' || s[0] == '3' || s[0] == '4' || s[0] == '6') &&
+        (s[2] == '1' || s[2] == '2')) {
+      p.parts = s[0] - '0';
+      p.depth = s[2] - '0';
+    }
+    return p;
+  }();
+  return pin;
+}
+
+struct DeviceLimits {
+  int sms = 1, smem_optin = 0;
+};
+const DeviceLimits& Limits() {
+  static const DeviceLimits l = [] {
+    DeviceLimits r;
+    int dev = 0;
+    cudaGetDevice(&dev);
+    cudaDeviceGetAttribute(&r.sms, cudaDevAttrMultiProcessorCount, dev);
+    cudaDeviceGetAttribute(&r.smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+    r.sms = std::max(r.sms, 1);
+    return r;
+  }();
+  return l;
+}
+
+constexpr int kFusedWarps = 16;
+
+// The largest piece (weights + scales of chunks [c0, c1) of one 16-row unit) of a GEMM.
+int MaxPieceBytes(const GemmArgs& a, int parts) {
+  int most = 0;
+  for (int q = 0; q < parts; ++q) {
+    const int c0 = q * a.chunks / parts, c1 = (q + 1) * a.chunks / parts;
+    const int wb = (c1 > a.nfull ? a.nfull * 512 + 256 : c1 * 512) - c0 * 512;
+    most = std::max(most, 2 * (wb + 32 * (c1 - c0)));  // two 8-row groups
+  }
+  return most;
+}
+
+// The configuration for these layer shapes, or warps == 0 when it does not fit one CTA per SM.
+FusedPlan Plan(const GemmArgs& g, const GemmArgs& d, int tokens) {
+  FusedPlan pl;
+  const FusedPinned& pin = FusedPin();
+  if (pin.off) return pl;
+  const DeviceLimits& lim = Limits();
+  pl.parts = pin.parts;
+  pl.f.slot_bytes = std::max(MaxPieceBytes(g, pl.parts), MaxPieceBytes(d, pl.parts));
+  pl.f.a_stride = 2 * std::max(g.kp, d.kp) + 16;
+  pl.f.tokens = tokens;
+  FusedWork w;
+  w.ca = 2 * (4LL * g.kp + 32LL * g.chunks);
+  w.cd = 2 * (4LL * d.kp + 32LL * d.chunks);
+  w.ng_gu = g.n / 16;
+  w.ngd = d.n / 16;
+  int units = 0;
+  for (int nt = 1; nt <= kTinyPairs; ++nt) {
+    w.ntiles = nt;
+    for (int b = 0; b < lim.sms; ++b) {
+      const FusedRange r = FusedCtaRange(w, b, lim.sms);
+      units = std::max(units, r.a1 - r.a0 + (r.r1 - r.r0) * nt);
+    }
+  }
+  pl.f.max_units = (units + 3) & ~3;  // keeps what follows the counters 16-byte aligned
+  const int groups = (w.ngd + lim.sms - 1) / lim.sms;
+  pl.f.groups = groups;
+  const size_t fixed = size_t(kTinyPairs) * pl.f.a_stride + size_t(pl.f.max_units) * pl.parts * 16 * 16 +
+                       size_t(pl.f.max_units) * 4 + size_t(groups) * kTinyPairs * 16 * 4 +
+                       size_t(pl.f.max_units) * 16 * 4;  // biases
+  const size_t budget = size_t(lim.smem_optin) - 1024;  // static barriers and the route
+  for (pl.f.depth = pin.depth; pl.f.depth >= 1; --pl.f.depth) {
+    pl.smem = fixed + size_t(pl.f.slot_bytes) * kFusedWarps * pl.f.depth;
+    if (pl.smem <= budget) {
+      pl.warps = kFusedWarps;
+      break;
+    }
+  }
+  return pl;
+}
+
+template <int kParts, bool kOneMul>
+cudaError_t LaunchFusedT(const GemmArgs& g, const GemmArgs& d, const SelfRoute& sr, const FusedPlan& pl,
+                         cudaStream_t stream) {
+  auto kernel = FusedDecodeKernel<kFusedWarps, kParts, kOneMul>;
+  static const cudaError_t raised =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Limits().smem_optin - 1024);
+  if (raised != cudaSuccess) return raised;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(Limits().sms);
+  cfg.blockDim = dim3(32 * kFusedWarps);
+  cfg.dynamicSmemBytes = pl.smem;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeCooperative;  // all CTAs resident: the grid barrier needs it
+  attr[0].val.cooperative = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  return cudaLaunchKernelEx(&cfg, kernel, g, d, sr, pl.f);
+}
+
+template <int kParts>
+cudaError_t LaunchFusedP(const GemmArgs& g, const GemmArgs& d, const SelfRoute& sr, const FusedPlan& pl,
+                         bool one_mul, cudaStream_t stream) {
+  return one_mul ? LaunchFusedT<kParts, true>(g, d, sr, pl, stream) : LaunchFusedT<kParts, false>(g, d, sr, pl, stream);
+}
+
+}  // namespace
+
+bool FusedDecodeFits(const GemmArgs& g, const GemmArgs& d, int tokens) { return Plan(g, d, tokens).warps > 0; }
+
+cudaError_t LaunchFusedDecode(const GemmArgs& g, const GemmArgs& d, const SelfRoute& sr, float* out,
+                              uint32_t* sync, int tokens, bool one_mul, cudaStream_t stream) {
+  FusedPlan pl = Plan(g, d, tokens);
+  if (pl.warps == 0 || sr.pairs > kTinyPairs || tokens > kTinyPairs) return cudaErrorInvalidConfiguration;
+  pl.f.out = out;
+  pl.f.sync = sync;
+  static const int probe = [] {
+    const char* v = std::getenv("MXSERVE_CUDA_MOE_FUSED_PROBE");
+    const std::string s = v == nullptr ? "" : v;
+    return s == "loads" ? 1 : s == "math" ? 2 : s == "neither" ? 3 : s == "nobarrier" ? 4 : s == "route" ? 5
+                         : s == "empty" ? 6 : 0;
+  }();
+  pl.f.probe = probe;
+  switch (pl.parts) {
+    case 2: return LaunchFusedP<2>(g, d, sr, pl, one_mul, stream);
+    case 4: return LaunchFusedP<4>(g, d, sr, pl, one_mul, stream);
+    case 6: return LaunchFusedP<6>(g, d, sr, pl, one_mul, stream);
+    default: return LaunchFusedP<3>(g, d, sr, pl, one_mul, stream);
+  }
+}
+
+}  // namespace mxserve::kernels::cuda::internal
