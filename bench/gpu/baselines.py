@@ -21,6 +21,7 @@
 """
 import csv
 import gc
+import os
 import statistics
 import sys
 import types
@@ -30,7 +31,9 @@ import torch
 SHAPES = {"gpt-oss-120b": (2880, 2880, 128, 4), "gpt-oss-20b": (2880, 2880, 32, 4),
           "kimi-k2-like": (7168, 2048, 384, 8), "k3-latent": (3584, 3072, 256, 16)}
 dev = torch.device("cuda")
-flush = torch.empty(512 << 20, dtype=torch.uint8, device=dev)
+flush = torch.zeros(512 << 20, dtype=torch.uint8, device=dev)
+# MXSERVE_BENCH_FLUSH=read: evict L2 by reading the buffer (clean lines left), as the C++ bench.
+READ_FLUSH = os.environ.get("MXSERVE_BENCH_FLUSH") == "read"
 
 
 def timed(fn, reps, sets=1, graph=True):
@@ -55,7 +58,10 @@ def timed(fn, reps, sets=1, graph=True):
     for i in range(3):
         run(i)
     for i in range(reps):
-        flush.fill_(i & 0xFF)
+        if READ_FLUSH:
+            flush.max()
+        else:
+            flush.fill_(i & 0xFF)
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         a.record()
         run(i)

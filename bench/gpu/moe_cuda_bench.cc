@@ -1,21 +1,28 @@
 // mxserve-bench-moe-gpu: times MoeForwardCuda (whole layer: routing/grouping, gate_up + SwiGLU,
 // down, weighted combine) per shape and token count. CUDA events around a CUDA-graph replay of
-// the layer, L2 flushed (a 512 MB write) and inputs rotated (4 random batches) between reps,
+// the layer, L2 flushed (a 512 MB write; MXSERVE_BENCH_FLUSH=read: a read) and inputs rotated (4
+// random batches) between reps,
 // median of reps. Prints a table and writes CSV (argv[1]) for bench/gpu/baselines.py.
 //   mxserve-bench-moe-gpu OUT.csv [shape,...] [tokens,...]
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <set>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "kernels/cuda/moe_cuda.h"
+#include "kernels/cuda/moe_cuda_launch.h"  // FusedStampsReport (a benchmark probe)
 #include "tests/gpu/random_moe.h"
 
 namespace mxserve {
+namespace bench {
+void ReadAll(const void* buf, size_t bytes, uint32_t* sink, cudaStream_t stream);  // l2_read.cu
+}  // namespace bench
+
 namespace {
 
 namespace kc = kernels::cuda;
@@ -69,6 +76,15 @@ int Main(int argc, char** argv) {
   void* flush = nullptr;
   const size_t flush_bytes = size_t(512) << 20;
   CK(cudaMalloc(&flush, flush_bytes));
+  CK(cudaMemset(flush, 0, flush_bytes));
+  // MXSERVE_BENCH_FLUSH=read: evict L2 by reading the buffer instead of writing it (no dirty
+  // lines left to write back while the layer runs; l2_read.cu).
+  const bool read_flush = [] {
+    const char* v = std::getenv("MXSERVE_BENCH_FLUSH");
+    return v != nullptr && std::string(v) == "read";
+  }();
+  uint32_t* sink = nullptr;
+  CK(cudaMalloc(&sink, 4));
   std::printf("| shape | tokens | ms | weight MB | GB/s | TFLOP/s |\n|---|---|---|---|---|---|\n");
   for (const Shape& sh : all) {
     if (std::find(want.begin(), want.end(), sh.name) == want.end()) continue;
@@ -127,7 +143,11 @@ int Main(int argc, char** argv) {
       for (int w = 0; w < 4; ++w) CK(cudaGraphLaunch(graphs[w % kSets], st));
       std::vector<float> ms;
       for (int i = 0; i < reps; ++i) {
-        CK(cudaMemsetAsync(flush, i & 0xFF, flush_bytes, st));
+        if (read_flush) {
+          bench::ReadAll(flush, flush_bytes, sink, st);
+        } else {
+          CK(cudaMemsetAsync(flush, i & 0xFF, flush_bytes, st));
+        }
         CK(cudaEventRecord(e0, st));
         CK(cudaGraphLaunch(graphs[i % kSets], st));
         CK(cudaEventRecord(e1, st));
@@ -142,6 +162,9 @@ int Main(int argc, char** argv) {
       const double gbps = bytes / (med * 1e-3) / 1e9, tf = flops / (med * 1e-3) / 1e12;
       std::printf("| %s | %d | %.4f | %.1f | %.0f | %.1f |\n", sh.name.c_str(), T, med, bytes / 1e6, gbps, tf);
       std::fprintf(csv, "%s,%d,%.5f,%.0f,%.1f,%.2f\n", sh.name.c_str(), T, med, bytes, gbps, tf);
+      if (const char* pr = std::getenv("MXSERVE_CUDA_MOE_FUSED_PROBE"); pr != nullptr && std::string(pr) == "stamps") {
+        std::printf("%s", kc::internal::FusedStampsReport().c_str());  // the last replay's phases
+      }
       std::fflush(stdout);
       std::fflush(csv);
       for (auto g : graphs) cudaGraphExecDestroy(g);

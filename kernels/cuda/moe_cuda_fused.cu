@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <cstdio>
 #include <string>
+#include <vector>
 
 #include "kernels/cuda/moe_cuda_gemm.cuh"
 #include "kernels/cuda/moe_cuda_launch.h"
@@ -35,6 +37,17 @@ __device__ __forceinline__ int AtomAddAcqRelCta(int* p, int v) {
   return old;
 }
 
+// MXSERVE_CUDA_MOE_FUSED_PROBE=stamps: %globaltimer (ns) of thread 0 of each CTA at the phase
+// boundaries of the last call, read back by FusedStampsReport.
+constexpr int kStampCtas = 1024, kStamps = 8;
+__device__ uint64_t g_stamps[kStampCtas][kStamps];
+__device__ __forceinline__ void Stamp(const FusedArgs& f, int i) {
+  if (f.probe != 7 || threadIdx.x != 0 || blockIdx.x >= kStampCtas) return;
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  g_stamps[blockIdx.x][i] = t;
+}
+
 // Every CTA of the grid arrives; returns once all have (co-residency is guaranteed by the
 // cooperative launch). sync[0] counts arrivals and is reset by the last one, which then bumps
 // the generation sync[1] the others wait on, so the words need no reset between calls (calls on
@@ -42,8 +55,9 @@ __device__ __forceinline__ int AtomAddAcqRelCta(int* p, int v) {
 // visible to plain or .cg loads of any CTA after it: bar.sync orders them before thread 0's
 // release (acq_rel atomics and acquire loads, not sequentially consistent fences: those waited
 // for every store in flight, about a microsecond each).
-__device__ void GridBarrier(uint32_t* sync) {
+__device__ void GridBarrier(uint32_t* sync, const FusedArgs& f) {
   __syncthreads();
+  Stamp(f, 3);
   if (threadIdx.x == 0) {
     const uint32_t gen = LdAcquire(sync + 1);
     if (AtomAddAcqRelGpu(sync, 1u) == gridDim.x - 1) {
@@ -105,7 +119,7 @@ __device__ __forceinline__ void SmemChunkMmaA(float (&acc)[2][1][2][4], const ui
 // (deterministic) and runs the unit's epilogue.
 // 1. Thread 0 works the tiles out from the expert ids (MakeTinyRoute) while the CTA converts the
 //    tokens' rows of x to bf16 (permuted K order) in shared memory; lane 0 of every warp requests
-//    its first pieces, the CTA its units' biases (shared memory).
+//    its first pieces, the last warp the CTA's units' biases (shared memory).
 // 2. gate_up pieces (SmemChunkMmaA); the unit epilogue adds the bias, applies SwiGLU and writes
 //    the down operand to global memory (StoreTileA, as the kst decode kernel).
 // 3. Grid barrier; the down operand's rows into shared memory.
@@ -116,7 +130,8 @@ template <int kWarps, int kParts, bool kOneMul>
 __global__ void __launch_bounds__(32 * kWarps, 1)
     FusedDecodeKernel(const GemmArgs g, const GemmArgs d, const SelfRoute sr, const FusedArgs f) {
   extern __shared__ __align__(128) uint8_t smem[];
-  __shared__ uint64_t bars[2 * kWarps];
+  __shared__ uint64_t bars[2 * kWarps + 1];  // the slots', then the biases'
+  uint64_t* bias_bar = &bars[2 * kWarps];
   __shared__ TinyRoute s_route[1];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gl = lane >> 2, t = lane & 3;
   const int depth = f.depth;
@@ -129,9 +144,11 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
 
   __shared__ float s_w[kTinyPairs];  // routing weights by slot
   if (f.probe == 6) return;
+  Stamp(f, 0);
   if (threadIdx.x == 0) {
     s_route[0] = MakeTinyRoute(sr.ids, sr.pairs, sr.local, sr.experts);
     for (int i = 0; i < kWarps * depth; ++i) MbarInit(&bars[i], 1);
+    MbarInit(bias_bar, 32);  // one arrival per lane of the last warp
     FenceMbarInit();
   } else if (threadIdx.x < 1 + kTinyPairs && threadIdx.x <= sr.pairs) {
     s_w[threadIdx.x - 1] = __ldg(d.route_w + threadIdx.x - 1);
@@ -147,6 +164,7 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
     }
   }
   __syncthreads();
+  Stamp(f, 1);
   if (f.probe == 5) return;
   const TinyRoute& rt = s_route[0];
   const int nt = rt.ntiles;
@@ -198,7 +216,7 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
     const uint8_t* q = (pc.gu ? g.q : d.q) + ga * rg_bytes + pc.c0 * 512;
     const uint8_t* sc = (pc.gu ? g.sc : d.sc) + ga * sc_bytes + pc.c0 * 32;
     uint8_t* sl = slots + size_t(s) * f.slot_bytes;
-    if (f.probe >= 2) {  // (3 and up: neither)
+    if (f.probe >= 2 && f.probe <= 4) {  // no loads
       MbarExpectTx(&bars[s], 0);
       return;
     }
@@ -215,21 +233,22 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
   // The warp's k-th piece is p = warp + k * kWarps, in slot warp + kWarps * (k % depth) (that
   // slot's use k / depth).
   auto slot_of = [&](int k) { return warp + kWarps * (k % depth); };
+  // Each unit's 16 biases, by the last warp with cp.async (not the copy engine: 64-byte bulk
+  // copies queue behind the weight pieces' and held thread 0 ~6 us), completing bias_bar, which a
+  // warp waits for before its first epilogue only (not before its first piece: ~5 us).
+  if (warp == kWarps - 1) {
+    for (int i = lane; i < nu * 4; i += 32) {
+      int tile, grp;
+      unit_at(i >> 2, tile, grp);
+      const float* b = (i >> 2) < na ? g.bias + int64_t(rt.e[tile]) * g.n : d.bias + int64_t(rt.e[tile]) * d.n;
+      CpAsync16(bias + i * 4, b + grp * 16 + (i & 3) * 4);
+    }
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(SmemAddr(bias_bar)) : "memory");
+  }
   if (lane == 0) {
     for (int k = 0; k < depth && warp + k * kWarps < np; ++k) issue(warp + k * kWarps, slot_of(k));
   }
-  // Each unit's 16 biases, into shared memory now (under the weight stream) instead of one
-  // dependent global load at the end of every unit.
-  for (int i = threadIdx.x; i < nu * 4; i += 32 * kWarps) {
-    const int u = i >> 2;
-    int tile, grp;
-    unit_at(u, tile, grp);
-    const float* b = u < na ? g.bias + int64_t(rt.e[tile]) * g.n : d.bias + int64_t(rt.e[tile]) * d.n;
-    CpAsync16(bias + u * 16 + (i & 3) * 4, b + grp * 16 + (i & 3) * 4);
-  }
-  CpAsyncWaitAll();
-  __syncthreads();
-
+  Stamp(f, 2);
   // Computes the warp's k-th piece (waits for its slot), refills the slot with piece k + depth,
   // stores the partial; returns true (and the unit's sum in v: rows g, g + 8 x tile rows 2t,
   // 2t + 1) in the warp that finished the unit.
@@ -251,7 +270,7 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
 #pragma unroll
         for (int m = 0; m < 4; ++m) acc[i][0][j][m] = 0.f;
     MbarWait(&bars[s], (k / depth) & 1);
-    const int cf = (f.probe == 1 || f.probe >= 3) ? pc.c0 : min(pc.c1, p.nfull);
+    const int cf = (f.probe == 1 || f.probe == 3 || f.probe == 4) ? pc.c0 : min(pc.c1, p.nfull);
 #pragma unroll 2
     for (int c = pc.c0; c < cf; ++c) SmemChunkMmaA<kOneMul, false>(acc, swa, swb, ssa, ssb, arow, c, lane);
     if (pc.c1 > p.nfull && cf == min(pc.c1, p.nfull)) SmemChunkMmaA<kOneMul, true>(acc, swa, swb, ssa, ssb, arow, p.nfull, lane);
@@ -288,12 +307,14 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
     const Piece pc = piece(warp + k * kWarps);
     float v[4];
     if (!run(k, g, pc, v)) continue;  // (warp-uniform: StoreTileA shuffles across the warp)
+    MbarWait(bias_bar, 0);
     const int fa = pc.grp * 16 + gl, fb = fa + 8;
     TileSlotsA ts{rt.row0[pc.tile], rt.rows[pc.tile], 0, 0, 0.f, 0.f};
     StoreTileA<true>(g, v, bias[pc.unit * 16 + gl], bias[pc.unit * 16 + 8 + gl], fa, fb, true, gl, t, ts);
   }
 
-  if (f.probe != 4) GridBarrier(f.sync);
+  if (f.probe != 4) GridBarrier(f.sync, f);
+  Stamp(f, 4);
   {  // the down operand's rows (written by other CTAs: through L2, not L1)
     const int per_row = d.kp / 8;
     for (int i = threadIdx.x; i < prow * per_row; i += 32 * kWarps) {
@@ -303,11 +324,13 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
     }
   }
   __syncthreads();
+  Stamp(f, 5);
 
   for (; warp + k * kWarps < np; ++k) {
     const Piece pc = piece(warp + k * kWarps);
     float v[4];
     if (!run(k, d, pc, v)) continue;
+    MbarWait(bias_bar, 0);
     const int rows = rt.rows[pc.tile];
     const float ba = bias[pc.unit * 16 + gl], bb = bias[pc.unit * 16 + 8 + gl];
     float* yg = ys + (pc.grp - range.r0) * kTinyPairs * 16;
@@ -321,6 +344,7 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
     }
   }
   __syncthreads();
+  Stamp(f, 6);
 
   // out rows [16 r0, 16 r1) of every token: its held slots in slot order, from 0 (CombineKernel).
   uint32_t held = 0;
@@ -335,6 +359,7 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
     }
     f.out[int64_t(tok) * d.n + (range.r0 + rr) * 16 + col] = acc;
   }
+  Stamp(f, 7);
 }
 
 namespace {
@@ -467,6 +492,26 @@ cudaError_t LaunchFusedP(const GemmArgs& g, const GemmArgs& d, const SelfRoute& 
 
 bool FusedDecodeFits(const GemmArgs& g, const GemmArgs& d, int tokens) { return Plan(g, d, tokens).warps > 0; }
 
+std::string FusedStampsReport() {
+  static const char* kPhase[kStamps] = {"start",        "routed, x in",  "pieces asked for", "gate_up done",
+                                        "grid barrier", "down operand in", "down done", "summed"};
+  uint64_t st[kStampCtas][kStamps];
+  if (cudaMemcpyFromSymbol(st, g_stamps, sizeof(st)) != cudaSuccess) return "no stamps";
+  const int n = std::min(Limits().sms, kStampCtas);
+  uint64_t t0 = st[0][0];
+  for (int b = 0; b < n; ++b) t0 = std::min(t0, st[b][0]);
+  std::string r = "| phase | min us | median us | max us |\n|---|---|---|---|\n";
+  for (int i = 0; i < kStamps; ++i) {
+    std::vector<double> v;
+    for (int b = 0; b < n; ++b) v.push_back((st[b][i] - t0) * 1e-3);
+    std::sort(v.begin(), v.end());
+    char line[160];
+    std::snprintf(line, sizeof(line), "| %s | %.2f | %.2f | %.2f |\n", kPhase[i], v.front(), v[v.size() / 2], v.back());
+    r += line;
+  }
+  return r;
+}
+
 cudaError_t LaunchFusedDecode(const GemmArgs& g, const GemmArgs& d, const SelfRoute& sr, float* out,
                               uint32_t* sync, int tokens, bool one_mul, cudaStream_t stream) {
   FusedPlan pl = Plan(g, d, tokens);
@@ -477,9 +522,10 @@ cudaError_t LaunchFusedDecode(const GemmArgs& g, const GemmArgs& d, const SelfRo
     const char* v = std::getenv("MXSERVE_CUDA_MOE_FUSED_PROBE");
     const std::string s = v == nullptr ? "" : v;
     return s == "loads" ? 1 : s == "math" ? 2 : s == "neither" ? 3 : s == "nobarrier" ? 4 : s == "route" ? 5
-                         : s == "empty" ? 6 : 0;
+                         : s == "empty" ? 6 : s == "stamps" ? 7 : 0;
   }();
   pl.f.probe = probe;
+
   switch (pl.parts) {
     case 2: return LaunchFusedP<2>(g, d, sr, pl, one_mul, stream);
     case 4: return LaunchFusedP<4>(g, d, sr, pl, one_mul, stream);

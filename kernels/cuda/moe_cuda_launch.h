@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <string>
 #include <utility>
 
 namespace mxserve::kernels::cuda::internal {
@@ -85,6 +86,9 @@ int KstSlice();
 bool FusedDecodeFits(const GemmArgs& g, const GemmArgs& d, int tokens);
 cudaError_t LaunchFusedDecode(const GemmArgs& g, const GemmArgs& d, const SelfRoute& sr, float* out,
                               uint32_t* sync, int tokens, bool one_mul, cudaStream_t stream);
+// MXSERVE_CUDA_MOE_FUSED_PROBE=stamps: when each phase of the last fused call ended, over the
+// grid (a markdown table; benchmarks).
+std::string FusedStampsReport();
 void LaunchCombine(const float* y, const int32_t* ids, const int32_t* local, int num_experts,
                    int tokens, int top_k, int h, float* out, cudaStream_t stream);
 

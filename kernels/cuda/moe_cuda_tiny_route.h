@@ -67,7 +67,8 @@ struct FusedArgs {
   int groups = 0;            // most down row groups of one CTA
   // Benchmarks only, wrong results (MXSERVE_CUDA_MOE_FUSED_PROBE): 1 loads without the math,
   // 2 the math without loads, 3 neither, 4 neither and no grid barrier, 5 exit after the
-  // routing, 6 exit at once (where a one-token layer's time goes: docs/PERFORMANCE.md).
+  // routing, 6 exit at once; 7 (right results) timestamps of the phases (FusedStampsReport)
+  // (where a one-token layer's time goes: docs/PERFORMANCE.md).
   int probe = 0;
 };
 
