@@ -370,23 +370,38 @@ struct FusedPlan {
   size_t smem = 0;
 };
 
-// MXSERVE_CUDA_MOE_FUSED: off, or <parts>x<depth> (K parts per unit: 2, 3, 4 or 6; slots per
-// warp: 1 or 2) to pin a configuration (benchmarks); unset: 4x1, the fastest of 3x1, 4x1, 6x1,
-// 6x2 at one token of gpt-oss-120b (docs/PERFORMANCE.md).
+// MXSERVE_CUDA_MOE_FUSED: off, or <parts>x<depth>[w<warps>] (K parts per unit, slots per warp,
+// warps per CTA) to pin a configuration (benchmarks); unset: 4x1 with 16 warps, the fastest of
+// 3x1, 4x1, 6x1, 6x2 at one token of gpt-oss-120b (docs/PERFORMANCE.md). Built: 16 warps with 3
+// or 4 parts, 24 with 4 or 6, 32 with 6 (fewer registers per thread, more warps to hide latency:
+// 24 fit in 80 registers, 32 in 64 with a few spilled; not measured yet).
 struct FusedPinned {
   bool off = false;
-  int parts = 4, depth = 1;
+  int parts = 4, depth = 1, warps = 16;
 };
+bool FusedBuilt(int warps, int parts) {
+  return (warps == 16 && (parts == 3 || parts == 4)) || (warps == 24 && (parts == 4 || parts == 6)) ||
+         (warps == 32 && parts == 6);
+}
 const FusedPinned& FusedPin() {
   static const FusedPinned pin = [] {
     FusedPinned p;
     const char* v = std::getenv("MXSERVE_CUDA_MOE_FUSED");
     const std::string s = v == nullptr ? "" : v;
-    if (s == "off" || s == "0") p.off = true;
-    if (s.size() == 3 && s[1] == 'x' && (s[0] == '2' || s[0] == '3' || s[0] == '4' || s[0] == '6') &&
-        (s[2] == '1' || s[2] == '2')) {
-      p.parts = s[0] - '0';
-      p.depth = s[2] - '0';
+    if (s.empty()) return p;
+    int parts = 0, depth = 0, warps = 16;
+    char x = 0, w = 0;
+    const int n = std::sscanf(s.c_str(), "%d%c%d%c%d", &parts, &x, &depth, &w, &warps);
+    if (s == "off" || s == "0") {
+      p.off = true;
+    } else if ((n == 3 || (n == 5 && w == 'w')) && x == 'x' && (depth == 1 || depth == 2) && FusedBuilt(warps, parts)) {
+      p.parts = parts;
+      p.depth = depth;
+      p.warps = warps;
+    } else {
+      std::fprintf(stderr, "MXSERVE_CUDA_MOE_FUSED=%s: not a built configuration; the unfused kernels run\n",
+                   s.c_str());
+      p.off = true;
     }
     return p;
   }();
@@ -408,8 +423,6 @@ const DeviceLimits& Limits() {
   }();
   return l;
 }
-
-constexpr int kFusedWarps = 16;
 
 // The largest piece (weights + scales of chunks [c0, c1) of one 16-row unit) of a GEMM.
 int MaxPieceBytes(const GemmArgs& a, int parts) {
@@ -453,25 +466,25 @@ FusedPlan Plan(const GemmArgs& g, const GemmArgs& d, int tokens) {
                        size_t(pl.f.max_units) * 16 * 4;  // biases
   const size_t budget = size_t(lim.smem_optin) - 1024;  // static barriers and the route
   for (pl.f.depth = pin.depth; pl.f.depth >= 1; --pl.f.depth) {
-    pl.smem = fixed + size_t(pl.f.slot_bytes) * kFusedWarps * pl.f.depth;
+    pl.smem = fixed + size_t(pl.f.slot_bytes) * pin.warps * pl.f.depth;
     if (pl.smem <= budget) {
-      pl.warps = kFusedWarps;
+      pl.warps = pin.warps;
       break;
     }
   }
   return pl;
 }
 
-template <int kParts, bool kOneMul>
+template <int kWarps, int kParts, bool kOneMul>
 cudaError_t LaunchFusedT(const GemmArgs& g, const GemmArgs& d, const SelfRoute& sr, const FusedPlan& pl,
                          cudaStream_t stream) {
-  auto kernel = FusedDecodeKernel<kFusedWarps, kParts, kOneMul>;
+  auto kernel = FusedDecodeKernel<kWarps, kParts, kOneMul>;
   static const cudaError_t raised =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Limits().smem_optin - 1024);
   if (raised != cudaSuccess) return raised;
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(Limits().sms);
-  cfg.blockDim = dim3(32 * kFusedWarps);
+  cfg.blockDim = dim3(32 * kWarps);
   cfg.dynamicSmemBytes = pl.smem;
   cfg.stream = stream;
   cudaLaunchAttribute attr[1];
@@ -482,10 +495,11 @@ cudaError_t LaunchFusedT(const GemmArgs& g, const GemmArgs& d, const SelfRoute& 
   return cudaLaunchKernelEx(&cfg, kernel, g, d, sr, pl.f);
 }
 
-template <int kParts>
-cudaError_t LaunchFusedP(const GemmArgs& g, const GemmArgs& d, const SelfRoute& sr, const FusedPlan& pl,
-                         bool one_mul, cudaStream_t stream) {
-  return one_mul ? LaunchFusedT<kParts, true>(g, d, sr, pl, stream) : LaunchFusedT<kParts, false>(g, d, sr, pl, stream);
+template <int kWarps, int kParts>
+cudaError_t LaunchFusedWP(const GemmArgs& g, const GemmArgs& d, const SelfRoute& sr, const FusedPlan& pl,
+                          bool one_mul, cudaStream_t stream) {
+  return one_mul ? LaunchFusedT<kWarps, kParts, true>(g, d, sr, pl, stream)
+                 : LaunchFusedT<kWarps, kParts, false>(g, d, sr, pl, stream);
 }
 
 }  // namespace
@@ -526,12 +540,14 @@ cudaError_t LaunchFusedDecode(const GemmArgs& g, const GemmArgs& d, const SelfRo
   }();
   pl.f.probe = probe;
 
-  switch (pl.parts) {
-    case 2: return LaunchFusedP<2>(g, d, sr, pl, one_mul, stream);
-    case 4: return LaunchFusedP<4>(g, d, sr, pl, one_mul, stream);
-    case 6: return LaunchFusedP<6>(g, d, sr, pl, one_mul, stream);
-    default: return LaunchFusedP<3>(g, d, sr, pl, one_mul, stream);
+  // The configurations FusedBuilt names (Plan only returns those).
+  if (pl.warps == 24) {
+    return pl.parts == 6 ? LaunchFusedWP<24, 6>(g, d, sr, pl, one_mul, stream)
+                         : LaunchFusedWP<24, 4>(g, d, sr, pl, one_mul, stream);
   }
+  if (pl.warps == 32) return LaunchFusedWP<32, 6>(g, d, sr, pl, one_mul, stream);
+  return pl.parts == 3 ? LaunchFusedWP<16, 3>(g, d, sr, pl, one_mul, stream)
+                       : LaunchFusedWP<16, 4>(g, d, sr, pl, one_mul, stream);
 }
 
 }  // namespace mxserve::kernels::cuda::internal

@@ -88,9 +88,9 @@ for s in $steps; do
       cat "$OUT"/check_*.txt | grep -q FAIL && rc=1 ;;
     fused)
       # The one-launch layer at <= 4 token-slots (moe_cuda_fused.cu; MXSERVE_CUDA_MOE_FUSED=<K parts>x<slots
-      # per warp> or off): the small shapes checked with each configuration (the check also compares
-      # it with the unfused kernels), sanitizers, then timed, alternating.
-      for F in ${FUSED_CFGS:-4x1 3x1}; do
+      # per warp>[w<warps>] or off): the small shapes checked with each configuration (the check also
+      # compares it with the unfused kernels), sanitizers, then timed, alternating.
+      for F in ${FUSED_CFGS:-4x1 3x1 4x1w24 6x1w24 6x1w32}; do
         for S in tiny-pad tiny-k1 tiny-skip big-scales gpt-oss-20b; do
           MXSERVE_CUDA_MOE_FUSED=$F $B/mxserve-gpu-moe-check $S 2>&1 | grep -E "^(PASS|FAIL)" | sed "s/^/fused=$F /"
         done
@@ -102,7 +102,7 @@ for s in $steps; do
         echo "$T: $(tail -n 1 "$OUT/${T}_fused.txt")"
       done
       for i in 1 2; do
-        for F in ${FUSED_CFGS:-4x1 3x1} off; do
+        for F in ${FUSED_CFGS:-4x1 3x1 4x1w24 6x1w24 6x1w32} off; do
           echo "## MXSERVE_CUDA_MOE_FUSED=$F"
           MXSERVE_CUDA_MOE_FUSED=$F $B/mxserve-bench-moe-gpu /tmp/s.csv gpt-oss-120b,gpt-oss-20b 1 | grep '^| gpt'
         done
