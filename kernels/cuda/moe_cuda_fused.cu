@@ -450,15 +450,24 @@ FusedPlan Plan(const GemmArgs& g, const GemmArgs& d, int tokens) {
   w.cd = 2 * (4LL * d.kp + 32LL * d.chunks);
   w.ng_gu = g.n / 16;
   w.ngd = d.n / 16;
-  int units = 0;
-  for (int nt = 1; nt <= kTinyPairs; ++nt) {
-    w.ntiles = nt;
-    for (int b = 0; b < lim.sms; ++b) {
-      const FusedRange r = FusedCtaRange(w, b, lim.sms);
-      units = std::max(units, r.a1 - r.a0 + (r.r1 - r.r0) * nt);
+  // The most units any CTA gets, over every tile count: ~500 range computations, so kept per
+  // layer shape (every decode call asks; one thread's calls are one layer's shapes at a time).
+  thread_local int64_t cached_key[5] = {-1, -1, -1, -1, -1};
+  thread_local int cached_units = 0;
+  const int64_t key[5] = {w.ca, w.cd, w.ng_gu, w.ngd, lim.sms};
+  if (!std::equal(key, key + 5, cached_key)) {
+    int units = 0;
+    for (int nt = 1; nt <= kTinyPairs; ++nt) {
+      w.ntiles = nt;
+      for (int b = 0; b < lim.sms; ++b) {
+        const FusedRange r = FusedCtaRange(w, b, lim.sms);
+        units = std::max(units, r.a1 - r.a0 + (r.r1 - r.r0) * nt);
+      }
     }
+    std::copy(key, key + 5, cached_key);
+    cached_units = units;
   }
-  pl.f.max_units = (units + 3) & ~3;  // keeps what follows the counters 16-byte aligned
+  pl.f.max_units = (cached_units + 3) & ~3;  // keeps what follows the counters 16-byte aligned
   const int groups = (w.ngd + lim.sms - 1) / lim.sms;
   pl.f.groups = groups;
   const size_t fixed = size_t(kTinyPairs) * pl.f.a_stride + size_t(pl.f.max_units) * pl.parts * 16 * 16 +
