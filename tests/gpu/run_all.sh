@@ -15,7 +15,8 @@
 # matmul_ogs: one table),
 # paths (each kernel configuration pinned), decode (the decode kernel variants side by side),
 # wgmmacfg (the wgmma configurations checked and timed), fused (the one-launch layer at <= 4
-# token-slots: checked per configuration, sanitizers, timed against the unfused kernels),
+# token-slots: checked per configuration, sanitizers, timed against the unfused kernels), stamps
+# (its phase timeline per configuration),
 # shapes (20b, Kimi-K2-like, K3-like, with matmul_ogs), profile (ncu SpeedOfLight, one token),
 # detail (ncu stall/issue/memory sections of one decode kernel), source (its per-instruction stall
 # samples), sass (machine code of all kernels).
@@ -107,6 +108,13 @@ for s in $steps; do
           MXSERVE_CUDA_MOE_FUSED=$F $B/mxserve-bench-moe-gpu /tmp/s.csv gpt-oss-120b,gpt-oss-20b 1 | grep '^| gpt'
         done
       done 2>&1 | tee "$OUT/fused.txt" ;;
+    stamps)
+      # When each phase of the fused one-token layer ends, over the grid (MXSERVE_CUDA_MOE_FUSED_PROBE=stamps),
+      # per configuration.
+      for F in ${FUSED_CFGS:-4x1 4x1w24 6x1w32}; do
+        echo "## MXSERVE_CUDA_MOE_FUSED=$F"
+        MXSERVE_CUDA_MOE_FUSED=$F MXSERVE_CUDA_MOE_FUSED_PROBE=stamps $B/mxserve-bench-moe-gpu /tmp/s.csv gpt-oss-120b 1 | grep '^|' | tail -11
+      done 2>&1 | tee "$OUT/stamps.txt" ;;
     shapes)
       # The other layer shapes, with matmul_ogs (no bf16 grouped_mm: it costs too much device time).
       $B/mxserve-bench-moe-gpu "$OUT/shapes.csv" gpt-oss-20b,kimi-k2-like,k3-latent ${SHAPE_TOKENS:-1,16,256,4096} \
