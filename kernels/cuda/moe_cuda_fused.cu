@@ -370,37 +370,13 @@ struct FusedPlan {
   size_t smem = 0;
 };
 
-// MXSERVE_CUDA_MOE_FUSED: off, or <parts>x<depth>[w<warps>] (K parts per unit, slots per warp,
-// warps per CTA) to pin a configuration (benchmarks); unset: 4x1 with 16 warps, the fastest of
-// 3x1, 4x1, 6x1, 6x2 at one token of gpt-oss-120b (docs/PERFORMANCE.md). Built: 16 warps with 3
-// or 4 parts, 24 with 4 or 6, 32 with 6 (fewer registers per thread, more warps to hide latency:
-// 24 fit in 80 registers, 32 in 64 with a few spilled; not measured yet).
-struct FusedPinned {
-  bool off = false;
-  int parts = 4, depth = 1, warps = 16;
-};
-bool FusedBuilt(int warps, int parts) {
-  return (warps == 16 && (parts == 3 || parts == 4)) || (warps == 24 && (parts == 4 || parts == 6)) ||
-         (warps == 32 && parts == 6);
-}
+// MXSERVE_CUDA_MOE_FUSED (ParseFusedPin, moe_cuda_tiny_route.h), read once.
 const FusedPinned& FusedPin() {
   static const FusedPinned pin = [] {
-    FusedPinned p;
     const char* v = std::getenv("MXSERVE_CUDA_MOE_FUSED");
-    const std::string s = v == nullptr ? "" : v;
-    if (s.empty()) return p;
-    int parts = 0, depth = 0, warps = 16;
-    char x = 0, w = 0;
-    const int n = std::sscanf(s.c_str(), "%d%c%d%c%d", &parts, &x, &depth, &w, &warps);
-    if (s == "off" || s == "0") {
-      p.off = true;
-    } else if ((n == 3 || (n == 5 && w == 'w')) && x == 'x' && (depth == 1 || depth == 2) && FusedBuilt(warps, parts)) {
-      p.parts = parts;
-      p.depth = depth;
-      p.warps = warps;
-    } else {
-      std::fprintf(stderr, "MXSERVE_CUDA_MOE_FUSED=%s: not a built configuration; the unfused kernels run\n",
-                   s.c_str());
+    FusedPinned p = ParseFusedPin(v == nullptr ? "" : v);
+    if (!p.valid) {
+      std::fprintf(stderr, "MXSERVE_CUDA_MOE_FUSED=%s: not a built configuration; the unfused kernels run\n", v);
       p.off = true;
     }
     return p;

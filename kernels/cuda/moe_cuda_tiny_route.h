@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
+#include <string>
 
 #ifdef __CUDACC__
 #define MXSERVE_HD __host__ __device__
@@ -53,6 +55,45 @@ MXSERVE_HD inline FusedRange FusedCtaRange(const FusedWork& w, int b, int G) {
   r.r0 = int(int64_t(b) * w.ngd / G);
   r.r1 = int(int64_t(b + 1) * w.ngd / G);
   return r;
+}
+
+// MXSERVE_CUDA_MOE_FUSED pins the fused kernel's configuration (benchmarks): "off" (or "0"), or
+// <parts>x<depth>[w<warps>] (K parts per unit, shared-memory slots per warp, warps per CTA) of a
+// built one; empty: the default, 4x1 with 16 warps, the fastest of 3x1, 4x1, 6x1, 6x2 at one
+// token of gpt-oss-120b (docs/PERFORMANCE.md). Built (FusedBuilt): 16 warps with 3 or 4 parts, 24
+// with 4 or 6, 32 with 6 (more warps to hide latency in fewer registers: 80 at 24, 64 with a few
+// spilled at 32; not measured yet). Anything else comes back valid = false.
+struct FusedPinned {
+  bool off = false, valid = true;
+  int parts = 4, depth = 1, warps = 16;
+};
+inline bool FusedBuilt(int warps, int parts) {
+  return (warps == 16 && (parts == 3 || parts == 4)) || (warps == 24 && (parts == 4 || parts == 6)) ||
+         (warps == 32 && parts == 6);
+}
+inline FusedPinned ParseFusedPin(const std::string& s) {
+  FusedPinned p;
+  if (s.empty()) return p;
+  if (s == "off" || s == "0") {
+    p.off = true;
+    return p;
+  }
+  int parts = 0, depth = 0, warps = 16, used = 0;
+  char x = 0;
+  const int n = std::sscanf(s.c_str(), "%d%c%d%n", &parts, &x, &depth, &used);
+  bool ok = n == 3 && x == 'x' && (depth == 1 || depth == 2);
+  if (ok && used < int(s.size())) {  // "w<warps>" and nothing after it
+    int more = 0;
+    ok = std::sscanf(s.c_str() + used, "w%d%n", &warps, &more) == 1 && used + more == int(s.size());
+  }
+  if (!ok || !FusedBuilt(warps, parts)) {
+    p.valid = false;
+    return p;
+  }
+  p.parts = parts;
+  p.depth = depth;
+  p.warps = warps;
+  return p;
 }
 
 // The fused kernel's other arguments (moe_cuda_fused.cu sets them).

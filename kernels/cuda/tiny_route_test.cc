@@ -77,5 +77,28 @@ TEST(FusedCtaRange, CoversEveryUnitAndBalancesBytes) {
   }
 }
 
+TEST(ParseFusedPin, BuiltConfigurationsOffAndRejects) {
+  const FusedPinned def = ParseFusedPin("");
+  EXPECT_TRUE(def.valid);
+  EXPECT_FALSE(def.off);
+  EXPECT_EQ(def.parts, 4);
+  EXPECT_EQ(def.depth, 1);
+  EXPECT_EQ(def.warps, 16);
+  EXPECT_TRUE(ParseFusedPin("off").off);
+  EXPECT_TRUE(ParseFusedPin("0").off);
+  const FusedPinned p = ParseFusedPin("6x2w32");
+  EXPECT_TRUE(p.valid);
+  EXPECT_EQ(p.parts, 6);
+  EXPECT_EQ(p.depth, 2);
+  EXPECT_EQ(p.warps, 32);
+  for (const char* ok : {"3x1", "4x2", "4x1w16", "4x1w24", "6x1w24", "6x1w32"}) {
+    EXPECT_TRUE(ParseFusedPin(ok).valid) << ok;
+    EXPECT_FALSE(ParseFusedPin(ok).off) << ok;
+  }
+  for (const char* bad : {"6x1", "2x1", "4x3", "4x0", "4x1w20", "4x1w", "4x1junk", "4x1w24x", "x1", "4", "on"}) {
+    EXPECT_FALSE(ParseFusedPin(bad).valid) << bad;
+  }
+}
+
 }  // namespace
 }  // namespace mxserve::kernels::cuda::internal
