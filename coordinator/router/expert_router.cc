@@ -316,7 +316,6 @@ absl::Status ExpertRouter::Run(int layer, int num_tokens, int hidden, int top_k,
     s.ids.clear();
     s.weights.clear();
     s.row_of.assign(T, -1);
-    s.last_token = -1;
     s.status = absl::OkStatus();
   }
   // Each slot goes to its expert's group; a token joins every group it has a slot in, with
@@ -326,8 +325,7 @@ absl::Status ExpertRouter::Run(int layer, int num_tokens, int hidden, int top_k,
     for (size_t j = 0; j < k; ++j) {
       const int e = expert_ids[t * k + j];
       Slice& s = slices_[placement_.GroupOf(e)];
-      if (s.last_token != static_cast<int>(t)) {
-        s.last_token = static_cast<int>(t);
+      if (s.row_of[t] < 0) {  // the token's first slot in this group
         s.row_of[t] = static_cast<int>(s.tokens.size());
         s.tokens.push_back(static_cast<int>(t));
         s.ids.insert(s.ids.end(), k, -1);

@@ -85,7 +85,6 @@ class ExpertRouter final : public MoeExecutor, public HealthSink {
     std::vector<float> out;       // [n, H]
     std::vector<int> row_of;      // [T]: the token's row here, or -1
     absl::Status status;
-    int last_token = -1;
   };
   struct Health {
     BackendState state = BackendState::kUp;

@@ -101,8 +101,7 @@ struct LayerAccess {
     }
     // At most kTinyPairs token-slots under kAuto: the whole layer in one launch (moe_cuda_fused.cu),
     // unless it does not fit the device or cannot be launched (then the kernels below).
-    if (path == CudaMoePath::kAuto && p == 0 && pairs <= internal::kTinyPairs &&
-        internal::FusedDecodeFits(g, d, b.num_tokens)) {
+    if (path == CudaMoePath::kAuto && p == 0 && pairs <= internal::kTinyPairs) {
       internal::SelfRoute sr;
       sr.ids = b.expert_ids;
       sr.local = L.d_local_;
@@ -111,11 +110,9 @@ struct LayerAccess {
       sr.x = b.x;
       sr.hidden = H;
       sr.top_k = b.top_k;
-      const cudaError_t e = internal::LaunchFusedDecode(g, d, sr, out, ws.d_sync_, b.num_tokens,
-                                                        L.small_scales_, stream);
-      if (e == cudaSuccess) return CudaCheck(cudaGetLastError(), "MoeForwardCuda launch");
-      (void)CudaCheck(e, "fused MoE launch");  // exits on a sticky error
-      cudaGetLastError();  // a refused launch (e.g. the SMs are shared): clear it, run the kernels below
+      if (internal::LaunchFusedDecode(g, d, sr, out, ws.d_sync_, b.num_tokens, L.small_scales_, stream)) {
+        return CudaCheck(cudaGetLastError(), "MoeForwardCuda launch");
+      }
     }
     internal::LaunchRouting(r, stream);
     auto launch_failed = [](int code, const char* which) {

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cuda/moe_cuda.h"
 #include "kernels/cuda/moe_cuda_gemm.cuh"
 #include "kernels/cuda/moe_cuda_launch.h"
 #include "kernels/cuda/moe_cuda_tiny_route.h"
@@ -170,12 +171,7 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
   const int nt = rt.ntiles;
   const int prow = nt > 0 ? rt.row0[nt - 1] + rt.rows[nt - 1] : 0;  // rows = held slots
 
-  FusedWork work;
-  work.ca = 2 * (4LL * g.kp + 32LL * g.chunks);
-  work.cd = 2 * (4LL * d.kp + 32LL * d.chunks);
-  work.ng_gu = g.n >> 4;
-  work.ngd = d.n >> 4;
-  work.ntiles = nt;
+  const FusedWork work = FusedWorkOf(g, d, nt);
   const FusedRange range = FusedCtaRange(work, blockIdx.x, gridDim.x);
   const int na = range.a1 - range.a0, nu = na + (range.r1 - range.r0) * nt;
   const int npa = na * kParts, np = nu * kParts;  // pieces: gate_up, all
@@ -196,16 +192,12 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
     pc.unit = p / kParts;
     pc.gu = pc.unit < na;
     unit_at(pc.unit, pc.tile, pc.grp);
-    const int chunks = pc.gu ? g.chunks : d.chunks, q = p % kParts;
-    pc.c0 = q * chunks / kParts;
-    pc.c1 = (q + 1) * chunks / kParts;
+    PieceChunks(p % kParts, kParts, pc.gu ? g.chunks : d.chunks, pc.c0, pc.c1);
     return pc;
   };
-  // A piece in its slot: group A's and group B's weights of chunks [c0, c1) (the 64-K tail chunk
-  // is 256 bytes), wb bytes each, then their scales, sb bytes each.
-  auto wbytes = [&](const Piece& pc, int nfull) {
-    return (pc.c1 > nfull ? nfull * 512 + 256 : pc.c1 * 512) - pc.c0 * 512;
-  };
+  // A piece in its slot: group A's and group B's weights of chunks [c0, c1), wb bytes each, then
+  // their scales, sb bytes each.
+  auto wbytes = [&](const Piece& pc, int nfull) { return PieceWeightBytes(pc.c0, pc.c1, nfull); };
   auto issue = [&](int p, int s) {  // lane 0
     const Piece pc = piece(p);
     // (selects, not a reference to g or d: that would copy both arguments to local memory)
@@ -404,9 +396,9 @@ const DeviceLimits& Limits() {
 int MaxPieceBytes(const GemmArgs& a, int parts) {
   int most = 0;
   for (int q = 0; q < parts; ++q) {
-    const int c0 = q * a.chunks / parts, c1 = (q + 1) * a.chunks / parts;
-    const int wb = (c1 > a.nfull ? a.nfull * 512 + 256 : c1 * 512) - c0 * 512;
-    most = std::max(most, 2 * (wb + 32 * (c1 - c0)));  // two 8-row groups
+    int c0, c1;
+    PieceChunks(q, parts, a.chunks, c0, c1);
+    most = std::max(most, 2 * (PieceWeightBytes(c0, c1, a.nfull) + 32 * (c1 - c0)));  // two 8-row groups
   }
   return most;
 }
@@ -421,11 +413,7 @@ FusedPlan Plan(const GemmArgs& g, const GemmArgs& d, int tokens) {
   pl.f.slot_bytes = std::max(MaxPieceBytes(g, pl.parts), MaxPieceBytes(d, pl.parts));
   pl.f.a_stride = 2 * std::max(g.kp, d.kp) + 16;
   pl.f.tokens = tokens;
-  FusedWork w;
-  w.ca = 2 * (4LL * g.kp + 32LL * g.chunks);
-  w.cd = 2 * (4LL * d.kp + 32LL * d.chunks);
-  w.ng_gu = g.n / 16;
-  w.ngd = d.n / 16;
+  FusedWork w = FusedWorkOf(g, d, 0);
   // The most units any CTA gets, over every tile count: ~500 range computations, so kept per
   // layer shape (every decode call asks; one thread's calls are one layer's shapes at a time).
   thread_local int64_t cached_key[5] = {-1, -1, -1, -1, -1};
@@ -489,8 +477,6 @@ cudaError_t LaunchFusedWP(const GemmArgs& g, const GemmArgs& d, const SelfRoute&
 
 }  // namespace
 
-bool FusedDecodeFits(const GemmArgs& g, const GemmArgs& d, int tokens) { return Plan(g, d, tokens).warps > 0; }
-
 std::string FusedStampsReport() {
   static const char* kPhase[kStamps] = {"start",        "routed, x in",  "pieces asked for", "gate_up done",
                                         "grid barrier", "down operand in", "down done", "summed"};
@@ -511,10 +497,10 @@ std::string FusedStampsReport() {
   return r;
 }
 
-cudaError_t LaunchFusedDecode(const GemmArgs& g, const GemmArgs& d, const SelfRoute& sr, float* out,
-                              uint32_t* sync, int tokens, bool one_mul, cudaStream_t stream) {
+bool LaunchFusedDecode(const GemmArgs& g, const GemmArgs& d, const SelfRoute& sr, float* out, uint32_t* sync,
+                       int tokens, bool one_mul, cudaStream_t stream) {
   FusedPlan pl = Plan(g, d, tokens);
-  if (pl.warps == 0 || sr.pairs > kTinyPairs || tokens > kTinyPairs) return cudaErrorInvalidConfiguration;
+  if (pl.warps == 0 || sr.pairs > kTinyPairs || tokens > kTinyPairs) return false;
   pl.f.out = out;
   pl.f.sync = sync;
   static const int probe = [] {
@@ -526,13 +512,15 @@ cudaError_t LaunchFusedDecode(const GemmArgs& g, const GemmArgs& d, const SelfRo
   pl.f.probe = probe;
 
   // The configurations FusedBuilt names (Plan only returns those).
-  if (pl.warps == 24) {
-    return pl.parts == 6 ? LaunchFusedWP<24, 6>(g, d, sr, pl, one_mul, stream)
-                         : LaunchFusedWP<24, 4>(g, d, sr, pl, one_mul, stream);
-  }
-  if (pl.warps == 32) return LaunchFusedWP<32, 6>(g, d, sr, pl, one_mul, stream);
-  return pl.parts == 3 ? LaunchFusedWP<16, 3>(g, d, sr, pl, one_mul, stream)
-                       : LaunchFusedWP<16, 4>(g, d, sr, pl, one_mul, stream);
+  const cudaError_t e = pl.warps == 24 ? (pl.parts == 6 ? LaunchFusedWP<24, 6>(g, d, sr, pl, one_mul, stream)
+                                                        : LaunchFusedWP<24, 4>(g, d, sr, pl, one_mul, stream))
+                        : pl.warps == 32 ? LaunchFusedWP<32, 6>(g, d, sr, pl, one_mul, stream)
+                        : pl.parts == 3  ? LaunchFusedWP<16, 3>(g, d, sr, pl, one_mul, stream)
+                                         : LaunchFusedWP<16, 4>(g, d, sr, pl, one_mul, stream);
+  if (e == cudaSuccess) return true;
+  (void)CudaCheck(e, "fused MoE launch");  // exits on a sticky error
+  cudaGetLastError();  // a refused launch (e.g. the SMs are shared): clear it; the caller runs the kernels
+  return false;
 }
 
 }  // namespace mxserve::kernels::cuda::internal

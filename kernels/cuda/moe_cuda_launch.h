@@ -80,12 +80,11 @@ int DecodePin();
 int KstSlice();
 // The fused one-launch layer for at most kTinyPairs token-slots (moe_cuda_fused.cu): g and d the
 // two GEMMs' arguments as for LaunchGemm (their tile lists unused), out [tokens][hidden], sync
-// two zeroed words kept for this stream. Whether it fits this device (one CTA per SM; false also
-// when MXSERVE_CUDA_MOE_FUSED=off), and the launch: cudaSuccess, or the error of a launch that
-// did not happen (the caller then runs the unfused kernels).
-bool FusedDecodeFits(const GemmArgs& g, const GemmArgs& d, int tokens);
-cudaError_t LaunchFusedDecode(const GemmArgs& g, const GemmArgs& d, const SelfRoute& sr, float* out,
-                              uint32_t* sync, int tokens, bool one_mul, cudaStream_t stream);
+// two zeroed words kept for this stream. Returns whether it was launched; false when it does not
+// fit this device (one CTA per SM), MXSERVE_CUDA_MOE_FUSED=off, or the launch was refused (the
+// error cleared; a sticky one exits): the caller then runs the unfused kernels.
+bool LaunchFusedDecode(const GemmArgs& g, const GemmArgs& d, const SelfRoute& sr, float* out, uint32_t* sync,
+                       int tokens, bool one_mul, cudaStream_t stream);
 // MXSERVE_CUDA_MOE_FUSED_PROBE=stamps: when each phase of the last fused call ended, over the
 // grid (a markdown table; benchmarks).
 std::string FusedStampsReport();

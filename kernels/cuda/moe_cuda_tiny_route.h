@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <string>
 
+#include "kernels/cuda/moe_cuda_gemm_args.h"
+
 #ifdef __CUDACC__
 #define MXSERVE_HD __host__ __device__
 #else
@@ -27,13 +29,33 @@ struct SelfRoute {
   int hidden = 0, top_k = 1;
 };
 
-// How the fused kernel's grid shares a layer's weights: gate_up units (tile x 8-row group of the
-// 2I rows, numbered tile * ng_gu + group) and down row groups (8 rows of H, for every tile).
+// How the fused kernel's grid shares a layer's weights: gate_up units (tile x 16-row group of
+// the 2I rows, numbered tile * ng_gu + group) and down row groups (16 rows of H, for every tile).
 struct FusedWork {
-  int64_t ca = 0, cd = 0;  // bytes of one gate_up / down unit (8 rows x K, and scales)
-  int ng_gu = 0, ngd = 0;  // row groups of gate_up (2I / 8) and down (H / 8)
+  int64_t ca = 0, cd = 0;  // bytes of one gate_up / down unit (16 rows x K, and scales)
+  int ng_gu = 0, ngd = 0;  // row groups of gate_up (2I / 16) and down (H / 16)
   int ntiles = 0;          // held experts hit
 };
+// A unit is two 8-row groups of the upload layout (4 kp bytes and 32 bytes of scales per chunk
+// each).
+MXSERVE_HD inline FusedWork FusedWorkOf(const GemmArgs& g, const GemmArgs& d, int ntiles) {
+  FusedWork w;
+  w.ca = 2 * (4LL * g.kp + 32LL * g.chunks);
+  w.cd = 2 * (4LL * d.kp + 32LL * d.chunks);
+  w.ng_gu = g.n >> 4;
+  w.ngd = d.n >> 4;
+  w.ntiles = ntiles;
+  return w;
+}
+// K part q of `parts` of a unit: chunks [c0, c1), and the bytes of one 8-row group's weights
+// there (the 64-K tail chunk, index nfull, is 256 bytes).
+MXSERVE_HD inline void PieceChunks(int q, int parts, int chunks, int& c0, int& c1) {
+  c0 = q * chunks / parts;
+  c1 = (q + 1) * chunks / parts;
+}
+MXSERVE_HD inline int PieceWeightBytes(int c0, int c1, int nfull) {
+  return (c1 > nfull ? nfull * 512 + 256 : c1 * 512) - c0 * 512;
+}
 // CTA b of G: gate_up units [a0, a1) and down groups [r0, r1) (all tiles), cut so that every CTA
 // reads about as many weight bytes. The same arithmetic on every CTA makes the ranges chain
 // (a1 of b is a0 of b + 1, unless a range came out empty: then it only repeats units of its
