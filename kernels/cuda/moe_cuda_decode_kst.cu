@@ -28,6 +28,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
+#include <string>
 
 #include "kernels/cuda/moe_cuda_gemm.cuh"
 #include "kernels/cuda/moe_cuda_launch.h"
@@ -97,8 +99,8 @@ __device__ __forceinline__ void SliceChunkMma(float (&acc)[kMt][kNb][2][4], cons
 // of u64 (box kCs * 4 x kGroups). Boxes past a row's end (the tail slice) arrive zero-filled.
 // Tiles of up to 8 * kNb token rows (the routing's bm); each consumer warp owns kMt m16 tiles
 // (2 * kMt groups) of an item.
-template <bool kGateUp, bool kOneMul, int kCs, int kNb, int kMt, int kW>
-__global__ void __launch_bounds__(32 * kW + 32, 1) DecodeKstKernel(const __grid_constant__ CUtensorMap wmap,
+template <bool kGateUp, bool kOneMul, int kCs, int kNb, int kMt, int kW, int kCb>
+__global__ void __launch_bounds__(32 * kW + 32, kCb) DecodeKstKernel(const __grid_constant__ CUtensorMap wmap,
                                                                       const __grid_constant__ CUtensorMap smap,
                                                                       const GemmArgs p, int S) {
   constexpr int kRows = 8 * kNb, kGroups = 2 * kMt * kW;
@@ -251,25 +253,30 @@ __global__ void __launch_bounds__(32 * kW + 32, 1) DecodeKstKernel(const __grid_
   }
 }
 
-// The most dynamic shared memory a CTA may have on sm_90 (227 KB) less the static mbarriers.
-constexpr int kKsSmemLimit = (227 << 10) - 1024;
+// The most dynamic shared memory each of kCb CTAs on an SM may have on sm_90 (228 KB per SM,
+// 1 KB of it reserved per CTA) less the static mbarriers.
+template <int kCb>
+constexpr int KsSmemLimit() { return (228 << 10) / kCb - 2048; }
+static_assert(KsSmemLimit<1>() <= (227 << 10));
 
-template <bool kOneMul, int kCs, int kNb, int kMt, int kW>
+template <bool kOneMul, int kCs, int kNb, int kMt, int kW, int kCb>
 void LaunchKstT(const CUtensorMap& wmap, const CUtensorMap& smap, const GemmArgs& a, bool gate_up, int max_tiles,
                 int stages, size_t smem, cudaStream_t stream) {
   static const bool raised = [] {
-    cudaFuncSetAttribute(DecodeKstKernel<true, kOneMul, kCs, kNb, kMt, kW>,
-                         cudaFuncAttributeMaxDynamicSharedMemorySize, kKsSmemLimit);
-    cudaFuncSetAttribute(DecodeKstKernel<false, kOneMul, kCs, kNb, kMt, kW>,
-                         cudaFuncAttributeMaxDynamicSharedMemorySize, kKsSmemLimit);
+    cudaFuncSetAttribute(DecodeKstKernel<true, kOneMul, kCs, kNb, kMt, kW, kCb>,
+                         cudaFuncAttributeMaxDynamicSharedMemorySize, KsSmemLimit<kCb>());
+    cudaFuncSetAttribute(DecodeKstKernel<false, kOneMul, kCs, kNb, kMt, kW, kCb>,
+                         cudaFuncAttributeMaxDynamicSharedMemorySize, KsSmemLimit<kCb>());
     return true;
   }();
   (void)raised;
   constexpr int kGroups = 2 * kMt * kW;
-  const unsigned grid = PersistentGrid(int64_t(max_tiles) * ((a.n / 8 + kGroups - 1) / kGroups));
-  auto k = gate_up ? DecodeKstKernel<true, kOneMul, kCs, kNb, kMt, kW>
-                   : DecodeKstKernel<false, kOneMul, kCs, kNb, kMt, kW>;
-  LaunchPdl(k, dim3(grid), dim3(32 * kW + 32), smem, stream, wmap, smap, a, stages);
+  const int64_t items = int64_t(max_tiles) * ((a.n / 8 + kGroups - 1) / kGroups);
+  // kCb CTAs per SM: the persistent grid times kCb, never more CTAs than items.
+  const unsigned grid = unsigned(std::min<int64_t>(items, int64_t(PersistentGrid(items)) * kCb));
+  auto k = gate_up ? DecodeKstKernel<true, kOneMul, kCs, kNb, kMt, kW, kCb>
+                   : DecodeKstKernel<false, kOneMul, kCs, kNb, kMt, kW, kCb>;
+  LaunchPdl(k, dim3(std::max(grid, 1u)), dim3(32 * kW + 32), smem, stream, wmap, smap, a, stages);
 }
 
 // A 2D u64 tensor map [rows][row_bytes / 8] with boxes of box_bytes x box_rows rows.
@@ -284,17 +291,17 @@ CUresult EncodeRows(CUtensorMap* map, const uint8_t* base, int64_t rows, int64_t
                             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
 }
 
-template <int kCs, int kMt, int kW>
+template <int kCs, int kMt, int kW, int kCb = 1>
 int Stages(int tile_rows, int rows) {
-  return std::min(kMaxS,
-                  kKsSmemLimit / MakeKsGeom<kCs, kMt, kW>(std::min(tile_rows, std::max(1, rows))).stage_bytes);
+  return std::min(kMaxS, KsSmemLimit<kCb>() /
+                             MakeKsGeom<kCs, kMt, kW>(std::min(tile_rows, std::max(1, rows))).stage_bytes);
 }
 
-template <int kCs, int kNb, int kMt, int kW>
+template <int kCs, int kNb, int kMt, int kW, int kCb = 1>
 int LaunchKstCs(const GemmArgs& a, bool gate_up, bool one_mul, int max_tiles, cudaStream_t stream) {
   constexpr int kGroups = 2 * kMt * kW;
   const KsGeom geo = MakeKsGeom<kCs, kMt, kW>(std::min(8 * kNb, std::max(1, a.rows)));
-  const int stages = Stages<kCs, kMt, kW>(8 * kNb, a.rows);
+  const int stages = Stages<kCs, kMt, kW, kCb>(8 * kNb, a.rows);
   if (stages < 2 || TensorMapEncoder() == nullptr) return -1;
   const int64_t groups = int64_t(a.held) * (a.n / 8);
   CUtensorMap wmap, smap;
@@ -305,14 +312,47 @@ int LaunchKstCs(const GemmArgs& a, bool gate_up, bool one_mul, int max_tiles, cu
     return int(r);
   }
   const size_t smem = size_t(stages) * geo.stage_bytes;
-  if (one_mul) LaunchKstT<true, kCs, kNb, kMt, kW>(wmap, smap, a, gate_up, max_tiles, stages, smem, stream);
-  else LaunchKstT<false, kCs, kNb, kMt, kW>(wmap, smap, a, gate_up, max_tiles, stages, smem, stream);
+  if (one_mul) LaunchKstT<true, kCs, kNb, kMt, kW, kCb>(wmap, smap, a, gate_up, max_tiles, stages, smem, stream);
+  else LaunchKstT<false, kCs, kNb, kMt, kW, kCb>(wmap, smap, a, gate_up, max_tiles, stages, smem, stream);
   return 0;
+}
+
+// An occupancy variant (MXSERVE_CUDA_MOE_KST_CFG, benchmarks): kW consumer warps, kCb CTAs per
+// SM, one m16 tile per warp (two spill within the smaller register budgets); 4-chunk slices where
+// three stages fit, else 3-chunk (8-row tiles); 16-row tiles in 3-chunk slices.
+template <int kNb, int kW, int kCb>
+int LaunchKstOcc(const GemmArgs& a, bool gate_up, bool one_mul, int max_tiles, cudaStream_t stream) {
+  if constexpr (kNb == 2) {
+    return LaunchKstCs<3, kNb, 1, kW, kCb>(a, gate_up, one_mul, max_tiles, stream);
+  } else {
+    return Stages<4, 1, kW, kCb>(8 * kNb, a.rows) >= 3
+               ? LaunchKstCs<4, kNb, 1, kW, kCb>(a, gate_up, one_mul, max_tiles, stream)
+               : LaunchKstCs<3, kNb, 1, kW, kCb>(a, gate_up, one_mul, max_tiles, stream);
+  }
+}
+
+// MXSERVE_CUDA_MOE_KST_CFG: w16 (16 consumer warps), x2 (two CTAs per SM of 12), x2w8 (two of
+// 8); unset: the defaults below.
+int KstCfg() {
+  static const int v = [] {
+    const char* e = std::getenv("MXSERVE_CUDA_MOE_KST_CFG");
+    const std::string s = e == nullptr ? "" : e;
+    return s == "w16" ? 1 : s == "x2" ? 2 : s == "x2w8" ? 3 : 0;
+  }();
+  return v;
 }
 
 template <int kNb>
 int LaunchKstNb(const GemmArgs& a, bool gate_up, bool one_mul, int slice_chunks, int max_tiles,
                 cudaStream_t stream) {
+  if constexpr (kNb <= 2) {
+    switch (KstCfg()) {
+      case 1: return LaunchKstOcc<kNb, 16, 1>(a, gate_up, one_mul, max_tiles, stream);
+      case 2: return LaunchKstOcc<kNb, 12, 2>(a, gate_up, one_mul, max_tiles, stream);
+      case 3: return LaunchKstOcc<kNb, 8, 2>(a, gate_up, one_mul, max_tiles, stream);
+      default: break;
+    }
+  }
   // 16-row tiles: two m16 tiles per warp (half the shared-memory reads of activations per
   // weight) in 3-chunk slices, two stages: 0.675 against 0.707 ms at 256 tokens, 0.963 against
   // 1.006 at 512 (gpt-oss-120b; 8-row tiles lose with it: 0.288 against 0.274 at 16 tokens).

@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/moe_cuda_gemm_args.h"
+#include "kernels/cuda/moe_cuda_pack.h"
 
 namespace mxserve::kernels::cuda::internal {
 
@@ -103,14 +104,6 @@ __device__ __forceinline__ uint32_t ScaleBf16x2(uint32_t s) {
   v = (s == 0) ? 0x0040u : v;
   v = (s == 255) ? 0x7FC0u : v;
   return v | (v << 16);
-}
-
-// Four bf16x2 registers (E2M1 bit patterns scaled by 2^-126) from one packed word.
-__device__ __forceinline__ void Decode4(uint32_t w, uint32_t r[4]) {
-  r[0] = w & 0x81C081C0u;
-  r[1] = (w << 3) & 0x81C081C0u;
-  r[2] = (w << 6) & 0x81C081C0u;
-  r[3] = ((w >> 4) & 0x00C000C0u) | ((w >> 5) & 0x01000100u) | ((w << 1) & 0x80008000u);
 }
 
 __device__ __forceinline__ void Mma(float c[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,

@@ -16,17 +16,6 @@
 namespace mxserve::kernels::cuda::internal {
 
 // ---- layout conversion (once, at upload) ----------------------------------------------------
-// Bit positions (low half; +16 for the high half) of nibble bits m, e0, e1, sign for the four
-// registers a packed word holds; Decode4 undoes exactly this.
-__constant__ uint8_t kPackPos[4][4] = {{6, 7, 8, 15}, {3, 4, 5, 12}, {0, 1, 2, 9}, {10, 11, 13, 14}};
-
-__device__ __forceinline__ uint32_t PlaceNibble(uint32_t nib, int p, int half) {
-  uint32_t v = 0;
-#pragma unroll
-  for (int b = 0; b < 4; ++b) v |= ((nib >> b) & 1u) << (kPackPos[p][b] + 16 * half);
-  return v;
-}
-
 // One thread per (row group, chunk, lane): writes the lane's 16 (or 8) bytes and, for t == 0,
 // the row's 4 scale bytes. src: checkpoint blocks [n][k/32][16], scales [n][k/32].
 __global__ void SwizzleKernel(const uint8_t* __restrict__ src_q, const uint8_t* __restrict__ src_s,
@@ -48,7 +37,7 @@ __global__ void SwizzleKernel(const uint8_t* __restrict__ src_q, const uint8_t* 
     const int s = r >> 1, h = r & 1;
     const int byte = c * 64 + 8 * s + t + 4 * h;
     const uint32_t v = byte < row_bytes ? srow[byte] : 0u;
-    words[r >> 2] |= PlaceNibble(v & 0xF, r & 3, 0) | PlaceNibble(v >> 4, r & 3, 1);
+    words[r >> 2] |= PackNibble(v & 0xF, r & 3, 0) | PackNibble(v >> 4, r & 3, 1);
   }
   uint8_t* dq = dst_q + int64_t(rg) * 8 * (kp / 2) + int64_t(c) * 512 + lane * (S * 2);
   uint32_t* d32 = reinterpret_cast<uint32_t*>(dq);

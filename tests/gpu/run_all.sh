@@ -16,7 +16,8 @@
 # paths (each kernel configuration pinned), decode (the decode kernel variants side by side),
 # wgmmacfg (the wgmma configurations checked and timed), fused (the one-launch layer at <= 4
 # token-slots: checked per configuration, sanitizers, timed against the unfused kernels), stamps
-# (its phase timeline per configuration),
+# (its phase timeline per configuration), kstcfg (the K-streamed decode kernel's occupancy
+# variants checked and timed), ab (this build's bench against another build's, alternating),
 # shapes (20b, Kimi-K2-like, K3-like, with matmul_ogs), profile (ncu SpeedOfLight, one token),
 # detail (ncu stall/issue/memory sections of one decode kernel), source (its per-instruction stall
 # samples), sass (machine code of all kernels).
@@ -108,6 +109,31 @@ for s in $steps; do
           MXSERVE_CUDA_MOE_FUSED=$F $B/mxserve-bench-moe-gpu /tmp/s.csv gpt-oss-120b,gpt-oss-20b 1 | grep '^| gpt'
         done
       done 2>&1 | tee "$OUT/fused.txt" ;;
+    kstcfg)
+      # The K-streamed decode kernel's occupancy variants (MXSERVE_CUDA_MOE_KST_CFG: w16, x2, x2w8):
+      # each checked on the small shapes and gpt-oss-20b, then timed, alternating with the default.
+      for C in ${KST_CFGS:-w16 x2 x2w8}; do
+        for S in tiny-pad tiny-k1 half-held big-scales gpt-oss-20b; do
+          MXSERVE_CUDA_MOE_KST_CFG=$C $B/mxserve-gpu-moe-check $S 2>&1 | grep -E "^(PASS|FAIL)" | sed "s/^/kst=$C /"
+        done
+      done > "$OUT/check_kst.txt"
+      echo "$(grep -c PASS "$OUT/check_kst.txt") PASS, $(grep -c FAIL "$OUT/check_kst.txt") FAIL"
+      grep FAIL "$OUT/check_kst.txt" | head -5 && rc=1
+      for i in 1 2; do
+        for C in default ${KST_CFGS:-w16 x2 x2w8}; do
+          echo "## MXSERVE_CUDA_MOE_KST_CFG=$C"
+          MXSERVE_CUDA_MOE_KST_CFG=$C $B/mxserve-bench-moe-gpu /tmp/k.csv gpt-oss-120b ${KST_TOKENS:-16,64,256,512} | grep '^| gpt'
+        done
+      done 2>&1 | tee "$OUT/kstcfg.txt" ;;
+    ab)
+      # This build against another build's bench (AB_BASE, default bin/mxserve-bench-moe-gpu-base
+      # in the bundle: e.g. the previous commit's, copied in before bundling), alternating.
+      for i in 1 2 3; do
+        for X in $B/mxserve-bench-moe-gpu ${AB_BASE:-$B/mxserve-bench-moe-gpu-base}; do
+          echo "## $X"
+          $X /tmp/ab.csv ${AB_SHAPES:-gpt-oss-120b} ${AB_TOKENS:-1,16,64,256,1024} | grep '^| gpt'
+        done
+      done 2>&1 | tee "$OUT/ab.txt" ;;
     stamps)
       # When each phase of the fused one-token layer ends, over the grid (MXSERVE_CUDA_MOE_FUSED_PROBE=stamps),
       # per configuration.
