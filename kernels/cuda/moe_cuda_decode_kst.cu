@@ -331,13 +331,14 @@ int LaunchKstOcc(const GemmArgs& a, bool gate_up, bool one_mul, int max_tiles, c
   }
 }
 
-// MXSERVE_CUDA_MOE_KST_CFG: w16 (16 consumer warps), x2 (two CTAs per SM of 12), x2w8 (two of
-// 8); unset: the defaults below.
+// MXSERVE_CUDA_MOE_KST_CFG (benchmarks): w16 (16 consumer warps), x2 (two CTAs per SM of 12),
+// x2w8 (two of 8), x1 (one CTA of 12 at 8-row tiles too: the default until 2026-11-30); unset:
+// the defaults in LaunchKstNb.
 int KstCfg() {
   static const int v = [] {
     const char* e = std::getenv("MXSERVE_CUDA_MOE_KST_CFG");
     const std::string s = e == nullptr ? "" : e;
-    return s == "w16" ? 1 : s == "x2" ? 2 : s == "x2w8" ? 3 : 0;
+    return s == "w16" ? 1 : s == "x2" ? 2 : s == "x2w8" ? 3 : s == "x1" ? 4 : 0;
   }();
   return v;
 }
@@ -353,9 +354,19 @@ int LaunchKstNb(const GemmArgs& a, bool gate_up, bool one_mul, int slice_chunks,
       default: break;
     }
   }
+  // 8-row tiles: two CTAs of 12 consumer warps per SM (x2), more warps to hide the decode's
+  // latency: 0.0913 / 0.3434 / 0.4642 against 0.0942 / 0.3492 / 0.4816 ms at 4 / 32 / 64 tokens,
+  // within 1 % at 8, 16 and 128 (gpt-oss-120b, 2026-11-30 18:40 call, kstfine).
+  if constexpr (kNb == 1) {
+    if (slice_chunks == 0 && KstCfg() == 0) {
+      if (const int r = LaunchKstOcc<kNb, 12, 2>(a, gate_up, one_mul, max_tiles, stream); r != -1) return r;
+    }
+  }
   // 16-row tiles: two m16 tiles per warp (half the shared-memory reads of activations per
   // weight) in 3-chunk slices, two stages: 0.675 against 0.707 ms at 256 tokens, 0.963 against
-  // 1.006 at 512 (gpt-oss-120b; 8-row tiles lose with it: 0.288 against 0.274 at 16 tokens).
+  // 1.006 at 512 (gpt-oss-120b; 8-row tiles lose with it: 0.288 against 0.274 at 16 tokens). With 16
+  // consumer warps or two CTAs per SM it spills; one m16 tile per warp there was slower (0.70 /
+  // 0.68 / 0.72 ms at 256 tokens for w16 / x2 / x2w8, 18:36 call, kstcfg).
   // Also measured (docs/PERFORMANCE.md): 2-chunk slices (0.692), one m16 tile per warp in 3-chunk
   // slices (0.771), 6 warps with 4-chunk slices (0.959), 8 warps with 3-chunk slices (0.787).
   if constexpr (kNb == 2) {

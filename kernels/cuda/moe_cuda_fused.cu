@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <cstdio>
@@ -41,6 +42,9 @@ __device__ __forceinline__ int AtomAddAcqRelCta(int* p, int v) {
 // MXSERVE_CUDA_MOE_FUSED_PROBE=stamps: %globaltimer (ns) of thread 0 of each CTA at the phase
 // boundaries of the last call, read back by FusedStampsReport.
 constexpr int kStampCtas = 1024, kStamps = 8;
+// The most experts whose held-index table the fused kernel copies into shared memory (else it
+// reads the table in global memory).
+constexpr int kFusedLocalMax = 1024;
 __device__ uint64_t g_stamps[kStampCtas][kStamps];
 __device__ __forceinline__ void Stamp(const FusedArgs& f, int i) {
   if (f.probe != 7 || threadIdx.x != 0 || blockIdx.x >= kStampCtas) return;
@@ -50,20 +54,22 @@ __device__ __forceinline__ void Stamp(const FusedArgs& f, int i) {
 }
 
 // Every CTA of the grid arrives; returns once all have (co-residency is guaranteed by the
-// cooperative launch). sync[0] counts arrivals and is reset by the last one, which then bumps
-// the generation sync[1] the others wait on, so the words need no reset between calls (calls on
-// one workspace are stream-ordered, never concurrent). Writes of the CTA before the barrier are
-// visible to plain or .cg loads of any CTA after it: bar.sync orders them before thread 0's
-// release (acq_rel atomics and acquire loads, not sequentially consistent fences: those waited
-// for every store in flight, about a microsecond each).
-__device__ void GridBarrier(uint32_t* sync, const FusedArgs& f) {
+// cooperative launch). sync[0] counts arrivals; the last one bumps the generation sync[1] the
+// others wait on, then resets sync[0]: one barrier per launch, and launches on one workspace are
+// stream-ordered, never concurrent (no PDL), so the words need no other reset and `gen`, the
+// generation thread 0 read at the kernel's start, cannot have moved before this CTA arrives.
+// Each step on the critical path is a round trip to L2 that queues behind the weights in flight
+// (~1 us each): hence no generation read here and no reset before the bump. Writes of the CTA
+// before the barrier are visible to plain or .cg loads of any CTA after it: bar.sync orders them
+// before thread 0's release (acq_rel atomics and acquire loads, not sequentially consistent
+// fences: those waited for every store in flight, about a microsecond each).
+__device__ void GridBarrier(uint32_t* sync, uint32_t gen, const FusedArgs& f) {
   __syncthreads();
   Stamp(f, 3);
   if (threadIdx.x == 0) {
-    const uint32_t gen = LdAcquire(sync + 1);
     if (AtomAddAcqRelGpu(sync, 1u) == gridDim.x - 1) {
-      atomicExch(sync, 0u);  // no CTA reads it before the generation below moves
       AtomAddReleaseGpu(sync + 1, 1u);
+      atomicExch(sync, 0u);  // every CTA has arrived; none reads sync[0] again in this launch
     } else {
       while (LdAcquire(sync + 1) == gen) __nanosleep(32);
     }
@@ -146,13 +152,28 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
   __shared__ float s_w[kTinyPairs];  // routing weights by slot
   if (f.probe == 6) return;
   Stamp(f, 0);
+  // The grid barrier's generation (GridBarrier): requested now, needed only there.
+  const uint32_t gen = threadIdx.x == 0 ? *reinterpret_cast<volatile const uint32_t*>(f.sync + 1) : 0u;
+  // Routing: the slots' expert ids and the held-index table are read at once (the table into
+  // shared memory by every thread: two dependent DRAM reads in one thread took ~2.7 us).
+  __shared__ int32_t s_local[kFusedLocalMax];
+  const bool local_in_smem = sr.experts <= kFusedLocalMax;
+  int32_t ids[kTinyPairs];
   if (threadIdx.x == 0) {
-    s_route[0] = MakeTinyRoute(sr.ids, sr.pairs, sr.local, sr.experts);
+#pragma unroll
+    for (int i = 0; i < kTinyPairs; ++i) ids[i] = i < sr.pairs ? __ldg(sr.ids + i) : -1;
     for (int i = 0; i < kWarps * depth; ++i) MbarInit(&bars[i], 1);
     MbarInit(bias_bar, 32);  // one arrival per lane of the last warp
     FenceMbarInit();
   } else if (threadIdx.x < 1 + kTinyPairs && threadIdx.x <= sr.pairs) {
     s_w[threadIdx.x - 1] = __ldg(d.route_w + threadIdx.x - 1);
+  }
+  if (local_in_smem) {
+    for (int i = threadIdx.x; i < sr.experts; i += 32 * kWarps) s_local[i] = __ldg(sr.local + i);
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) {
+    s_route[0] = MakeTinyRoute(ids, kTinyPairs, local_in_smem ? s_local : sr.local, sr.experts);
   }
   for (int i = threadIdx.x; i < f.max_units; i += 32 * kWarps) cnt[i] = 0;
   // Meanwhile the tokens' rows of x, bf16 in permuted K order (row = token: at most kTinyPairs).
@@ -305,7 +326,7 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
     StoreTileA<true>(g, v, bias[pc.unit * 16 + gl], bias[pc.unit * 16 + 8 + gl], fa, fb, true, gl, t, ts);
   }
 
-  if (f.probe != 4) GridBarrier(f.sync, f);
+  if (f.probe != 4) GridBarrier(f.sync, gen, f);
   Stamp(f, 4);
   {  // the down operand's rows (written by other CTAs: through L2, not L1)
     const int per_row = d.kp / 8;
@@ -413,12 +434,13 @@ FusedPlan Plan(const GemmArgs& g, const GemmArgs& d, int tokens) {
   pl.f.slot_bytes = std::max(MaxPieceBytes(g, pl.parts), MaxPieceBytes(d, pl.parts));
   pl.f.a_stride = 2 * std::max(g.kp, d.kp) + 16;
   pl.f.tokens = tokens;
-  FusedWork w = FusedWorkOf(g, d, 0);
+  FusedWork w = FusedWorkOf(g, d, kTinyPairs);
+  if (!FusedFits32(w, lim.sms)) return pl;  // the in-kernel range arithmetic is 32-bit
   // The most units any CTA gets, over every tile count: ~500 range computations, so kept per
   // layer shape (every decode call asks; one thread's calls are one layer's shapes at a time).
   thread_local int64_t cached_key[5] = {-1, -1, -1, -1, -1};
   thread_local int cached_units = 0;
-  const int64_t key[5] = {w.ca, w.cd, w.ng_gu, w.ngd, lim.sms};
+  const int64_t key[5] = {w.ca, w.cd, w.ng_gu, w.ngd, lim.sms};  // (w.ntiles varies below)
   if (!std::equal(key, key + 5, cached_key)) {
     int units = 0;
     for (int nt = 1; nt <= kTinyPairs; ++nt) {
@@ -437,7 +459,8 @@ FusedPlan Plan(const GemmArgs& g, const GemmArgs& d, int tokens) {
   const size_t fixed = size_t(kTinyPairs) * pl.f.a_stride + size_t(pl.f.max_units) * pl.parts * 16 * 16 +
                        size_t(pl.f.max_units) * 4 + size_t(groups) * kTinyPairs * 16 * 4 +
                        size_t(pl.f.max_units) * 16 * 4;  // biases
-  const size_t budget = size_t(lim.smem_optin) - 1024;  // static barriers and the route
+  // static: barriers, the route, the held-index table
+  const size_t budget = size_t(lim.smem_optin) - 1024 - sizeof(int32_t) * kFusedLocalMax;
   for (pl.f.depth = pin.depth; pl.f.depth >= 1; --pl.f.depth) {
     pl.smem = fixed + size_t(pl.f.slot_bytes) * pin.warps * pl.f.depth;
     if (pl.smem <= budget) {
@@ -452,8 +475,14 @@ template <int kWarps, int kParts, bool kOneMul>
 cudaError_t LaunchFusedT(const GemmArgs& g, const GemmArgs& d, const SelfRoute& sr, const FusedPlan& pl,
                          cudaStream_t stream) {
   auto kernel = FusedDecodeKernel<kWarps, kParts, kOneMul>;
-  static const cudaError_t raised =
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Limits().smem_optin - 1024);
+  // The most dynamic shared memory next to the kernel's static (the plan keeps 5 KB for it).
+  static const cudaError_t raised = [&] {
+    cudaFuncAttributes fa{};
+    const cudaError_t e = cudaFuncGetAttributes(&fa, kernel);
+    if (e != cudaSuccess) return e;
+    return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                Limits().smem_optin - int(fa.sharedSizeBytes));
+  }();
   if (raised != cudaSuccess) return raised;
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(Limits().sms);
@@ -497,6 +526,12 @@ std::string FusedStampsReport() {
   return r;
 }
 
+namespace {
+std::atomic<uint64_t> g_fused_launches{0};
+}  // namespace
+
+uint64_t FusedLaunches() { return g_fused_launches.load(std::memory_order_relaxed); }
+
 bool LaunchFusedDecode(const GemmArgs& g, const GemmArgs& d, const SelfRoute& sr, float* out, uint32_t* sync,
                        int tokens, bool one_mul, cudaStream_t stream) {
   FusedPlan pl = Plan(g, d, tokens);
@@ -517,7 +552,10 @@ bool LaunchFusedDecode(const GemmArgs& g, const GemmArgs& d, const SelfRoute& sr
                         : pl.warps == 32 ? LaunchFusedWP<32, 6>(g, d, sr, pl, one_mul, stream)
                         : pl.parts == 3  ? LaunchFusedWP<16, 3>(g, d, sr, pl, one_mul, stream)
                                          : LaunchFusedWP<16, 4>(g, d, sr, pl, one_mul, stream);
-  if (e == cudaSuccess) return true;
+  if (e == cudaSuccess) {
+    g_fused_launches.fetch_add(1, std::memory_order_relaxed);
+    return true;
+  }
   (void)CudaCheck(e, "fused MoE launch");  // exits on a sticky error
   cudaGetLastError();  // a refused launch (e.g. the SMs are shared): clear it; the caller runs the kernels
   return false;

@@ -85,6 +85,9 @@ int KstSlice();
 // error cleared; a sticky one exits): the caller then runs the unfused kernels.
 bool LaunchFusedDecode(const GemmArgs& g, const GemmArgs& d, const SelfRoute& sr, float* out, uint32_t* sync,
                        int tokens, bool one_mul, cudaStream_t stream);
+// Fused layers launched so far in this process (the GPU check asserts the fused path ran where
+// it should: it falls back silently otherwise).
+uint64_t FusedLaunches();
 // MXSERVE_CUDA_MOE_FUSED_PROBE=stamps: when each phase of the last fused call ended, over the
 // grid (a markdown table; benchmarks).
 std::string FusedStampsReport();

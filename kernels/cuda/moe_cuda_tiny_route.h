@@ -32,16 +32,16 @@ struct SelfRoute {
 // How the fused kernel's grid shares a layer's weights: gate_up units (tile x 16-row group of
 // the 2I rows, numbered tile * ng_gu + group) and down row groups (16 rows of H, for every tile).
 struct FusedWork {
-  int64_t ca = 0, cd = 0;  // bytes of one gate_up / down unit (16 rows x K, and scales)
-  int ng_gu = 0, ngd = 0;  // row groups of gate_up (2I / 16) and down (H / 16)
-  int ntiles = 0;          // held experts hit
+  uint32_t ca = 0, cd = 0;  // 16-byte units of one gate_up / down unit (16 rows x K, and scales)
+  int ng_gu = 0, ngd = 0;   // row groups of gate_up (2I / 16) and down (H / 16)
+  int ntiles = 0;           // held experts hit
 };
 // A unit is two 8-row groups of the upload layout (4 kp bytes and 32 bytes of scales per chunk
-// each).
+// each; kp is even).
 MXSERVE_HD inline FusedWork FusedWorkOf(const GemmArgs& g, const GemmArgs& d, int ntiles) {
   FusedWork w;
-  w.ca = 2 * (4LL * g.kp + 32LL * g.chunks);
-  w.cd = 2 * (4LL * d.kp + 32LL * d.chunks);
+  w.ca = uint32_t(g.kp / 2 + 4 * g.chunks);
+  w.cd = uint32_t(d.kp / 2 + 4 * d.chunks);
   w.ng_gu = g.n >> 4;
   w.ngd = d.n >> 4;
   w.ntiles = ntiles;
@@ -63,19 +63,31 @@ MXSERVE_HD inline int PieceWeightBytes(int c0, int c1, int nfull) {
 struct FusedRange {
   int a0 = 0, a1 = 0, r0 = 0, r1 = 0;
 };
+// All in 32 bits (64-bit divisions are slow subroutines on the GPU, ~2 us of the kernel's
+// critical path): needs FusedFits32 (the plan checks it, for the most tiles).
+MXSERVE_HD inline uint32_t FusedTotal(const FusedWork& w) {
+  return uint32_t(w.ntiles) * (uint32_t(w.ng_gu) * w.ca + uint32_t(w.ngd) * w.cd);
+}
+inline bool FusedFits32(const FusedWork& w, int G) {
+  const uint64_t nt = uint64_t(w.ntiles);
+  return nt * (uint64_t(w.ng_gu) * w.ca + uint64_t(w.ngd) * w.cd) * uint64_t(G + 1) < (uint64_t(1) << 32) &&
+         uint64_t(w.ngd) * uint64_t(G + 1) < (uint64_t(1) << 31);
+}
 MXSERVE_HD inline int FusedAStart(const FusedWork& w, int b, int G) {
-  const int64_t na = int64_t(w.ntiles) * w.ng_gu;
-  const int64_t total = na * w.ca + int64_t(w.ngd) * w.ntiles * w.cd;
-  const int64_t v = int64_t(b) * total / G - (int64_t(b) * w.ngd / G) * w.ntiles * w.cd;
-  return v <= 0 ? 0 : v / w.ca < na ? int(v / w.ca) : int(na);
+  const uint32_t na = uint32_t(w.ntiles) * uint32_t(w.ng_gu);
+  // (b * ngd / G) * ntiles * cd <= b * total / G, so v >= 0.
+  const uint32_t v = uint32_t(b) * FusedTotal(w) / uint32_t(G) -
+                     (uint32_t(b) * uint32_t(w.ngd) / uint32_t(G)) * uint32_t(w.ntiles) * w.cd;
+  const uint32_t a = v / w.ca;
+  return int(a < na ? a : na);
 }
 MXSERVE_HD inline FusedRange FusedCtaRange(const FusedWork& w, int b, int G) {
   FusedRange r;
   r.a0 = FusedAStart(w, b, G);
   const int next = FusedAStart(w, b + 1, G);
   r.a1 = next > r.a0 ? next : r.a0;
-  r.r0 = int(int64_t(b) * w.ngd / G);
-  r.r1 = int(int64_t(b + 1) * w.ngd / G);
+  r.r0 = int(uint32_t(b) * uint32_t(w.ngd) / uint32_t(G));
+  r.r1 = int(uint32_t(b + 1) * uint32_t(w.ngd) / uint32_t(G));
   return r;
 }
 

@@ -45,16 +45,30 @@ TEST(TinyRoute, MatchesASortOfTheSlots) {
 // The fused kernel's split of a layer over its grid: every gate_up unit and every down group in
 // some CTA's range (ranges chain), and each CTA's weight bytes within one unit of an even share
 // wherever its down groups alone do not exceed that share.
+// FusedAStart's arithmetic in 64 bits (the obvious twin of the kernel's 32-bit one).
+int AStart64(const FusedWork& w, int b, int G) {
+  const int64_t na = int64_t(w.ntiles) * w.ng_gu;
+  const int64_t total = na * w.ca + int64_t(w.ngd) * w.ntiles * w.cd;
+  const int64_t v = int64_t(b) * total / G - (int64_t(b) * w.ngd / G) * w.ntiles * w.cd;
+  return v <= 0 ? 0 : v / w.ca < na ? int(v / w.ca) : int(na);
+}
+
 TEST(FusedCtaRange, CoversEveryUnitAndBalancesBytes) {
   std::mt19937 rng(5);
-  for (int trial = 0; trial < 3000; ++trial) {
+  int ran = 0;
+  for (int trial = 0; trial < 6000; ++trial) {
     FusedWork w;
-    w.ca = 64 + 16 * (rng() % 2000);
-    w.cd = 64 + 16 * (rng() % 2000);
+    // Units of 16 bytes; up to ~a 20 MB unit set per tile, and the real shapes' (gpt-oss: ca =
+    // cd = 1532, ng 360 / 180; Kimi-K2-like: 3808 / 1088, 256 / 448).
+    w.ca = 4 + rng() % (trial % 3 == 0 ? 4000 : 400);
+    w.cd = 4 + rng() % (trial % 3 == 0 ? 4000 : 400);
     w.ng_gu = 1 + rng() % 1000;
     w.ngd = 1 + rng() % 1000;
     w.ntiles = rng() % (kTinyPairs + 1);
     const int G = 1 + rng() % 200;
+    if (!FusedFits32(w, G)) continue;
+    ++ran;
+    for (int b = 0; b <= G; ++b) ASSERT_EQ(FusedAStart(w, b, G), AStart64(w, b, G)) << "trial " << trial;
     const int64_t na = int64_t(w.ntiles) * w.ng_gu;
     const double share = double(na * w.ca + int64_t(w.ngd) * w.ntiles * w.cd) / G;
     int next_a = 0, next_r = 0;
@@ -75,6 +89,19 @@ TEST(FusedCtaRange, CoversEveryUnitAndBalancesBytes) {
     EXPECT_EQ(next_a, na) << "trial " << trial;
     EXPECT_EQ(next_r, w.ngd) << "trial " << trial;
   }
+  EXPECT_GT(ran, 3000);
+  // The plan refuses what the 32-bit arithmetic cannot hold.
+  FusedWork big;
+  big.ca = big.cd = 1 << 20;
+  big.ng_gu = big.ngd = 1000;
+  big.ntiles = kTinyPairs;
+  EXPECT_FALSE(FusedFits32(big, 132));
+  FusedWork oss;  // gpt-oss-120b, 4 tiles, 132 SMs
+  oss.ca = oss.cd = 2880 / 2 + 4 * 23;
+  oss.ng_gu = 360;
+  oss.ngd = 180;
+  oss.ntiles = kTinyPairs;
+  EXPECT_TRUE(FusedFits32(oss, 132));
 }
 
 TEST(ParseFusedPin, BuiltConfigurationsOffAndRejects) {

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "kernels/cuda/moe_cuda.h"
+#include "kernels/cuda/moe_cuda_launch.h"  // FusedLaunches
 #include "kernels/moe/moe.h"
 #include "tests/gpu/random_moe.h"
 
@@ -83,6 +84,7 @@ void CheckCase(const Shape& sh, HostLayer& hl, kc::CudaMoeLayer& dl, kc::CudaMoe
   std::vector<float> out(size_t(T) * sh.H, std::nanf("")), out2(out.size(), std::nanf(""));
   // Runner path (host memory in and out) with the chosen kernel path.
   absl::Status s;
+  const uint64_t fused_before = kc::internal::FusedLaunches();
   if (path == kc::CudaMoePath::kAuto) {
     s = runner.Run(dl, hl.layer, b.batch(), out.data());
     if (s.ok()) s = runner.Run(dl, hl.layer, b.batch(), out2.data());
@@ -95,6 +97,14 @@ void CheckCase(const Shape& sh, HostLayer& hl, kc::CudaMoeLayer& dl, kc::CudaMoe
   // (Not when a kernel is pinned: MXSERVE_CUDA_MOE_PATH or _DECODE change one side only.)
   static const bool unpinned = std::getenv("MXSERVE_CUDA_MOE_PATH") == nullptr &&
                                std::getenv("MXSERVE_CUDA_MOE_DECODE") == nullptr;
+  // ... and the fused path must have run (it falls back to the unfused kernels when its launch
+  // fails, which no other check would notice), unless MXSERVE_CUDA_MOE_FUSED=off.
+  static const bool fused_on = [] {
+    const char* v = std::getenv("MXSERVE_CUDA_MOE_FUSED");
+    return v == nullptr || (std::string(v) != "off" && std::string(v) != "0");
+  }();
+  const bool want_fused = unpinned && fused_on && path == kc::CudaMoePath::kAuto && T * sh.k <= 4;
+  const bool fused_ran = !want_fused || kc::internal::FusedLaunches() >= fused_before + 2;
   double twin_rel = 0;
   if (s.ok() && unpinned && path == kc::CudaMoePath::kAuto && T * sh.k <= 4) {
     std::vector<float> u(out.size()), u2(out.size());
@@ -155,12 +165,12 @@ void CheckCase(const Shape& sh, HostLayer& hl, kc::CudaMoeLayer& dl, kc::CudaMoe
   for (float v : out) if (!std::isfinite(v)) finite = false;
   const double rel = std::sqrt(num / std::max(den, 1e-300));
   const bool twin_ok = twin_rel <= 1e-3;
-  const bool pass = finite && same && twin_ok && rel <= 1e-2 && worst <= 0.08;
+  const bool pass = finite && same && twin_ok && fused_ran && rel <= 1e-2 && worst <= 0.08;
   if (!pass) ++failures;
-  std::printf("%s  %-14s T=%-6d k=%-2d path=%-8s checked=%-3zu rel_l2=%.2e max_err/rms=%.2e %s%s%s\n",
+  std::printf("%s  %-14s T=%-6d k=%-2d path=%-8s checked=%-3zu rel_l2=%.2e max_err/rms=%.2e %s%s%s%s\n",
               pass ? "PASS" : "FAIL", sh.name.c_str(), T, sh.k, pname, sample.size(), rel, worst,
               same ? "deterministic" : "NOT-DETERMINISTIC", finite ? "" : " NON-FINITE",
-              twin_ok ? "" : " FAR-FROM-THE-UNFUSED-PATH");
+              twin_ok ? "" : " FAR-FROM-THE-UNFUSED-PATH", fused_ran ? "" : " FUSED-NOT-LAUNCHED");
   std::fflush(stdout);
 }
 
