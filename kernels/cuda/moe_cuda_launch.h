@@ -52,13 +52,14 @@ struct RoutingArgs {
 void LaunchSwizzle(const uint8_t* src_q, const uint8_t* src_s, uint8_t* dst_q, uint8_t* dst_s,
                    int n, int k, int kp, cudaStream_t stream);
 void LaunchRouting(const RoutingArgs& r, cudaStream_t stream);
-// path: 0 decode (8-row tiles), 1 decode (16), 2 mid (32), 3 prefill (64), 4 wgmma (128), 5 wgmma (64), 6 wgmma (256).
+// path: 0 decode (8-row tiles), 1 decode (16), 2 mid (32), 3 prefill (64), 4 wgmma (128), 5 wgmma (64), 6 wgmma (256),
+// 7 wgmma (48), 8 wgmma (32), 9 wgmma (40).
 int PathBm(int path);
 // Returns 0, or (wgmma paths) -1 when the driver has no tensor-map encoder / the CUresult of a
 // failed encode: then nothing was launched and the call must fail (the tiles fit no other kernel).
 // one_mul: the layer's scale bytes are all <= 128 (the folded-scale fast path).
 int LaunchGemm(const GemmArgs& a, bool gate_up, int path, bool one_mul, int max_tiles, cudaStream_t stream);
-// The wgmma prefill GEMM (moe_cuda_wgmma.cu; paths 4-6): token rows per tile, and the launch
+// The wgmma prefill GEMM (moe_cuda_wgmma.cu; paths 4-9): token rows per tile, and the launch
 // (non-zero: -1 no tensor-map encoder in this driver, else the failed encode's CUresult;
 // nothing was enqueued).
 int WgmmaBm(int path);

@@ -58,6 +58,39 @@ template <int BN>
 __device__ __forceinline__ void WgmmaRs(float (&d)[BN / 2], uint32_t a0, uint32_t a1, uint32_t a2,
                                         uint32_t a3, uint64_t desc);
 
+template <> __device__ __forceinline__ void WgmmaRs<32>(float (&d)[16], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint64_t desc) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
+      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, {%16,%17,%18,%19}, %20, p, 1, 1, 0;\n"
+      "}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+}
+
+template <> __device__ __forceinline__ void WgmmaRs<40>(float (&d)[20], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint64_t desc) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %25, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n40k16.f32.bf16.bf16 "
+      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19}, {%20,%21,%22,%23}, %24, p, 1, 1, 0;\n"
+      "}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+}
+
+template <> __device__ __forceinline__ void WgmmaRs<48>(float (&d)[24], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint64_t desc) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %29, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n48k16.f32.bf16.bf16 "
+      "{"
+      "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+      "%16,%17,%18,%19,%20,%21,%22,%23"
+      "}, {%24,%25,%26,%27}, %28, p, 1, 1, 0;\n"
+      "}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+}
+
 template <> __device__ __forceinline__ void WgmmaRs<64>(float (&d)[32], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint64_t desc) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
@@ -399,8 +432,11 @@ __global__ void __launch_bounds__(128 * (NC + 1), CB) WgmmaGemmKernel(const __gr
 }  // namespace
 
 // ---- host side --------------------------------------------------------------------------------
-// Path 4: 128 token rows per tile; path 5: 64 (fewer rows per expert); path 6: 256.
-int WgmmaBm(int path) { return path == 5 ? 64 : path == 6 ? 256 : 128; }
+// Path 4: 128 token rows per tile; path 5: 64 (fewer rows per expert); path 6: 256; paths 7, 8, 9: 48,
+// 32, 40.
+int WgmmaBm(int path) {
+  return path == 5 ? 64 : path == 6 ? 256 : path == 7 ? 48 : path == 8 ? 32 : path == 9 ? 40 : 128;
+}
 
 PFN_cuTensorMapEncodeTiled_v12000 TensorMapEncoder() {
   static PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
@@ -486,7 +522,13 @@ int LaunchWgmmaGemm(const GemmArgs& a, bool gate_up, bool one_mul, int bn, int m
   // Configurations run on the GPU (check + bench, see WGMMA.md): wgmma depth 1, weights one chunk
   // ahead. (Depth 2 made ptxas serialize the wgmma pipeline, C7513.)
   const int cfg = WgmmaCfg();
-  if (bn == 64) {
+  if (bn == 48) {  // like x2 at 64: two CTAs per SM, 2 x 64 weight rows each
+    LaunchCfg<48, 1, 2, 2, 1, 1, true>(map, a, gate_up, one_mul, max_tiles, stream);
+  } else if (bn == 40) {
+    LaunchCfg<40, 1, 2, 2, 1, 1, true>(map, a, gate_up, one_mul, max_tiles, stream);
+  } else if (bn == 32) {
+    LaunchCfg<32, 1, 2, 2, 1, 1, true>(map, a, gate_up, one_mul, max_tiles, stream);
+  } else if (bn == 64) {
     cfg == 2   ? LaunchCfg<64, 2, 2, 1, 1, 1, false>(map, a, gate_up, one_mul, max_tiles, stream)
     : cfg == 1 ? LaunchCfg<64, 2, 2, 1, 1, 1, true>(map, a, gate_up, one_mul, max_tiles, stream)
     : cfg == 3 ? LaunchCfg<64, 1, 3, 1, 1, 1, true>(map, a, gate_up, one_mul, max_tiles, stream)
