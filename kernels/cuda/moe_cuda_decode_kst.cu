@@ -355,8 +355,8 @@ int LaunchKstNb(const GemmArgs& a, bool gate_up, bool one_mul, int slice_chunks,
     }
   }
   // 8-row tiles: two CTAs of 12 consumer warps per SM (x2), more warps to hide the decode's
-  // latency: 0.0913 / 0.3434 / 0.4642 against 0.0942 / 0.3492 / 0.4816 ms at 4 / 32 / 64 tokens,
-  // within 1 % at 8, 16 and 128 (gpt-oss-120b, 2026-11-30 18:40 call, kstfine).
+  // latency: 0.0913 / 0.3434 / 0.4652 against 0.0942 / 0.3492 / 0.4812 ms at 4 / 32 / 64 tokens,
+  // within 1.5 % at 8, 16 and 128 (gpt-oss-120b, 2026-11-30 18:40 call, medians of three).
   if constexpr (kNb == 1) {
     if (slice_chunks == 0 && KstCfg() == 0) {
       if (const int r = LaunchKstOcc<kNb, 12, 2>(a, gate_up, one_mul, max_tiles, stream); r != -1) return r;
