@@ -71,6 +71,8 @@ struct LayerAccess {
     r.tiles = ws.d_tiles_;
     r.sorted = ws.d_sorted_;
     r.a = ws.d_a_;
+    const bool plain_k = p >= 4 && internal::PlainGather();  // (the wgmma paths read plain K order)
+    r.plain_k = plain_k;
     internal::GemmArgs g{};  // gate_up
     g.q = L.d_gu_q_;
     g.sc = L.d_gu_s_;
@@ -125,7 +127,7 @@ struct LayerAccess {
                                               " GEMM could not describe its operands to the copy "
                                               "engine (cuTensorMapEncodeTiled: ", code, ")"));
     };
-    if (int r = internal::LaunchGemm(g, true, p, L.small_scales_, static_cast<int>(max_tiles), stream);
+    if (int r = internal::LaunchGemm(g, true, p, L.small_scales_, static_cast<int>(max_tiles), stream, plain_k);
         r != 0) {
       return launch_failed(r, "gate_up");
     }

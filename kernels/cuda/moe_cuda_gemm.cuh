@@ -281,4 +281,18 @@ __device__ __forceinline__ void GatherItem(const float* __restrict__ xr, uint16_
   *reinterpret_cast<uint4*>(ar + d) = make_uint4(v[0], v[1], v[2], v[3]);
 }
 
+// 8 consecutive elements k = 8 item .. 8 item + 7 of an activation row in plain K order (the
+// wgmma paths' order; 0 past h): one 16-byte store.
+__device__ __forceinline__ void GatherItemPlain(const float* __restrict__ xr, uint16_t* __restrict__ ar, int item,
+                                                int h) {
+  uint32_t v[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int k = item * 8 + 2 * i;
+    const float2 f = k < h ? __ldg(reinterpret_cast<const float2*>(xr + k)) : make_float2(0.f, 0.f);
+    v[i] = uint32_t(F2Bf16(f.x)) | (uint32_t(F2Bf16(f.y)) << 16);
+  }
+  *reinterpret_cast<uint4*>(ar + item * 8) = make_uint4(v[0], v[1], v[2], v[3]);
+}
+
 }  // namespace mxserve::kernels::cuda::internal

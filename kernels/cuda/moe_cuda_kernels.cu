@@ -138,7 +138,8 @@ __global__ void __launch_bounds__(1024) RouteSmallKernel(const int32_t* __restri
                                                          int nh, int bm, int32_t* __restrict__ meta,
                                                          int32_t* __restrict__ tiles, int32_t* __restrict__ sorted,
                                                          const float* __restrict__ x, int hidden, int kp_h,
-                                                         int top_k, uint16_t* __restrict__ a, bool gather) {
+                                                         int top_k, uint16_t* __restrict__ a, bool gather,
+                                                         bool plain) {
   // Rows and tiles per expert are scanned together, packed as rows | tiles << 16 (both totals
   // stay below 2^16: pairs <= kSmallPairs, tiles <= pairs + nh).
   using Scan = cub::BlockScan<int32_t, 1024>;
@@ -198,21 +199,27 @@ __global__ void __launch_bounds__(1024) RouteSmallKernel(const int32_t* __restri
   const int items = kp_h / 8;
   for (int i = tid; i < s_total * items; i += 1024) {
     const int row = i / items;
-    GatherItem(x + int64_t(s_sorted[row] / top_k) * hidden, a + int64_t(row) * kp_h, i - row * items,
-               kp_h / 128, hidden);
+    const float* xr = x + int64_t(s_sorted[row] / top_k) * hidden;
+    if (plain) GatherItemPlain(xr, a + int64_t(row) * kp_h, i - row * items, hidden);
+    else GatherItem(xr, a + int64_t(row) * kp_h, i - row * items, kp_h / 128, hidden);
   }
 }
 
-// a[row][d] = bf16(x[token(row)][k(d)]) in the permuted order (0 in the K padding).
+// a[row][d] = bf16(x[token(row)][k(d)]) in the permuted order, or (plain) in K order (0 in the K
+// padding).
 __global__ void GatherKernel(const float* __restrict__ x, int h, int kp, int nfull, int top_k,
                              const int32_t* __restrict__ sorted, const int32_t* __restrict__ total,
-                             uint16_t* __restrict__ a) {
+                             uint16_t* __restrict__ a, bool plain) {
   PdlLaunchDependents();
   const int row = blockIdx.x;
   if (row >= *total) return;
   const float* xr = x + int64_t(sorted[row] / top_k) * h;
   uint16_t* ar = a + int64_t(row) * kp;
-  for (int i = threadIdx.x; i < kp / 8; i += blockDim.x) GatherItem(xr, ar, i, nfull, h);
+  if (plain) {
+    for (int i = threadIdx.x; i < kp / 8; i += blockDim.x) GatherItemPlain(xr, ar, i, h);
+  } else {
+    for (int i = threadIdx.x; i < kp / 8; i += blockDim.x) GatherItem(xr, ar, i, nfull, h);
+  }
 }
 
 // out[t][:] = sum over valid slots j (in slot order) of y[t*k+j][:].
@@ -246,10 +253,11 @@ void LaunchRouting(const RoutingArgs& r, cudaStream_t stream) {
   if (pairs <= kSmallPairs && r.nh <= 1024) {
     const bool gather = pairs <= kFusedGatherPairs;
     RouteSmallKernel<<<1, 1024, 0, stream>>>(r.ids, pairs, r.local, r.num_experts, r.nh, r.bm, r.meta,
-                                             r.tiles, r.sorted, r.x, r.hidden, r.kp_h, r.top_k, r.a, gather);
+                                             r.tiles, r.sorted, r.x, r.hidden, r.kp_h, r.top_k, r.a, gather,
+                                             r.plain_k);
     if (!gather) {
       GatherKernel<<<pairs, 256, 0, stream>>>(r.x, r.hidden, r.kp_h, r.kp_h / 128, r.top_k, r.sorted,
-                                              r.meta + 2 * r.nh, r.a);
+                                              r.meta + 2 * r.nh, r.a, r.plain_k);
     }
     return;
   }
@@ -259,7 +267,7 @@ void LaunchRouting(const RoutingArgs& r, cudaStream_t stream) {
   PlaceKernel<<<(pairs + 255) / 256, 256, 0, stream>>>(r.ids, pairs, r.local, r.num_experts, r.meta,
                                                        r.nh, r.sorted);
   GatherKernel<<<pairs, 256, 0, stream>>>(r.x, r.hidden, r.kp_h, r.kp_h / 128, r.top_k, r.sorted,
-                                          r.meta + 2 * r.nh, r.a);
+                                          r.meta + 2 * r.nh, r.a, r.plain_k);
 }
 
 void LaunchCombine(const float* y, const int32_t* ids, const int32_t* local, int num_experts,
@@ -470,7 +478,8 @@ unsigned PersistentGrid(int64_t items) {
 
 int PathBm(int path) { return path == 0 ? 8 : path == 1 ? 16 : path == 2 ? 32 : path >= 4 ? WgmmaBm(path) : 64; }
 
-int LaunchGemm(const GemmArgs& a, bool gate_up, int path, bool one_mul, int max_tiles, cudaStream_t stream) {
+int LaunchGemm(const GemmArgs& a, bool gate_up, int path, bool one_mul, int max_tiles, cudaStream_t stream,
+               bool a_plain) {
   if (max_tiles <= 0) return 0;
   switch (path) {
     case 0: LaunchDecodeGemm(a, gate_up, false, one_mul, max_tiles, stream); break;
@@ -490,7 +499,7 @@ int LaunchGemm(const GemmArgs& a, bool gate_up, int path, bool one_mul, int max_
     case 8:
     case 9:
       // The tiles were cut for this path's row count: no other kernel may take them.
-      return LaunchWgmmaGemm(a, gate_up, one_mul, PathBm(path), max_tiles, stream);
+      return LaunchWgmmaGemm(a, gate_up, one_mul, PathBm(path), max_tiles, stream, a_plain);
     default: LaunchGemmT<4, 4, 8, 1>(a, gate_up, max_tiles, stream); break;
   }
   return 0;

@@ -501,7 +501,16 @@ int WgmmaCfg() {
 
 bool WgmmaAvailable() { return TensorMapEncoder() != nullptr; }
 
-int LaunchWgmmaGemm(const GemmArgs& a, bool gate_up, bool one_mul, int bn, int max_tiles, cudaStream_t stream) {
+bool PlainGather() {
+  static const bool v = [] {
+    const char* e = std::getenv("MXSERVE_CUDA_MOE_PLAIN_GATHER");
+    return e != nullptr && std::string(e) == "1";
+  }();
+  return v;
+}
+
+int LaunchWgmmaGemm(const GemmArgs& a, bool gate_up, bool one_mul, int bn, int max_tiles, cudaStream_t stream,
+                    bool a_plain) {
   if (a.rows <= 0) return 0;
   const PFN_cuTensorMapEncodeTiled_v12000 encode = TensorMapEncoder();
   if (encode == nullptr) return -1;
@@ -514,7 +523,7 @@ int LaunchWgmmaGemm(const GemmArgs& a, bool gate_up, bool one_mul, int bn, int m
                             box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS) return int(r);
-  if (gate_up) {  // the routing gather wrote the permuted order; wgmma wants plain K order
+  if (gate_up && !a_plain) {  // the routing gather wrote the permuted order; wgmma wants plain K order
     const int64_t warps = int64_t(a.rows) * a.chunks;
     UnpermuteKernel<<<unsigned((warps + 7) / 8), 256, 0, stream>>>(const_cast<uint16_t*>(a.a), a.rows, a.kp,
                                                                    a.nfull, a.chunks);
