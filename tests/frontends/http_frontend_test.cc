@@ -1,7 +1,6 @@
 // The HTTP front door over real sockets on 127.0.0.1 (port 0), against fake engine/tokenizer.
 #include "coordinator/frontends/http_frontend.h"
 
-#include <atomic>
 #include <chrono>
 #include <thread>
 
@@ -10,12 +9,12 @@
 #include "nlohmann/json.hpp"
 #include "tests/frontends/fakes.h"
 #include "tests/frontends/http_client.h"
+#include "tests/frontends/http_fixture.h"
 
 namespace mxserve::frontends {
 namespace {
 
 using json = nlohmann::json;
-using ::mxserve::testing::FakeChatTemplate;
 using ::mxserve::testing::FakeGenerationService;
 using ::mxserve::testing::FakeTokenizer;
 using ::mxserve::testing::HttpCall;
@@ -24,55 +23,14 @@ using ::mxserve::testing::HttpResult;
 using ::mxserve::testing::WaitFor;
 using ::mxserve::testing::SseEvents;
 
-constexpr char kModel[] = "tiny-model";
-constexpr int kMaxLen = 128;
-
-class HttpFrontendTest : public ::testing::Test {
+class HttpFrontendTest : public ::mxserve::testing::HttpFrontendFixture {
  protected:
-  void SetUp() override {
-    ServingContext ctx;
-    ctx.model_id = kModel;
-    ctx.max_model_len = kMaxLen;
-    ctx.tokenizer = &tok_;
-    ctx.chat_template = &tmpl_;
-    ctx.engine = &engine_;
-    ctx.ready = [this] { return ready_.load(); };
-    ctx.metrics = [] { return std::string("mxserve_up 1\n"); };
-    HttpServerOptions opts;
-    opts.host = "127.0.0.1";
-    opts.port = 0;
-    opts.io_threads = 2;
-    auto fe = HttpFrontend::Start(ctx, opts);
-    ASSERT_TRUE(fe.ok()) << fe.status();
-    fe_ = *std::move(fe);
-    port_ = fe_->port();
-    ASSERT_GT(port_, 0);
-  }
-  void TearDown() override {
-    if (fe_) fe_->Shutdown();
-  }
-
-  HttpResult Post(const std::string& path, const json& body) {
-    return HttpCall(port_, "POST", path, body.dump());
-  }
-  static json Chat(json extra = json::object()) {
-    json j{{"model", kModel}, {"messages", json::array({{{"role", "user"}, {"content", "Hi"}}})}};
-    for (auto& [k, v] : extra.items()) j[k] = v;
-    return j;
-  }
   // The server still answers a good request (after a bad one).
   void ExpectStillServing() {
     HttpResult r = Post("/v1/chat/completions", Chat());
     ASSERT_EQ(r.status, 200) << r.body << r.error;
     EXPECT_EQ(json::parse(r.body)["choices"][0]["message"]["content"], "Hello!");
   }
-
-  FakeTokenizer tok_;
-  FakeChatTemplate tmpl_;
-  FakeGenerationService engine_;
-  std::atomic<bool> ready_{true};
-  std::unique_ptr<HttpFrontend> fe_;
-  int port_ = 0;
 };
 
 TEST_F(HttpFrontendTest, ChatCompletionHasOpenAiShape) {

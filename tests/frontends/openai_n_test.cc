@@ -1,6 +1,5 @@
 // n > 1 choices, seeds per choice, chat logprobs, return_tokens_as_token_ids and tool_choice
 // validation on the HTTP front door (real sockets on 127.0.0.1, fake engine/tokenizer).
-#include <atomic>
 #include <set>
 #include <string>
 #include <vector>
@@ -12,50 +11,17 @@
 #include "nlohmann/json.hpp"
 #include "tests/frontends/fakes.h"
 #include "tests/frontends/http_client.h"
+#include "tests/frontends/http_fixture.h"
 
 namespace mxserve::frontends {
 namespace {
 
 using json = nlohmann::json;
-using ::mxserve::testing::FakeChatTemplate;
-using ::mxserve::testing::FakeGenerationService;
-using ::mxserve::testing::FakeTokenizer;
-using ::mxserve::testing::HttpCall;
 using ::mxserve::testing::HttpResult;
 using ::mxserve::testing::SseEvents;
 
-constexpr char kModel[] = "tiny-model";
-
-class OpenAiChoicesTest : public ::testing::Test {
+class OpenAiChoicesTest : public ::mxserve::testing::HttpFrontendFixture {
  protected:
-  void SetUp() override {
-    ServingContext ctx;
-    ctx.model_id = kModel;
-    ctx.max_model_len = 128;
-    ctx.tokenizer = &tok_;
-    ctx.chat_template = &tmpl_;
-    ctx.engine = &engine_;
-    ctx.ready = [] { return true; };
-    HttpServerOptions opts;
-    opts.host = "127.0.0.1";
-    opts.port = 0;
-    opts.io_threads = 2;
-    auto fe = HttpFrontend::Start(ctx, opts);
-    ASSERT_TRUE(fe.ok()) << fe.status();
-    fe_ = *std::move(fe);
-    port_ = fe_->port();
-  }
-  void TearDown() override {
-    if (fe_) fe_->Shutdown();
-  }
-  HttpResult Post(const std::string& path, const json& body) {
-    return HttpCall(port_, "POST", path, body.dump());
-  }
-  static json Chat(json extra = json::object()) {
-    json j{{"model", kModel}, {"messages", json::array({{{"role", "user"}, {"content", "Hi"}}})}};
-    for (auto& [k, v] : extra.items()) j[k] = v;
-    return j;
-  }
   // The SSE payloads of a stream, checked for framing and a single trailing [DONE].
   std::vector<json> Stream(const HttpResult& r) {
     std::string err;
@@ -74,12 +40,6 @@ class OpenAiChoicesTest : public ::testing::Test {
     EXPECT_EQ(done, 1);
     return out;
   }
-
-  FakeTokenizer tok_;
-  FakeChatTemplate tmpl_;
-  FakeGenerationService engine_;
-  std::unique_ptr<HttpFrontend> fe_;
-  int port_ = 0;
 };
 
 TEST(ChoiceRequests, SuffixesIdsAndDerivesSeeds) {
