@@ -42,9 +42,6 @@ __device__ __forceinline__ int AtomAddAcqRelCta(int* p, int v) {
 // MXSERVE_CUDA_MOE_FUSED_PROBE=stamps: %globaltimer (ns) of thread 0 of each CTA at the phase
 // boundaries of the last call, read back by FusedStampsReport.
 constexpr int kStampCtas = 1024, kStamps = 8;
-// The most experts whose held-index table the fused kernel copies into shared memory (else it
-// reads the table in global memory).
-constexpr int kFusedLocalMax = 1024;
 __device__ uint64_t g_stamps[kStampCtas][kStamps];
 __device__ __forceinline__ void Stamp(const FusedArgs& f, int i) {
   if (f.probe != 7 || threadIdx.x != 0 || blockIdx.x >= kStampCtas) return;
@@ -154,27 +151,16 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
   Stamp(f, 0);
   // The grid barrier's generation (GridBarrier): requested now, needed only there.
   const uint32_t gen = threadIdx.x == 0 ? *reinterpret_cast<volatile const uint32_t*>(f.sync + 1) : 0u;
-  // Routing: the slots' expert ids and the held-index table are read at once (the table into
-  // shared memory by every thread), not as two dependent reads of thread 0. The phase still
-  // ends ~2.8 us in (18:52 call, as before): the gather of x below sets it.
-  __shared__ int32_t s_local[kFusedLocalMax];
-  const bool local_in_smem = sr.experts <= kFusedLocalMax;
-  int32_t ids[kTinyPairs];
+  // Thread 0 routes (two dependent reads: the ids, then the held-index table). The phase ends
+  // ~2.8 us in; reading the whole table into shared memory in parallel did not shorten it (18:52
+  // call): the gather of x below sets it.
   if (threadIdx.x == 0) {
-#pragma unroll
-    for (int i = 0; i < kTinyPairs; ++i) ids[i] = i < sr.pairs ? __ldg(sr.ids + i) : -1;
+    s_route[0] = MakeTinyRoute(sr.ids, sr.pairs, sr.local, sr.experts);
     for (int i = 0; i < kWarps * depth; ++i) MbarInit(&bars[i], 1);
     MbarInit(bias_bar, 32);  // one arrival per lane of the last warp
     FenceMbarInit();
   } else if (threadIdx.x < 1 + kTinyPairs && threadIdx.x <= sr.pairs) {
     s_w[threadIdx.x - 1] = __ldg(d.route_w + threadIdx.x - 1);
-  }
-  if (local_in_smem) {
-    for (int i = threadIdx.x; i < sr.experts; i += 32 * kWarps) s_local[i] = __ldg(sr.local + i);
-    __syncthreads();
-  }
-  if (threadIdx.x == 0) {
-    s_route[0] = MakeTinyRoute(ids, kTinyPairs, local_in_smem ? s_local : sr.local, sr.experts);
   }
   for (int i = threadIdx.x; i < f.max_units; i += 32 * kWarps) cnt[i] = 0;
   // The tokens' rows of x, bf16 in permuted K order (row = token: at most kTinyPairs): here,
@@ -467,8 +453,7 @@ FusedPlan Plan(const GemmArgs& g, const GemmArgs& d, int tokens) {
   const size_t fixed = size_t(kTinyPairs) * pl.f.a_stride + size_t(pl.f.max_units) * pl.parts * 16 * 16 +
                        size_t(pl.f.max_units) * 4 + size_t(groups) * kTinyPairs * 16 * 4 +
                        size_t(pl.f.max_units) * 16 * 4;  // biases
-  // static: barriers, the route, the held-index table
-  const size_t budget = size_t(lim.smem_optin) - 1024 - sizeof(int32_t) * kFusedLocalMax;
+  const size_t budget = size_t(lim.smem_optin) - 1024;  // static: barriers and the route
   for (pl.f.depth = pin.depth; pl.f.depth >= 1; --pl.f.depth) {
     pl.smem = fixed + size_t(pl.f.slot_bytes) * pin.warps * pl.f.depth;
     if (pl.smem <= budget) {
@@ -483,7 +468,7 @@ template <int kWarps, int kParts, bool kOneMul>
 cudaError_t LaunchFusedT(const GemmArgs& g, const GemmArgs& d, const SelfRoute& sr, const FusedPlan& pl,
                          cudaStream_t stream) {
   auto kernel = FusedDecodeKernel<kWarps, kParts, kOneMul>;
-  // The most dynamic shared memory next to the kernel's static (the plan keeps 5 KB for it).
+  // The most dynamic shared memory next to the kernel's static (the plan keeps 1 KB for it).
   static const cudaError_t raised = [&] {
     cudaFuncAttributes fa{};
     const cudaError_t e = cudaFuncGetAttributes(&fa, kernel);

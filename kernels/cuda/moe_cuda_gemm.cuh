@@ -263,10 +263,11 @@ __device__ __forceinline__ void StoreTileA(const GemmArgs& p, float (&v)[4], flo
   }
 }
 
-// 8 consecutive elements of a permuted activation row (one lane's k32 block: two k16 steps,
-// each k 2tt,2tt+1 then 2tt+8,2tt+9) from four float2 of the token's row: one 16-byte store.
+// 8 consecutive elements of an activation row, one 16-byte store at element item * 8, from four
+// float2 of the token's row (0 past h): in the permuted order (one lane's k32 block: two k16
+// steps, each k 2tt,2tt+1 then 2tt+8,2tt+9), or (plain, the wgmma paths') k = 8 item .. + 7.
 __device__ __forceinline__ void GatherItem(const float* __restrict__ xr, uint16_t* __restrict__ ar,
-                                           int item, int nfull, int h) {
+                                           int item, int nfull, int h, bool plain = false) {
   const int d = item * 8, c = d >> 7, w = d & 127;
   const int s4 = c < nfull ? 32 : 16;
   const int tt = w / s4, b = (w % s4) >> 3;
@@ -274,25 +275,11 @@ __device__ __forceinline__ void GatherItem(const float* __restrict__ xr, uint16_
   uint32_t v[4];
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
-    const int k = k0 + (i >> 1) * 16 + (i & 1) * 8;
+    const int k = plain ? d + 2 * i : k0 + (i >> 1) * 16 + (i & 1) * 8;
     const float2 f = k < h ? __ldg(reinterpret_cast<const float2*>(xr + k)) : make_float2(0.f, 0.f);
     v[i] = uint32_t(F2Bf16(f.x)) | (uint32_t(F2Bf16(f.y)) << 16);
   }
   *reinterpret_cast<uint4*>(ar + d) = make_uint4(v[0], v[1], v[2], v[3]);
-}
-
-// 8 consecutive elements k = 8 item .. 8 item + 7 of an activation row in plain K order (the
-// wgmma paths' order; 0 past h): one 16-byte store.
-__device__ __forceinline__ void GatherItemPlain(const float* __restrict__ xr, uint16_t* __restrict__ ar, int item,
-                                                int h) {
-  uint32_t v[4];
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const int k = item * 8 + 2 * i;
-    const float2 f = k < h ? __ldg(reinterpret_cast<const float2*>(xr + k)) : make_float2(0.f, 0.f);
-    v[i] = uint32_t(F2Bf16(f.x)) | (uint32_t(F2Bf16(f.y)) << 16);
-  }
-  *reinterpret_cast<uint4*>(ar + item * 8) = make_uint4(v[0], v[1], v[2], v[3]);
 }
 
 }  // namespace mxserve::kernels::cuda::internal

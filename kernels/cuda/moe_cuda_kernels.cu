@@ -199,9 +199,8 @@ __global__ void __launch_bounds__(1024) RouteSmallKernel(const int32_t* __restri
   const int items = kp_h / 8;
   for (int i = tid; i < s_total * items; i += 1024) {
     const int row = i / items;
-    const float* xr = x + int64_t(s_sorted[row] / top_k) * hidden;
-    if (plain) GatherItemPlain(xr, a + int64_t(row) * kp_h, i - row * items, hidden);
-    else GatherItem(xr, a + int64_t(row) * kp_h, i - row * items, kp_h / 128, hidden);
+    GatherItem(x + int64_t(s_sorted[row] / top_k) * hidden, a + int64_t(row) * kp_h, i - row * items,
+               kp_h / 128, hidden, plain);
   }
 }
 
@@ -215,11 +214,7 @@ __global__ void GatherKernel(const float* __restrict__ x, int h, int kp, int nfu
   if (row >= *total) return;
   const float* xr = x + int64_t(sorted[row] / top_k) * h;
   uint16_t* ar = a + int64_t(row) * kp;
-  if (plain) {
-    for (int i = threadIdx.x; i < kp / 8; i += blockDim.x) GatherItemPlain(xr, ar, i, h);
-  } else {
-    for (int i = threadIdx.x; i < kp / 8; i += blockDim.x) GatherItem(xr, ar, i, nfull, h);
-  }
+  for (int i = threadIdx.x; i < kp / 8; i += blockDim.x) GatherItem(xr, ar, i, nfull, h, plain);
 }
 
 // out[t][:] = sum over valid slots j (in slot order) of y[t*k+j][:].

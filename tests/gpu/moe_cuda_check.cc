@@ -22,7 +22,8 @@
 #include <vector>
 
 #include "kernels/cuda/moe_cuda.h"
-#include "kernels/cuda/moe_cuda_launch.h"  // FusedLaunches
+#include "kernels/cuda/moe_cuda_launch.h"      // FusedLaunches
+#include "kernels/cuda/moe_cuda_tiny_route.h"  // ParseFusedPin
 #include "kernels/moe/moe.h"
 #include "tests/gpu/random_moe.h"
 
@@ -101,7 +102,8 @@ void CheckCase(const Shape& sh, HostLayer& hl, kc::CudaMoeLayer& dl, kc::CudaMoe
   // fails, which no other check would notice), unless MXSERVE_CUDA_MOE_FUSED=off.
   static const bool fused_on = [] {
     const char* v = std::getenv("MXSERVE_CUDA_MOE_FUSED");
-    return v == nullptr || (std::string(v) != "off" && std::string(v) != "0");
+    const kc::internal::FusedPinned pin = kc::internal::ParseFusedPin(v == nullptr ? "" : v);
+    return pin.valid && !pin.off;  // as the launcher reads it
   }();
   const bool want_fused = unpinned && fused_on && path == kc::CudaMoePath::kAuto && T * sh.k <= 4;
   const bool fused_ran = !want_fused || kc::internal::FusedLaunches() >= fused_before + 2;

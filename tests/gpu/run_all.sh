@@ -34,6 +34,29 @@ steps=${*:-check sanitize bench}
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader | tee "$OUT/card.txt"
 date -u | tee -a "$OUT/card.txt"
 rc=0
+# check_pinned VAR "VALUES" "SHAPES" FILE: mxserve-gpu-moe-check on each shape with VAR set to
+# each value, the PASS/FAIL lines tagged VAR=value into FILE; prints the counts (rc=1 on a FAIL).
+check_pinned() {
+  local var=$1 v s
+  for v in $2; do
+    for s in $3; do
+      env "$var=$v" $B/mxserve-gpu-moe-check $s 2>&1 | grep -E "^(PASS|FAIL)" | sed "s/^/$var=$v /"
+    done
+  done > "$4"
+  echo "$(grep -c PASS "$4") PASS, $(grep -c FAIL "$4") FAIL"
+  grep FAIL "$4" | head -5 && rc=1
+}
+# time_pinned VAR "VALUES" SHAPES TOKENS: the bench with VAR set to each value in turn, twice
+# (alternating: drift shows as a difference between the rounds).
+time_pinned() {
+  local var=$1 i v
+  for i in 1 2; do
+    for v in $2; do
+      echo "## $var=$v"
+      env "$var=$v" $B/mxserve-bench-moe-gpu /tmp/pinned.csv $3 $4 | grep '^| gpt'
+    done
+  done
+}
 for s in $steps; do
   case $s in
     check)
@@ -92,39 +115,21 @@ for s in $steps; do
       # The one-launch layer at <= 4 token-slots (moe_cuda_fused.cu; MXSERVE_CUDA_MOE_FUSED=<K parts>x<slots
       # per warp>[w<warps>] or off): the small shapes checked with each configuration (the check also
       # compares it with the unfused kernels), sanitizers, then timed, alternating.
-      for F in ${FUSED_CFGS:-4x1 3x1 4x1w24 6x1w24 6x1w32}; do
-        for S in tiny-pad tiny-k1 tiny-skip big-scales gpt-oss-20b; do
-          MXSERVE_CUDA_MOE_FUSED=$F $B/mxserve-gpu-moe-check $S 2>&1 | grep -E "^(PASS|FAIL)" | sed "s/^/fused=$F /"
-        done
-      done > "$OUT/check_fused.txt"
-      echo "$(grep -c PASS "$OUT/check_fused.txt") PASS, $(grep -c FAIL "$OUT/check_fused.txt") FAIL"
-      grep FAIL "$OUT/check_fused.txt" | head -5 && rc=1
+      check_pinned MXSERVE_CUDA_MOE_FUSED "${FUSED_CFGS:-4x1 3x1 4x1w24 6x1w24 6x1w32}" \
+        "tiny-pad tiny-k1 tiny-skip big-scales gpt-oss-20b" "$OUT/check_fused.txt"
       for T in memcheck racecheck synccheck; do
         compute-sanitizer --tool $T --error-exitcode 9 $B/mxserve-gpu-moe-check tiny-skip > "$OUT/${T}_fused.txt" 2>&1 || rc=1
         echo "$T: $(tail -n 1 "$OUT/${T}_fused.txt")"
       done
-      for i in 1 2; do
-        for F in ${FUSED_CFGS:-4x1 3x1 4x1w24 6x1w24 6x1w32} off; do
-          echo "## MXSERVE_CUDA_MOE_FUSED=$F"
-          MXSERVE_CUDA_MOE_FUSED=$F $B/mxserve-bench-moe-gpu /tmp/s.csv gpt-oss-120b,gpt-oss-20b 1 | grep '^| gpt'
-        done
-      done 2>&1 | tee "$OUT/fused.txt" ;;
+      time_pinned MXSERVE_CUDA_MOE_FUSED "${FUSED_CFGS:-4x1 3x1 4x1w24 6x1w24 6x1w32} off" \
+        gpt-oss-120b,gpt-oss-20b 1 2>&1 | tee "$OUT/fused.txt" ;;
     kstcfg)
       # The K-streamed decode kernel's occupancy variants (MXSERVE_CUDA_MOE_KST_CFG: w16, x2, x2w8):
       # each checked on the small shapes and gpt-oss-20b, then timed, alternating with the default.
-      for C in ${KST_CFGS:-w16 x2 x2w8}; do
-        for S in tiny-pad tiny-k1 half-held big-scales gpt-oss-20b; do
-          MXSERVE_CUDA_MOE_KST_CFG=$C $B/mxserve-gpu-moe-check $S 2>&1 | grep -E "^(PASS|FAIL)" | sed "s/^/kst=$C /"
-        done
-      done > "$OUT/check_kst.txt"
-      echo "$(grep -c PASS "$OUT/check_kst.txt") PASS, $(grep -c FAIL "$OUT/check_kst.txt") FAIL"
-      grep FAIL "$OUT/check_kst.txt" | head -5 && rc=1
-      for i in 1 2; do
-        for C in default ${KST_CFGS:-w16 x2 x2w8}; do
-          echo "## MXSERVE_CUDA_MOE_KST_CFG=$C"
-          MXSERVE_CUDA_MOE_KST_CFG=$C $B/mxserve-bench-moe-gpu /tmp/k.csv gpt-oss-120b ${KST_TOKENS:-16,64,256,512} | grep '^| gpt'
-        done
-      done 2>&1 | tee "$OUT/kstcfg.txt" ;;
+      check_pinned MXSERVE_CUDA_MOE_KST_CFG "${KST_CFGS:-w16 x2 x2w8}" \
+        "tiny-pad tiny-k1 half-held big-scales gpt-oss-20b" "$OUT/check_kst.txt"
+      time_pinned MXSERVE_CUDA_MOE_KST_CFG "default ${KST_CFGS:-w16 x2 x2w8}" gpt-oss-120b \
+        ${KST_TOKENS:-16,64,256,512} 2>&1 | tee "$OUT/kstcfg.txt" ;;
     ab)
       # This build against another build's bench (AB_BASE, default bin/mxserve-bench-moe-gpu-base
       # in the bundle: e.g. the previous commit's, copied in before bundling), alternating.
