@@ -71,8 +71,8 @@ class CudaMoeWorkspace {
   int32_t* d_counts_ = nullptr;   // [E] counts, then [E] offsets, [E] cursors, [1] tile count
   int32_t* d_tiles_ = nullptr;    // [max tiles][3] (held expert, row start, rows)
   int32_t* d_sorted_ = nullptr;   // [P] pair index (t*k+j) by sorted row
-  uint16_t* d_a_ = nullptr;       // [P][Kp_h] bf16, permuted (gate_up operand)
-  uint16_t* d_act_ = nullptr;     // [P][Kp_i] bf16, permuted (down operand)
+  uint16_t* d_a_ = nullptr;       // [P][Kp_h] bf16, permuted or plain (gate_up operand)
+  uint16_t* d_act_ = nullptr;     // [P][Kp_i] bf16, permuted or plain (down operand)
   float* d_y_ = nullptr;          // [P][H] per-slot outputs, weighted
   uint32_t* d_sync_ = nullptr;    // [2] the fused kernel's grid barrier (zeroed at allocation)
   size_t tiles_cap_ = 0;

@@ -25,26 +25,25 @@ struct LayerAccess {
     const int H = L.hidden_, I = L.intermediate_, nh = std::max(1, L.num_held_);
     const int64_t pairs = int64_t(b.num_tokens) * b.top_k;
     int p = 0;
-    // MXSERVE_CUDA_MOE_PATH=decode|decode16|mid|prefill|wgmma|wgmma32|wgmma40|wgmma48|wgmma64|wgmma256 pins the configuration (benchmarks).
+    // MXSERVE_CUDA_MOE_PATH=decode|decode16|mid|prefill|wgmma|wgmma32|wgmma40|wgmma48|wgmma64|wgmma96|wgmma256 pins the configuration (benchmarks).
     static const int forced = [] {
       const char* v = std::getenv("MXSERVE_CUDA_MOE_PATH");
       if (v == nullptr) return -1;
       const std::string s(v);
-      return s == "decode" ? 0 : s == "decode16" ? 1 : s == "mid" ? 2 : s == "prefill" ? 3 : s == "wgmma" ? 4 : s == "wgmma64" ? 5 : s == "wgmma256" ? 6 : s == "wgmma48" ? 7 : s == "wgmma32" ? 8 : s == "wgmma40" ? 9 : -1;
+      return s == "decode" ? 0 : s == "decode16" ? 1 : s == "mid" ? 2 : s == "prefill" ? 3 : s == "wgmma" ? 4 : s == "wgmma64" ? 5 : s == "wgmma256" ? 6 : s == "wgmma48" ? 7 : s == "wgmma32" ? 8 : s == "wgmma40" ? 9 : s == "wgmma96" ? 10 : -1;
     }();
     if (path == CudaMoePath::kAuto && forced >= 0) {
       p = forced;
     } else if (path == CudaMoePath::kAuto) {
       const int64_t avg = pairs / std::max<int64_t>(1, std::min<int64_t>(nh, pairs));
-      // decode (8-row tiles) / decode16 (16) / wgmma 32-, 40-, 48-, 64-, 128-, 256-row tiles: from
-      // forced-path runs of gpt-oss-120b (kernels/cuda/WGMMA.md, docs/PERFORMANCE.md). 2026-11-30
-      // 19:07 and 19:09 calls, ms at 16 / 20 / 24 / 32 / 40 slots per expert (512 / 640 / 768 /
-      // 1024 / 1280 tokens): decode16 0.93 / 1.15 / 1.28 / 1.55 / -, wgmma32 0.99 / 1.00 / 1.04 /
-      // 1.41 / -, wgmma40 1.02 / 1.03 / 1.04 / 1.12 / -, wgmma48 1.05 / 1.06 / 1.07 / 1.10 / 1.21,
-      // wgmma64 - / 1.13 / 1.15 / 1.17 / 1.20. A tile wider than an expert's rows wastes tensor
-      // work; an expert with more rows than a tile streams its weights twice.
-      p = avg <= 4 ? 0 : avg <= 17 ? 1 : avg <= 24 ? 8 : avg <= 28 ? 9 : avg <= 40 ? 7 : avg <= 48 ? 5
-          : avg <= 192 ? 4 : 6;
+      // decode (8-row tiles) / decode16 (16) / wgmma 32-, 40-, 48-, 64-, 96-, 128-, 256-row tiles:
+      // from forced-path runs of gpt-oss-120b (docs/PERFORMANCE.md, "Tile heights", 2026-11-30
+      // 20:52 - 20:59 calls): the best tile is the smallest that holds nearly every expert's rows
+      // (uniform routing: about avg + 2.5 sqrt(avg)), and past 256 rows the one whose last tile
+      // per expert is least empty. A tile wider than an expert's rows wastes tensor work; an
+      // expert with more rows than a tile streams its weights twice.
+      p = avg <= 4 ? 0 : avg <= 15 ? 1 : avg <= 22 ? 8 : avg <= 28 ? 9 : avg <= 42 ? 7 : avg <= 58 ? 5
+          : avg <= 84 ? 10 : avg <= 150 ? 4 : avg <= 240 ? 6 : avg <= 340 ? 4 : 6;
     } else {
       p = path == CudaMoePath::kDecode ? 0 : path == CudaMoePath::kDecode16 ? 1 : path == CudaMoePath::kMid ? 2
           : path == CudaMoePath::kWgmma ? 4 : 3;
@@ -71,8 +70,7 @@ struct LayerAccess {
     r.tiles = ws.d_tiles_;
     r.sorted = ws.d_sorted_;
     r.a = ws.d_a_;
-    const bool plain_k = p >= 4 && internal::PlainGather();  // (the wgmma paths read plain K order)
-    r.plain_k = plain_k;
+    r.plain_k = p >= 4;  // the wgmma paths read plain K order
     internal::GemmArgs g{};  // gate_up
     g.q = L.d_gu_q_;
     g.sc = L.d_gu_s_;
@@ -127,7 +125,7 @@ struct LayerAccess {
                                               " GEMM could not describe its operands to the copy "
                                               "engine (cuTensorMapEncodeTiled: ", code, ")"));
     };
-    if (int r = internal::LaunchGemm(g, true, p, L.small_scales_, static_cast<int>(max_tiles), stream, plain_k);
+    if (int r = internal::LaunchGemm(g, true, p, L.small_scales_, static_cast<int>(max_tiles), stream);
         r != 0) {
       return launch_failed(r, "gate_up");
     }

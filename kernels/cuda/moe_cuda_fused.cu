@@ -163,18 +163,16 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
     s_w[threadIdx.x - 1] = __ldg(d.route_w + threadIdx.x - 1);
   }
   for (int i = threadIdx.x; i < f.max_units; i += 32 * kWarps) cnt[i] = 0;
-  // The tokens' rows of x, bf16 in permuted K order (row = token: at most kTinyPairs): here,
-  // or (f.early_issue) after the first weight pieces were asked for, so that the weights need not
-  // wait for x's round trip to memory (only the first multiply needs both).
-  auto gather_x = [&] {
+  // The tokens' rows of x, bf16 in permuted K order (row = token: at most kTinyPairs). (Asking for
+  // the first weight pieces before this gather was slower: docs/PERFORMANCE.md.)
+  {
     const int items = g.kp / 8;
     for (int i = threadIdx.x; i < f.tokens * items; i += 32 * kWarps) {
       const int r = i / items;
       GatherItem(sr.x + int64_t(r) * sr.hidden, reinterpret_cast<uint16_t*>(sa + r * f.a_stride), i - r * items,
                  g.nfull, sr.hidden);
     }
-  };
-  if (!f.early_issue) gather_x();
+  }
   __syncthreads();
   Stamp(f, 1);
   if (f.probe == 5) return;
@@ -252,10 +250,6 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
     for (int k = 0; k < depth && warp + k * kWarps < np; ++k) issue(warp + k * kWarps, slot_of(k));
   }
   Stamp(f, 2);
-  if (f.early_issue) {
-    gather_x();
-    __syncthreads();  // x's rows, before any warp's first multiply
-  }
   // Computes the warp's k-th piece (waits for its slot), refills the slot with piece k + depth,
   // stores the partial; returns true (and the unit's sum in v: rows g, g + 8 x tile rows 2t,
   // 2t + 1) in the warp that finished the unit.
@@ -538,11 +532,6 @@ bool LaunchFusedDecode(const GemmArgs& g, const GemmArgs& d, const SelfRoute& sr
                          : s == "empty" ? 6 : s == "stamps" ? 7 : 0;
   }();
   pl.f.probe = probe;
-  static const int early = [] {
-    const char* v = std::getenv("MXSERVE_CUDA_MOE_FUSED_EARLY");
-    return v != nullptr && std::string(v) == "1" ? 1 : 0;
-  }();
-  pl.f.early_issue = early;
 
   // The configurations FusedBuilt names (Plan only returns those).
   const cudaError_t e = pl.warps == 24 ? (pl.parts == 6 ? LaunchFusedWP<24, 6>(g, d, sr, pl, one_mul, stream)

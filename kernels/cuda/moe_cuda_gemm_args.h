@@ -17,14 +17,14 @@ struct GemmArgs {
   int kp;                 // padded K
   int nfull;              // full 128-chunks
   int chunks;             // nfull + (tail ? 1 : 0)
-  const uint16_t* a;      // [P][kp] bf16, permuted
+  const uint16_t* a;      // [P][kp] bf16, permuted (wgmma paths: plain K order)
   const int32_t* tiles;   // [tiles][3]
   const int32_t* ntiles;  // device count of valid tiles
   int rows;               // rows of a (token-slots): the TMA bound of the wgmma path, and
                           // min(tile height, rows) bounds the rows of any tile
   int held;               // experts in q / sc (the TMA bound of the kst decode path)
   // gate_up epilogue
-  uint16_t* act;          // [P][kp_out] bf16, permuted for the down GEMM
+  uint16_t* act;          // [P][kp_out] bf16, in the down GEMM's order (as a)
   int kp_out, nfull_out;
   float alpha, limit;
   // down epilogue

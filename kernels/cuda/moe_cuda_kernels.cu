@@ -473,8 +473,7 @@ unsigned PersistentGrid(int64_t items) {
 
 int PathBm(int path) { return path == 0 ? 8 : path == 1 ? 16 : path == 2 ? 32 : path >= 4 ? WgmmaBm(path) : 64; }
 
-int LaunchGemm(const GemmArgs& a, bool gate_up, int path, bool one_mul, int max_tiles, cudaStream_t stream,
-               bool a_plain) {
+int LaunchGemm(const GemmArgs& a, bool gate_up, int path, bool one_mul, int max_tiles, cudaStream_t stream) {
   if (max_tiles <= 0) return 0;
   switch (path) {
     case 0: LaunchDecodeGemm(a, gate_up, false, one_mul, max_tiles, stream); break;
@@ -493,8 +492,9 @@ int LaunchGemm(const GemmArgs& a, bool gate_up, int path, bool one_mul, int max_
     case 7:
     case 8:
     case 9:
+    case 10:
       // The tiles were cut for this path's row count: no other kernel may take them.
-      return LaunchWgmmaGemm(a, gate_up, one_mul, PathBm(path), max_tiles, stream, a_plain);
+      return LaunchWgmmaGemm(a, gate_up, one_mul, PathBm(path), max_tiles, stream);
     default: LaunchGemmT<4, 4, 8, 1>(a, gate_up, max_tiles, stream); break;
   }
   return 0;

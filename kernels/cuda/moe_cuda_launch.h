@@ -54,24 +54,19 @@ void LaunchSwizzle(const uint8_t* src_q, const uint8_t* src_s, uint8_t* dst_q, u
                    int n, int k, int kp, cudaStream_t stream);
 void LaunchRouting(const RoutingArgs& r, cudaStream_t stream);
 // path: 0 decode (8-row tiles), 1 decode (16), 2 mid (32), 3 prefill (64), 4 wgmma (128), 5 wgmma (64), 6 wgmma (256),
-// 7 wgmma (48), 8 wgmma (32), 9 wgmma (40).
+// 7 wgmma (48), 8 wgmma (32), 9 wgmma (40), 10 wgmma (96).
 int PathBm(int path);
 // Returns 0, or (wgmma paths) -1 when the driver has no tensor-map encoder / the CUresult of a
 // failed encode: then nothing was launched and the call must fail (the tiles fit no other kernel).
 // one_mul: the layer's scale bytes are all <= 128 (the folded-scale fast path).
-// a_plain: the gate_up operand was gathered in plain K order already (wgmma paths only).
-int LaunchGemm(const GemmArgs& a, bool gate_up, int path, bool one_mul, int max_tiles, cudaStream_t stream,
-               bool a_plain = false);
+// The wgmma paths (4-9) read the gate_up operand in plain K order: RoutingArgs::plain_k.
+int LaunchGemm(const GemmArgs& a, bool gate_up, int path, bool one_mul, int max_tiles, cudaStream_t stream);
 // The wgmma prefill GEMM (moe_cuda_wgmma.cu; paths 4-9): token rows per tile, and the launch
 // (non-zero: -1 no tensor-map encoder in this driver, else the failed encode's CUresult;
 // nothing was enqueued).
 int WgmmaBm(int path);
 bool WgmmaAvailable();
-int LaunchWgmmaGemm(const GemmArgs& a, bool gate_up, bool one_mul, int bn, int max_tiles, cudaStream_t stream,
-                    bool a_plain = false);
-// MXSERVE_CUDA_MOE_PLAIN_GATHER=1: the wgmma paths gather in plain K order and skip the
-// un-permuting pass (written in the seventh session after its device time was spent: not run).
-bool PlainGather();
+int LaunchWgmmaGemm(const GemmArgs& a, bool gate_up, bool one_mul, int bn, int max_tiles, cudaStream_t stream);
 void LaunchDecodeGemm(const GemmArgs& a, bool gate_up, bool rows16, bool one_mul, int max_tiles,
                       cudaStream_t stream);
 // The K-streamed TMA decode kernel (moe_cuda_decode_kst.cu; tiles of 8, 16 or 32 token rows,

@@ -146,9 +146,6 @@ struct FusedArgs {
   // routing, 6 exit at once; 7 (right results) timestamps of the phases (FusedStampsReport)
   // (where a one-token layer's time goes: docs/PERFORMANCE.md).
   int probe = 0;
-  // 1: the first weight pieces are asked for before x is gathered (MXSERVE_CUDA_MOE_FUSED_EARLY=1;
-  // written in the seventh session after its device time was spent: not run on a GPU yet).
-  int early_issue = 0;
 };
 
 // What the routing kernel writes for such a batch with 8-row tiles: one tile per held expert

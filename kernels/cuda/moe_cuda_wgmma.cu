@@ -13,9 +13,8 @@
 // producer warp refills a stage once both consumer warpgroups have released it.
 //
 // K order: wgmma reads a slab's K positions in plain order, so the activations must be in plain
-// order too; the buffer the routing gather writes is in the mma.sync permuted order, so a small
-// pass (UnpermuteKernel) rewrites it in place before the gate_up GEMM, and the gate_up epilogue
-// writes the down operand in plain order directly.
+// order too: the routing gather writes them so for these paths (RoutingArgs::plain_k), and the
+// gate_up epilogue writes the down operand in plain order.
 //
 // CTA: warpgroups 0..NC-1 consume (each MW x 64 weight rows x BN tokens, accumulators in
 // registers), warpgroup NC produces (one thread issues the TMA; setmaxnreg hands its registers to
@@ -104,6 +103,20 @@ template <> __device__ __forceinline__ void WgmmaRs<64>(float (&d)[32], uint32_t
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
 }
 
+template <> __device__ __forceinline__ void WgmmaRs<96>(float (&d)[48], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint64_t desc) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %53, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n96k16.f32.bf16.bf16 "
+      "{"
+      "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+      "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"
+      "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47"
+      "}, {%48,%49,%50,%51}, %52, p, 1, 1, 0;\n"
+      "}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+}
+
 template <> __device__ __forceinline__ void WgmmaRs<128>(float (&d)[64], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint64_t desc) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
@@ -138,40 +151,12 @@ template <> __device__ __forceinline__ void WgmmaRs<256>(float (&d)[128], uint32
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
 }
 
-// ---- activations: permuted -> plain K order, in place ---------------------------------------
-// One warp per (row, 128-K chunk): the chunk's words are read into registers, then written back
-// to their plain positions. Word w of a permuted chunk holds k = 16s + 2t' + 8h (+0, +1) with
-// t' = 2w >> 5 (>> 4 in the 64-wide tail), s = (2w >> 2) & 7 (& 3), h = (2w >> 1) & 1.
-__global__ void UnpermuteKernel(uint16_t* __restrict__ a, int rows, int kp, int nfull, int chunks) {
-  const int64_t wid = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
-  const int lane = threadIdx.x & 31;
-  if (wid >= int64_t(rows) * chunks) return;
-  const int64_t row = wid / chunks;
-  const int c = int(wid - row * chunks);
-  uint32_t* base = reinterpret_cast<uint32_t*>(a + row * kp + c * 128);
-  if (c < nfull) {
-    const uint32_t v0 = base[lane], v1 = base[lane + 32];
-    __syncwarp();
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      const int P = 2 * (lane + 32 * i);
-      const int dst = 8 * ((P >> 2) & 7) + (P >> 5) + 4 * ((P >> 1) & 1);
-      base[dst] = i == 0 ? v0 : v1;
-    }
-  } else {
-    const uint32_t v = base[lane];
-    __syncwarp();
-    const int P = 2 * lane;
-    base[8 * ((P >> 2) & 3) + (P >> 4) + 4 * ((P >> 1) & 1)] = v;
-  }
-}
-
 // ---- the GEMM ---------------------------------------------------------------------------------
 // NC consumer warpgroups and one producer warpgroup; setmaxnreg moves the producer's registers
 // to the consumers. The CTA holds what it was launched with (LaunchRegs per thread, from
 // __launch_bounds__), so the consumers may grow only by what the producer gave back: asking for
 // more blocks setmaxnreg.inc forever (NC = 2: 168 -> 40 / 232, 3: 128 -> 40 / 152, 4: 96 -> 24 / 112;
-// CB = 2 CTAs per SM, NC = 2: 80 -> 24 / 104). ptxas, though, compiles every warp within
+// 5: 80 -> 24 / 88, 6: 72 -> 24 / 80; CB = 2 CTAs per SM, NC = 2: 80 -> 24 / 104). ptxas, though, compiles every warp within
 // LaunchRegs, whatever setmaxnreg grants later: that bound is what decides spills (WGMMA.md).
 template <int NC, int CB>
 constexpr int LaunchRegs() { return 65536 / (128 * (NC + 1) * CB) / 8 * 8; }
@@ -183,7 +168,7 @@ constexpr int ConsumerRegs() {
   return r > 232 ? 232 : r;
 }
 static_assert(ConsumerRegs<2, 1>() == 232 && ConsumerRegs<3, 1>() == 152 && ConsumerRegs<4, 1>() == 112 &&
-              ConsumerRegs<2, 2>() == 104);
+              ConsumerRegs<5, 1>() == 88 && ConsumerRegs<6, 1>() == 80 && ConsumerRegs<2, 2>() == 104);
 
 // Shared-memory stages of 64 K x BN tokens.
 template <int BN>
@@ -433,9 +418,9 @@ __global__ void __launch_bounds__(128 * (NC + 1), CB) WgmmaGemmKernel(const __gr
 
 // ---- host side --------------------------------------------------------------------------------
 // Path 4: 128 token rows per tile; path 5: 64 (fewer rows per expert); path 6: 256; paths 7, 8, 9: 48,
-// 32, 40.
+// 32, 40; path 10: 96.
 int WgmmaBm(int path) {
-  return path == 5 ? 64 : path == 6 ? 256 : path == 7 ? 48 : path == 8 ? 32 : path == 9 ? 40 : 128;
+  return path == 5 ? 64 : path == 6 ? 256 : path == 7 ? 48 : path == 8 ? 32 : path == 9 ? 40 : path == 10 ? 96 : 128;
 }
 
 PFN_cuTensorMapEncodeTiled_v12000 TensorMapEncoder() {
@@ -480,37 +465,42 @@ void LaunchCfg(const CUtensorMap& map, const GemmArgs& a, bool gate_up, bool one
   }
 }
 
-// MXSERVE_CUDA_MOE_WGMMA_CFG pins a configuration (benchmarks): nc2 (two consumer warpgroups
-// of 128 weight rows, epilogue operands loaded in the epilogue: the configuration until
-// 2026-11-30), epi (the same, operands fetched by the producer's idle warps), nc3 / nc4 (3 / 4
-// consumer warpgroups of 64 rows, with epi; nc4 at 64-row token tiles only: at 128 its 96
-// registers spill), x2 (two CTAs per SM of 2 x 64 rows, epi). 0 = the default: x2 at 64-row
-// token tiles (at 128 the m64n128 accumulators do not fit its 80 registers), nc3 at 128, epi at
-// 256 (docs/PERFORMANCE.md, "wgmma configurations", has the comparison).
-int WgmmaCfg() {
-  static const int v = [] {
+// MXSERVE_CUDA_MOE_WGMMA_CFG pins a configuration (benchmarks; docs/PERFORMANCE.md, "wgmma
+// configurations", has the comparisons). By consumer warpgroups x weight rows each, CTAs per SM:
+//   x2   2 x 64, two CTAs (epilogue operands fetched by the producer's idle warps, as all but nc2);
+//   nc2  2 x 128, one CTA, epilogue operands loaded in the epilogue (the configuration until
+//        2026-11-30); epi the same with them fetched at the start;
+//   nc3, nc4, n5, n6   3, 4, 5, 6 x 64, one CTA.
+// The default (kDefault) per tile height: n6 at 32, 40 and 48 token rows (8th session: 5 % at
+// 768-1280 tokens against x2), n5 at 64 (3 % at 1536 against x2), nc3 at 128, epi at 256. More
+// warpgroups per SM won over more weight rows per warpgroup (2 x 128 or 3 x 128 per CTA); each
+// configuration is built only where it compiles without spills in the registers ptxas compiles
+// it for (LaunchRegs: n6 72, n5 80, nc4 96; nc4 spills at 128 rows, n6 at 64).
+enum WgmmaConfig { kDefault, kEpi, kNc2, kNc3, kNc4, kN5, kN6, kX2 };
+WgmmaConfig WgmmaCfg() {
+  static const WgmmaConfig v = [] {
     const char* e = std::getenv("MXSERVE_CUDA_MOE_WGMMA_CFG");
-    if (e == nullptr) return 0;
-    const std::string s(e);
-    return s == "nc2" ? 2 : s == "epi" ? 1 : s == "nc3" ? 3 : s == "nc4" ? 4 : 0;  // x2 = 0
+    const std::string s = e == nullptr ? "" : e;
+    return s == "nc2" ? kNc2 : s == "epi" ? kEpi : s == "nc3" ? kNc3 : s == "nc4" ? kNc4 : s == "n5" ? kN5
+         : s == "n6" ? kN6 : s == "x2" ? kX2 : kDefault;
   }();
   return v;
+}
+
+// Tiles of 32, 40 or 48 token rows: n6, or x2 / n5 pinned.
+template <int BN>
+void LaunchSmall(WgmmaConfig cfg, const CUtensorMap& map, const GemmArgs& a, bool gate_up, bool one_mul,
+                 int max_tiles, cudaStream_t stream) {
+  cfg == kX2   ? LaunchCfg<BN, 1, 2, 2, 1, 1, true>(map, a, gate_up, one_mul, max_tiles, stream)
+  : cfg == kN5 ? LaunchCfg<BN, 1, 5, 1, 1, 1, true>(map, a, gate_up, one_mul, max_tiles, stream)
+               : LaunchCfg<BN, 1, 6, 1, 1, 1, true>(map, a, gate_up, one_mul, max_tiles, stream);
 }
 
 }  // namespace
 
 bool WgmmaAvailable() { return TensorMapEncoder() != nullptr; }
 
-bool PlainGather() {
-  static const bool v = [] {
-    const char* e = std::getenv("MXSERVE_CUDA_MOE_PLAIN_GATHER");
-    return e != nullptr && std::string(e) == "1";
-  }();
-  return v;
-}
-
-int LaunchWgmmaGemm(const GemmArgs& a, bool gate_up, bool one_mul, int bn, int max_tiles, cudaStream_t stream,
-                    bool a_plain) {
+int LaunchWgmmaGemm(const GemmArgs& a, bool gate_up, bool one_mul, int bn, int max_tiles, cudaStream_t stream) {
   if (a.rows <= 0) return 0;
   const PFN_cuTensorMapEncodeTiled_v12000 encode = TensorMapEncoder();
   if (encode == nullptr) return -1;
@@ -523,33 +513,32 @@ int LaunchWgmmaGemm(const GemmArgs& a, bool gate_up, bool one_mul, int bn, int m
                             box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS) return int(r);
-  if (gate_up && !a_plain) {  // the routing gather wrote the permuted order; wgmma wants plain K order
-    const int64_t warps = int64_t(a.rows) * a.chunks;
-    UnpermuteKernel<<<unsigned((warps + 7) / 8), 256, 0, stream>>>(const_cast<uint16_t*>(a.a), a.rows, a.kp,
-                                                                   a.nfull, a.chunks);
-  }
   // Configurations run on the GPU (check + bench, see WGMMA.md): wgmma depth 1, weights one chunk
   // ahead. (Depth 2 made ptxas serialize the wgmma pipeline, C7513.)
-  const int cfg = WgmmaCfg();
-  if (bn == 48) {  // like x2 at 64: two CTAs per SM, 2 x 64 weight rows each
-    LaunchCfg<48, 1, 2, 2, 1, 1, true>(map, a, gate_up, one_mul, max_tiles, stream);
+  const WgmmaConfig cfg = WgmmaCfg();
+  if (bn == 48) {
+    LaunchSmall<48>(cfg, map, a, gate_up, one_mul, max_tiles, stream);
   } else if (bn == 40) {
-    LaunchCfg<40, 1, 2, 2, 1, 1, true>(map, a, gate_up, one_mul, max_tiles, stream);
+    LaunchSmall<40>(cfg, map, a, gate_up, one_mul, max_tiles, stream);
   } else if (bn == 32) {
-    LaunchCfg<32, 1, 2, 2, 1, 1, true>(map, a, gate_up, one_mul, max_tiles, stream);
+    LaunchSmall<32>(cfg, map, a, gate_up, one_mul, max_tiles, stream);
   } else if (bn == 64) {
-    cfg == 2   ? LaunchCfg<64, 2, 2, 1, 1, 1, false>(map, a, gate_up, one_mul, max_tiles, stream)
-    : cfg == 1 ? LaunchCfg<64, 2, 2, 1, 1, 1, true>(map, a, gate_up, one_mul, max_tiles, stream)
-    : cfg == 3 ? LaunchCfg<64, 1, 3, 1, 1, 1, true>(map, a, gate_up, one_mul, max_tiles, stream)
-    : cfg == 4 ? LaunchCfg<64, 1, 4, 1, 1, 1, true>(map, a, gate_up, one_mul, max_tiles, stream)
-               : LaunchCfg<64, 1, 2, 2, 1, 1, true>(map, a, gate_up, one_mul, max_tiles, stream);
+    cfg == kNc2   ? LaunchCfg<64, 2, 2, 1, 1, 1, false>(map, a, gate_up, one_mul, max_tiles, stream)
+    : cfg == kEpi ? LaunchCfg<64, 2, 2, 1, 1, 1, true>(map, a, gate_up, one_mul, max_tiles, stream)
+    : cfg == kNc3 ? LaunchCfg<64, 1, 3, 1, 1, 1, true>(map, a, gate_up, one_mul, max_tiles, stream)
+    : cfg == kNc4 ? LaunchCfg<64, 1, 4, 1, 1, 1, true>(map, a, gate_up, one_mul, max_tiles, stream)
+    : cfg == kX2  ? LaunchCfg<64, 1, 2, 2, 1, 1, true>(map, a, gate_up, one_mul, max_tiles, stream)
+                  : LaunchCfg<64, 1, 5, 1, 1, 1, true>(map, a, gate_up, one_mul, max_tiles, stream);
+  } else if (bn == 96) {
+    cfg == kNc3 ? LaunchCfg<96, 1, 3, 1, 1, 1, true>(map, a, gate_up, one_mul, max_tiles, stream)
+                : LaunchCfg<96, 1, 4, 1, 1, 1, true>(map, a, gate_up, one_mul, max_tiles, stream);
   } else if (bn == 256) {
-    cfg == 2 ? LaunchCfg<256, 1, 2, 1, 1, 1, false>(map, a, gate_up, one_mul, max_tiles, stream)
-             : LaunchCfg<256, 1, 2, 1, 1, 1, true>(map, a, gate_up, one_mul, max_tiles, stream);
+    cfg == kNc2 ? LaunchCfg<256, 1, 2, 1, 1, 1, false>(map, a, gate_up, one_mul, max_tiles, stream)
+                : LaunchCfg<256, 1, 2, 1, 1, 1, true>(map, a, gate_up, one_mul, max_tiles, stream);
   } else {
-    cfg == 2   ? LaunchCfg<128, 2, 2, 1, 1, 1, false>(map, a, gate_up, one_mul, max_tiles, stream)
-    : cfg == 1 ? LaunchCfg<128, 2, 2, 1, 1, 1, true>(map, a, gate_up, one_mul, max_tiles, stream)
-               : LaunchCfg<128, 1, 3, 1, 1, 1, true>(map, a, gate_up, one_mul, max_tiles, stream);
+    cfg == kNc2   ? LaunchCfg<128, 2, 2, 1, 1, 1, false>(map, a, gate_up, one_mul, max_tiles, stream)
+    : cfg == kEpi ? LaunchCfg<128, 2, 2, 1, 1, 1, true>(map, a, gate_up, one_mul, max_tiles, stream)
+                  : LaunchCfg<128, 1, 3, 1, 1, 1, true>(map, a, gate_up, one_mul, max_tiles, stream);
   }
   return 0;
 }
