@@ -25,25 +25,25 @@ struct LayerAccess {
     const int H = L.hidden_, I = L.intermediate_, nh = std::max(1, L.num_held_);
     const int64_t pairs = int64_t(b.num_tokens) * b.top_k;
     int p = 0;
-    // MXSERVE_CUDA_MOE_PATH=decode|decode16|mid|prefill|wgmma|wgmma32|wgmma40|wgmma48|wgmma64|wgmma96|wgmma256 pins the configuration (benchmarks).
+    // MXSERVE_CUDA_MOE_PATH=decode|decode16|mid|prefill|wgmma|wgmma32|wgmma40|wgmma48|wgmma64|wgmma96|wgmma192|wgmma256 pins the configuration (benchmarks).
     static const int forced = [] {
       const char* v = std::getenv("MXSERVE_CUDA_MOE_PATH");
       if (v == nullptr) return -1;
       const std::string s(v);
-      return s == "decode" ? 0 : s == "decode16" ? 1 : s == "mid" ? 2 : s == "prefill" ? 3 : s == "wgmma" ? 4 : s == "wgmma64" ? 5 : s == "wgmma256" ? 6 : s == "wgmma48" ? 7 : s == "wgmma32" ? 8 : s == "wgmma40" ? 9 : s == "wgmma96" ? 10 : -1;
+      return s == "decode" ? 0 : s == "decode16" ? 1 : s == "mid" ? 2 : s == "prefill" ? 3 : s == "wgmma" ? 4 : s == "wgmma64" ? 5 : s == "wgmma256" ? 6 : s == "wgmma48" ? 7 : s == "wgmma32" ? 8 : s == "wgmma40" ? 9 : s == "wgmma96" ? 10 : s == "wgmma192" ? 11 : -1;
     }();
     if (path == CudaMoePath::kAuto && forced >= 0) {
       p = forced;
     } else if (path == CudaMoePath::kAuto) {
       const int64_t avg = pairs / std::max<int64_t>(1, std::min<int64_t>(nh, pairs));
-      // decode (8-row tiles) / decode16 (16) / wgmma 32-, 40-, 48-, 64-, 96-, 128-, 256-row tiles:
-      // from forced-path runs of gpt-oss-120b (docs/PERFORMANCE.md, "Tile heights", 2026-11-30
-      // 20:52 - 20:59 calls): the best tile is the smallest that holds nearly every expert's rows
-      // (uniform routing: about avg + 2.5 sqrt(avg)), and past 256 rows the one whose last tile
-      // per expert is least empty. A tile wider than an expert's rows wastes tensor work; an
-      // expert with more rows than a tile streams its weights twice.
+      // decode (8-row tiles) / decode16 (16) / wgmma 32-, 40-, 48-, 64-, 96-, 128-, 192-, 256-row
+      // tiles: from forced-path runs of gpt-oss-120b (docs/PERFORMANCE.md, "Tile heights",
+      // 2026-11-30 20:50 - 21:07 calls): the best tile is the smallest that holds nearly every
+      // expert's rows (uniform routing: about avg + 2.5 sqrt(avg)); past 224, 192-row tiles (three
+      // consumer warpgroups; 256 has two). A tile wider than an expert's rows wastes tensor work;
+      // an expert with more rows than a tile streams its weights twice.
       p = avg <= 4 ? 0 : avg <= 15 ? 1 : avg <= 22 ? 8 : avg <= 28 ? 9 : avg <= 42 ? 7 : avg <= 58 ? 5
-          : avg <= 84 ? 10 : avg <= 150 ? 4 : avg <= 240 ? 6 : avg <= 340 ? 4 : 6;
+          : avg <= 84 ? 10 : avg <= 100 ? 4 : avg <= 165 ? 11 : avg <= 224 ? 6 : 11;
     } else {
       p = path == CudaMoePath::kDecode ? 0 : path == CudaMoePath::kDecode16 ? 1 : path == CudaMoePath::kMid ? 2
           : path == CudaMoePath::kWgmma ? 4 : 3;

@@ -493,6 +493,7 @@ int LaunchGemm(const GemmArgs& a, bool gate_up, int path, bool one_mul, int max_
     case 8:
     case 9:
     case 10:
+    case 11:
       // The tiles were cut for this path's row count: no other kernel may take them.
       return LaunchWgmmaGemm(a, gate_up, one_mul, PathBm(path), max_tiles, stream);
     default: LaunchGemmT<4, 4, 8, 1>(a, gate_up, max_tiles, stream); break;

@@ -54,7 +54,7 @@ void LaunchSwizzle(const uint8_t* src_q, const uint8_t* src_s, uint8_t* dst_q, u
                    int n, int k, int kp, cudaStream_t stream);
 void LaunchRouting(const RoutingArgs& r, cudaStream_t stream);
 // path: 0 decode (8-row tiles), 1 decode (16), 2 mid (32), 3 prefill (64), 4 wgmma (128), 5 wgmma (64), 6 wgmma (256),
-// 7 wgmma (48), 8 wgmma (32), 9 wgmma (40), 10 wgmma (96).
+// 7 wgmma (48), 8 wgmma (32), 9 wgmma (40), 10 wgmma (96), 11 wgmma (192).
 int PathBm(int path);
 // Returns 0, or (wgmma paths) -1 when the driver has no tensor-map encoder / the CUresult of a
 // failed encode: then nothing was launched and the call must fail (the tiles fit no other kernel).

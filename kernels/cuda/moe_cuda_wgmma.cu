@@ -132,6 +132,23 @@ template <> __device__ __forceinline__ void WgmmaRs<128>(float (&d)[64], uint32_
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
 }
 
+template <> __device__ __forceinline__ void WgmmaRs<192>(float (&d)[96], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint64_t desc) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %101, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n192k16.f32.bf16.bf16 "
+      "{"
+      "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+      "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"
+      "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,"
+      "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,"
+      "%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,"
+      "%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95"
+      "}, {%96,%97,%98,%99}, %100, p, 1, 1, 0;\n"
+      "}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+}
+
 template <> __device__ __forceinline__ void WgmmaRs<256>(float (&d)[128], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint64_t desc) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n"
@@ -418,9 +435,9 @@ __global__ void __launch_bounds__(128 * (NC + 1), CB) WgmmaGemmKernel(const __gr
 
 // ---- host side --------------------------------------------------------------------------------
 // Path 4: 128 token rows per tile; path 5: 64 (fewer rows per expert); path 6: 256; paths 7, 8, 9: 48,
-// 32, 40; path 10: 96.
+// 32, 40; path 10: 96; path 11: 192.
 int WgmmaBm(int path) {
-  return path == 5 ? 64 : path == 6 ? 256 : path == 7 ? 48 : path == 8 ? 32 : path == 9 ? 40 : path == 10 ? 96 : 128;
+  return path == 5 ? 64 : path == 6 ? 256 : path == 7 ? 48 : path == 8 ? 32 : path == 9 ? 40 : path == 10 ? 96 : path == 11 ? 192 : 128;
 }
 
 PFN_cuTensorMapEncodeTiled_v12000 TensorMapEncoder() {
@@ -532,13 +549,16 @@ int LaunchWgmmaGemm(const GemmArgs& a, bool gate_up, bool one_mul, int bn, int m
   } else if (bn == 96) {
     cfg == kNc3 ? LaunchCfg<96, 1, 3, 1, 1, 1, true>(map, a, gate_up, one_mul, max_tiles, stream)
                 : LaunchCfg<96, 1, 4, 1, 1, 1, true>(map, a, gate_up, one_mul, max_tiles, stream);
+  } else if (bn == 192) {
+    LaunchCfg<192, 1, 3, 1, 1, 0, true>(map, a, gate_up, one_mul, max_tiles, stream);
   } else if (bn == 256) {
     cfg == kNc2 ? LaunchCfg<256, 1, 2, 1, 1, 1, false>(map, a, gate_up, one_mul, max_tiles, stream)
                 : LaunchCfg<256, 1, 2, 1, 1, 1, true>(map, a, gate_up, one_mul, max_tiles, stream);
   } else {
     cfg == kNc2   ? LaunchCfg<128, 2, 2, 1, 1, 1, false>(map, a, gate_up, one_mul, max_tiles, stream)
     : cfg == kEpi ? LaunchCfg<128, 2, 2, 1, 1, 1, true>(map, a, gate_up, one_mul, max_tiles, stream)
-                  : LaunchCfg<128, 1, 3, 1, 1, 1, true>(map, a, gate_up, one_mul, max_tiles, stream);
+    : cfg == kNc3 ? LaunchCfg<128, 1, 3, 1, 1, 1, true>(map, a, gate_up, one_mul, max_tiles, stream)
+                  : LaunchCfg<128, 1, 4, 1, 1, 0, true>(map, a, gate_up, one_mul, max_tiles, stream);
   }
   return 0;
 }

@@ -181,8 +181,8 @@ int Main(int argc, char** argv) {
   std::vector<Shape> shapes = {
       // kAuto's paths by token-slots per held expert: tiny-pad 105 -> 26 (40-row wgmma tiles), 129
       // -> 32 (48); tiny-k1 300 -> 18 (32); gpt-oss-20b 200 -> 25 (40), 333 -> 41 (48), 400 -> 50
-      // (64), 1024 -> 128 (128), 4097 -> 512 (256); gpt-oss-120b 2049 -> 64 (96); kimi-k2-like
-      // 1000 -> 20 (32).
+      // (64), 750 -> 93 (128), 1024 -> 128 (192), 1600 -> 200 (256), 4097 -> 512 (192);
+      // gpt-oss-120b 2049 -> 64 (96); kimi-k2-like 1000 -> 20 (32).
       {"tiny-pad", 96, 160, 8, 2, true, 6, false, {1, 2, 3, 17, 105, 129}},
       {"tiny-k1", 256, 128, 16, 1, true, 16, false, {1, 3, 4, 5, 300}},
       // Many skipped slots at one token (the fused path's held-slot mask).
@@ -192,7 +192,7 @@ int Main(int argc, char** argv) {
       // the gate/up pre-activations would be ~1e4, far past the clamp at 7, where the bf16
       // rounding of x (~1e4 * 2^-9 absolute) decides which side of the clamp a value lands.
       {"big-scales", 2880, 2880, 16, 4, true, 16, false, {1, 40, 300}, 112, 24, 1.0f / 256},
-      {"gpt-oss-20b", 2880, 2880, 32, 4, true, 32, false, {1, 2, 7, 64, 200, 333, 400, 1024, 4097}},
+      {"gpt-oss-20b", 2880, 2880, 32, 4, true, 32, false, {1, 2, 7, 64, 200, 333, 400, 750, 1024, 1600, 4097}},
       {"gpt-oss-120b", 2880, 2880, 128, 4, true, 100, false, {1, 16, 256, 2049, 16384}},
       {"kimi-k2-like", 7168, 2048, 384, 8, false, 384, false, {1, 64, 1000, 16384}},
       {"k3-latent", 3584, 3072, 256, 16, false, 256, false, {1, 5, 300, 16384}},

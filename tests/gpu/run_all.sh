@@ -83,7 +83,7 @@ for s in $steps; do
         ${BENCH_TOKENS:-1,4,16,64,256,1024,4096,16384} 2>&1 | tee "$OUT/table.txt" || rc=1 ;;
     paths)
       # The same layer with each kernel configuration pinned (what kAuto's thresholds rest on).
-      for P in ${PATHS:-decode decode16 mid prefill wgmma32 wgmma40 wgmma48 wgmma64 wgmma96 wgmma wgmma256}; do
+      for P in ${PATHS:-decode decode16 mid prefill wgmma32 wgmma40 wgmma48 wgmma64 wgmma96 wgmma wgmma192 wgmma256}; do
         echo "## path $P"
         MXSERVE_CUDA_MOE_PATH=$P $B/mxserve-bench-moe-gpu "/tmp/paths_$P.csv" gpt-oss-120b ${PATH_TOKENS:-16,256,1024,4096} | grep '^| gpt'
       done 2>&1 | tee "$OUT/paths.txt" ;;
