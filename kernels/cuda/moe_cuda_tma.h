@@ -13,6 +13,11 @@ namespace mxserve::kernels::cuda::internal {
 // may run). Looked up once.
 PFN_cuTensorMapEncodeTiled_v12000 TensorMapEncoder();
 
+struct GemmArgs;
+// The wgmma kernels' token operand: 64-K slabs x box_rows rows of a.a ([a.rows][a.kp] bf16),
+// 128-byte swizzle (moe_cuda_wgmma.cu). 0, -1 without an encoder, else the failed CUresult.
+int EncodeActivationSlabs(const GemmArgs& a, int box_rows, CUtensorMap* map);
+
 #ifdef __CUDACC__
 // One 2D box of `map` at element coordinates (c0, c1) into shared memory, completing on `bar`
 // (its bytes count toward the barrier's expected transaction bytes; out-of-bounds parts of the box

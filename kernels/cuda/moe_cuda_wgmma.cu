@@ -35,24 +35,12 @@
 #include "kernels/cuda/moe_cuda_gemm.cuh"
 #include "kernels/cuda/moe_cuda_launch.h"
 #include "kernels/cuda/moe_cuda_tma.h"
+#include "kernels/cuda/moe_cuda_wgmma_epi.cuh"
 
 namespace mxserve::kernels::cuda::internal {
 namespace {
 
-// ---- PTX wrappers (sm_90a) ------------------------------------------------------------------
-// (the mbarrier and bulk-copy wrappers are in moe_cuda_gemm.cuh)
-__device__ __forceinline__ void WgmmaFence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
-__device__ __forceinline__ void WgmmaCommit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void WgmmaWait() {
-  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
-}
-// Shared-memory matrix descriptor: K-major, 128-byte swizzle, 8-row groups 1024 bytes apart.
-__device__ __forceinline__ uint64_t SmemDesc(uint32_t addr) {
-  return uint64_t((addr & 0x3FFFF) >> 4) | (uint64_t(1) << 16) | (uint64_t(1024 >> 4) << 32) |
-         (uint64_t(1) << 62);
-}
-
+// (wgmma fence / commit / wait, SmemDesc and the epilogue are in moe_cuda_wgmma_epi.cuh)
 template <int BN>
 __device__ __forceinline__ void WgmmaRs(float (&d)[BN / 2], uint32_t a0, uint32_t a1, uint32_t a2,
                                         uint32_t a3, uint64_t desc);
@@ -355,16 +343,11 @@ __global__ void __launch_bounds__(128 * (NC + 1), CB) WgmmaGemmKernel(const __gr
 
   // Epilogue through shared memory (the stages are free: every slab was consumed and every
   // wgmma has completed in both warpgroups once the named barrier passes). The raw fp32 tile
-  // [BN tokens][256 weight rows] is written with a float4-level XOR swizzle and a 4-word row pad
+  // [BN tokens][kCols weight rows] is written with a float4-level XOR swizzle and a 4-word row pad
   // (no bank conflicts either way), then read back row-wise so that global stores are 16-byte
   // and contiguous along each token's output row.
-  constexpr int kPitch = kCols + 4;            // floats
   float* tileb = reinterpret_cast<float*>(smem);
   asm volatile("bar.sync 1, %0;" ::"n"(128 * NC) : "memory");
-  auto sidx = [](int col, int nl) {  // float index of (token col, local weight row nl)
-    const int f = nl >> 2;
-    return col * kPitch + ((f ^ ((f >> 3) & 7)) << 2) + (nl & 3);
-  };
 #pragma unroll
   for (int j = 0; j < MW; ++j) {
     const int nb = (wg * MW + j) * 64 + warp * 16 + g;
@@ -373,69 +356,19 @@ __global__ void __launch_bounds__(128 * (NC + 1), CB) WgmmaGemmKernel(const __gr
 #pragma unroll
       for (int h = 0; h < 2; ++h)
 #pragma unroll
-        for (int x = 0; x < 2; ++x) tileb[sidx(8 * i + 2 * t + x, nb + 8 * h)] = acc[j][4 * i + 2 * h + x];
+        for (int x = 0; x < 2; ++x) tileb[TileIdx<kCols>(8 * i + 2 * t + x, nb + 8 * h)] = acc[j][4 * i + 2 * h + x];
   }
   asm volatile("bar.sync 1, %0;" ::"n"(128 * NC) : "memory");
-  const int tid = threadIdx.x;
-  const int n0 = blockIdx.x * kCols;
-  const float* be = p.bias + int64_t(e) * p.n + n0;
   if constexpr (kEpi) MbarWait(&epi_bar, 0);
-  // Bias of local weight row i (4 consecutive, 16-byte aligned).
-  auto bias4 = [&](int i) {
-    if constexpr (kEpi) return *reinterpret_cast<const float4*>(s_bias + i);
-    return __ldg(reinterpret_cast<const float4*>(be + i));
-  };
-  if constexpr (kGateUp) {
-    // Item: (token, 8 consecutive outputs = 16 interleaved gate/up rows) -> one 16-byte store.
-    constexpr int kPer = kCols / 16;
-    for (int it = tid; it < BN * kPer; it += 128 * NC) {
-      const int col = it / kPer, q = it - col * kPer;
-      if (col >= rows || n0 + 16 * q >= p.n) continue;
-      uint32_t packed[4];
-#pragma unroll
-      for (int u = 0; u < 4; ++u) {
-        const float4 v = *reinterpret_cast<const float4*>(tileb + sidx(col, 16 * q + 4 * u));
-        const float4 b = bias4(16 * q + 4 * u);
-        float r2[2];
-        const float gs[2] = {v.x + b.x, v.z + b.z}, us[2] = {v.y + b.y, v.w + b.w};
-#pragma unroll
-        for (int z = 0; z < 2; ++z) {
-          const float gt = fminf(gs[z], p.limit);
-          const float up = fminf(fmaxf(us[z], -p.limit), p.limit);
-          r2[z] = (up + 1.0f) * gt * (1.0f / (1.0f + expf(-p.alpha * gt)));
-        }
-        packed[u] = uint32_t(F2Bf16(r2[0])) | (uint32_t(F2Bf16(r2[1])) << 16);
-      }
-      *reinterpret_cast<uint4*>(p.act + int64_t(row0 + col) * p.kp_out + (n0 >> 1) + 8 * q) =
-          make_uint4(packed[0], packed[1], packed[2], packed[3]);
-    }
-  } else {
-    constexpr int kPer = kCols / 4;
-    for (int it = tid; it < BN * kPer; it += 128 * NC) {
-      const int col = it / kPer, f = it - col * kPer;
-      if (col >= rows || n0 + 4 * f >= p.n) continue;
-      int pair;
-      float w;
-      if constexpr (kEpi) {
-        pair = s_pair[col];
-        w = s_w[col];
-      } else {
-        pair = __ldg(p.sorted + row0 + col);
-        w = __ldg(p.route_w + pair);
-      }
-      const float4 v = *reinterpret_cast<const float4*>(tileb + sidx(col, 4 * f));
-      const float4 b = bias4(4 * f);
-      *reinterpret_cast<float4*>(p.y + int64_t(pair) * p.n + n0 + 4 * f) =
-          make_float4(w * (v.x + b.x), w * (v.y + b.y), w * (v.z + b.z), w * (v.w + b.w));
-    }
-  }
+  StoreTile<BN, kCols, 128 * NC, kEpi, kGateUp>(tileb, p, e, row0, rows, blockIdx.x * kCols, threadIdx.x, s_bias,
+                                                 s_pair, s_w);
 }
 
 }  // namespace
 
 // ---- host side --------------------------------------------------------------------------------
 // Path 4: 128 token rows per tile; path 5: 64 (fewer rows per expert); path 6: 256; paths 7, 8, 9: 48,
-// 32, 40; path 10: 96; path 11: 192.
+// 32, 40; path 10: 96; path 11: 192; path 12: 128 (weights through shared memory, moe_cuda_wgmma_ss.cu).
 int WgmmaBm(int path) {
   return path == 5 ? 64 : path == 6 ? 256 : path == 7 ? 48 : path == 8 ? 32 : path == 9 ? 40 : path == 10 ? 96 : path == 11 ? 192 : 128;
 }
@@ -517,19 +450,23 @@ void LaunchSmall(WgmmaConfig cfg, const CUtensorMap& map, const GemmArgs& a, boo
 
 bool WgmmaAvailable() { return TensorMapEncoder() != nullptr; }
 
-int LaunchWgmmaGemm(const GemmArgs& a, bool gate_up, bool one_mul, int bn, int max_tiles, cudaStream_t stream) {
-  if (a.rows <= 0) return 0;
+int EncodeActivationSlabs(const GemmArgs& a, int box_rows, CUtensorMap* map) {
   const PFN_cuTensorMapEncodeTiled_v12000 encode = TensorMapEncoder();
   if (encode == nullptr) return -1;
-  CUtensorMap map;
   const cuuint64_t dims[2] = {cuuint64_t(a.kp), cuuint64_t(a.rows)};
   const cuuint64_t strides[1] = {cuuint64_t(a.kp) * 2};
-  const cuuint32_t box[2] = {64, cuuint32_t(bn)};
+  const cuuint32_t box[2] = {64, cuuint32_t(box_rows)};
   const cuuint32_t estr[2] = {1, 1};
-  const CUresult r = encode(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<uint16_t*>(a.a), dims, strides,
+  const CUresult r = encode(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<uint16_t*>(a.a), dims, strides,
                             box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS) return int(r);
+  return r == CUDA_SUCCESS ? 0 : int(r);
+}
+
+int LaunchWgmmaGemm(const GemmArgs& a, bool gate_up, bool one_mul, int bn, int max_tiles, cudaStream_t stream) {
+  if (a.rows <= 0) return 0;
+  CUtensorMap map;
+  if (const int r = EncodeActivationSlabs(a, bn, &map); r != 0) return r;
   // Configurations run on the GPU (check + bench, see WGMMA.md): wgmma depth 1, weights one chunk
   // ahead. (Depth 2 made ptxas serialize the wgmma pipeline, C7513.)
   const WgmmaConfig cfg = WgmmaCfg();

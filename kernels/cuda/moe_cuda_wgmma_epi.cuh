@@ -1,0 +1,103 @@
+// What the two wgmma GEMMs share (moe_cuda_wgmma.cu: weights from registers, the A operand;
+// moe_cuda_wgmma_ss.cu: weights through shared memory, the B operand): the wgmma PTX wrappers,
+// the shared-memory descriptor, and the epilogue from an fp32 tile in shared memory. Private to
+// kernels/cuda; sm_90a only.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/cuda/moe_cuda_gemm.cuh"
+#include "kernels/cuda/moe_cuda_launch.h"
+
+namespace mxserve::kernels::cuda::internal {
+namespace {
+
+// ---- PTX wrappers (sm_90a) ------------------------------------------------------------------
+// (the mbarrier and bulk-copy wrappers are in moe_cuda_gemm.cuh)
+__device__ __forceinline__ void WgmmaFence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void WgmmaCommit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void WgmmaWait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
+}
+// Shared-memory matrix descriptor: K-major, 128-byte swizzle, 8-row groups 1024 bytes apart.
+__device__ __forceinline__ uint64_t SmemDesc(uint32_t addr) {
+  return uint64_t((addr & 0x3FFFF) >> 4) | (uint64_t(1) << 16) | (uint64_t(1024 >> 4) << 32) |
+         (uint64_t(1) << 62);
+}
+
+// ---- epilogue ---------------------------------------------------------------------------------
+// The fp32 tile [token col][local weight row nl] (kCols weight rows) in shared memory: a
+// float4-level XOR swizzle and a 4-word row pad, so that neither the accumulator fragments'
+// writes nor the row-wise reads conflict on banks.
+template <int kCols>
+__device__ __forceinline__ int TileIdx(int col, int nl) {
+  const int f = nl >> 2;
+  return col * (kCols + 4) + ((f ^ ((f >> 3) & 7)) << 2) + (nl & 3);
+}
+
+// From the tile (complete and visible to the kThreads threads calling this, numbered by tid)
+// to global memory, 16-byte stores contiguous along each token's output row. gate_up (kGateUp):
+// bias + SwiGLU of the interleaved gate/up rows into the down operand (bf16, plain K order);
+// down: bias x routing weight into the slot's fp32 row of y. Token cols >= rows and weight rows
+// past p.n are skipped. kEpi: bias (s_bias [kCols]), slot ids and routing weights (s_pair,
+// s_w [BN]) were fetched into shared memory already; else they are read from global here.
+template <int BN, int kCols, int kThreads, bool kEpi, bool kGateUp>
+__device__ __forceinline__ void StoreTile(const float* tileb, const GemmArgs& p, int e, int row0, int rows, int n0,
+                                          int tid, const float* s_bias, const int32_t* s_pair, const float* s_w) {
+  const float* be = p.bias + int64_t(e) * p.n + n0;
+  // Bias of local weight row i (4 consecutive, 16-byte aligned).
+  auto bias4 = [&](int i) {
+    if constexpr (kEpi) return *reinterpret_cast<const float4*>(s_bias + i);
+    return __ldg(reinterpret_cast<const float4*>(be + i));
+  };
+  if constexpr (kGateUp) {
+    // Item: (token, 8 consecutive outputs = 16 interleaved gate/up rows) -> one 16-byte store.
+    constexpr int kPer = kCols / 16;
+    for (int it = tid; it < BN * kPer; it += kThreads) {
+      const int col = it / kPer, q = it - col * kPer;
+      if (col >= rows || n0 + 16 * q >= p.n) continue;
+      uint32_t packed[4];
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        const float4 v = *reinterpret_cast<const float4*>(tileb + TileIdx<kCols>(col, 16 * q + 4 * u));
+        const float4 b = bias4(16 * q + 4 * u);
+        float r2[2];
+        const float gs[2] = {v.x + b.x, v.z + b.z}, us[2] = {v.y + b.y, v.w + b.w};
+#pragma unroll
+        for (int z = 0; z < 2; ++z) {
+          const float gt = fminf(gs[z], p.limit);
+          const float up = fminf(fmaxf(us[z], -p.limit), p.limit);
+          r2[z] = (up + 1.0f) * gt * (1.0f / (1.0f + expf(-p.alpha * gt)));
+        }
+        packed[u] = uint32_t(F2Bf16(r2[0])) | (uint32_t(F2Bf16(r2[1])) << 16);
+      }
+      *reinterpret_cast<uint4*>(p.act + int64_t(row0 + col) * p.kp_out + (n0 >> 1) + 8 * q) =
+          make_uint4(packed[0], packed[1], packed[2], packed[3]);
+    }
+  } else {
+    constexpr int kPer = kCols / 4;
+    for (int it = tid; it < BN * kPer; it += kThreads) {
+      const int col = it / kPer, f = it - col * kPer;
+      if (col >= rows || n0 + 4 * f >= p.n) continue;
+      int pair;
+      float w;
+      if constexpr (kEpi) {
+        pair = s_pair[col];
+        w = s_w[col];
+      } else {
+        pair = __ldg(p.sorted + row0 + col);
+        w = __ldg(p.route_w + pair);
+      }
+      const float4 v = *reinterpret_cast<const float4*>(tileb + TileIdx<kCols>(col, 4 * f));
+      const float4 b = bias4(4 * f);
+      *reinterpret_cast<float4*>(p.y + int64_t(pair) * p.n + n0 + 4 * f) =
+          make_float4(w * (v.x + b.x), w * (v.y + b.y), w * (v.z + b.z), w * (v.w + b.w));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace mxserve::kernels::cuda::internal

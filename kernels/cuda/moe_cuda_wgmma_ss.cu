@@ -1,0 +1,255 @@
+// The prefill grouped GEMM with the weights through shared memory (wgmma SS, sm_90a): path 12
+// (MXSERVE_CUDA_MOE_PATH=wgmmass, 128-row token tiles; not in kAuto). Written in the eighth
+// session after its device time was spent: compiled, NOT run on a GPU yet (WGMMA.md, "Next", 0).
+//
+// Why: in the register-A kernel (moe_cuda_wgmma.cu) every consumer warp decodes its own weights
+// between its wgmma groups, and the accumulators of one m64 x N block cap the warpgroups per SM.
+// Here the roles split: tokens are the A operand (m64 per consumer warpgroup, TMA slabs as in
+// the other kernel), weights the B operand (N = 128 weight rows per CTA), decoded once per CTA
+// by a dequant warpgroup into a shared-memory ring in the same K-major 128-byte-swizzled layout
+// that TMA writes; the consumers only wait and issue wgmma.
+//
+// CTA (416 threads): warpgroups 0, 1 consume (token rows 0-63, 64-127 of the tile; accumulators
+// 64 x 128 fp32 each), warpgroup 2 decodes (4 weight row groups of 8 per warp), warp 12's lane 0
+// issues the activation TMA. Per 64-K slab s: the producer fills A[s] (full_a), the dequant
+// warps write B[s] and arrive on full_b after a proxy fence (generic-proxy stores, read by the
+// async proxy), each consumer warp releases both through empty[s] once its wgmma group of the
+// slab has completed. K is in plain order on both sides (the gather's plain_k, the gate_up
+// epilogue's down operand). Every output is one fp32 sum in a fixed K order: deterministic.
+#include <cuda.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <cudaTypedefs.h>
+
+#include <cstdint>
+
+#include "kernels/cuda/moe_cuda_gemm.cuh"
+#include "kernels/cuda/moe_cuda_launch.h"
+#include "kernels/cuda/moe_cuda_swizzle.h"
+#include "kernels/cuda/moe_cuda_tma.h"
+#include "kernels/cuda/moe_cuda_wgmma_epi.cuh"
+
+namespace mxserve::kernels::cuda::internal {
+namespace {
+
+constexpr int kSsTokens = 128;  // token rows per CTA (wgmma M: 2 consumer warpgroups x 64)
+constexpr int kSsRows = 128;    // weight rows per CTA (wgmma N)
+constexpr int kSsStages = 4;
+constexpr int kSsPf = 2;        // weight chunks the dequant warps load ahead
+constexpr uint32_t kSsSlab = 128 * 128;  // bytes of one A or B stage (128 rows x 64 bf16)
+constexpr int kSsThreads = 416;
+constexpr size_t kSsSmem = size_t(2) * kSsStages * kSsSlab + 1024;
+static_assert(size_t(kSsTokens) * (kSsRows + 4) * 4 <= size_t(2) * kSsStages * kSsSlab,
+              "the epilogue tile reuses the stages");
+
+__device__ __forceinline__ void WgmmaSs128(float (&d)[64], uint64_t da, uint64_t db) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+      "{"
+      "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+      "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"
+      "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,"
+      "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63"
+      "}, %64, %65, p, 1, 1, 0, 0;\n"
+      "}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "l"(da), "l"(db), "r"(1));
+}
+
+__device__ __forceinline__ void FenceProxyAsync() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+__device__ __forceinline__ void StShared32(uint32_t addr, uint32_t v) {
+  asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(v) : "memory");
+}
+
+template <bool kGateUp, bool kOneMul>
+__global__ void __launch_bounds__(kSsThreads, 1) WgmmaSsKernel(const __grid_constant__ CUtensorMap tmap,
+                                                                const GemmArgs p) {
+  extern __shared__ uint8_t smem_raw[];
+  __shared__ __align__(8) uint64_t full_a[kSsStages], full_b[kSsStages], empty[kSsStages];
+  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  uint8_t* sa = smem;                           // A stages (tokens)
+  uint8_t* sb = smem + kSsStages * kSsSlab;     // B stages (decoded weights)
+
+  const int tile = blockIdx.y;
+  if (tile >= __ldg(p.ntiles)) return;
+  const int e = __ldg(p.tiles + 3 * tile), row0 = __ldg(p.tiles + 3 * tile + 1),
+            rows = __ldg(p.tiles + 3 * tile + 2);
+  const int nslabs = p.kp / 64;
+  if (threadIdx.x == 0) {
+#pragma unroll
+    for (int s = 0; s < kSsStages; ++s) {
+      MbarInit(&full_a[s], 1);
+      MbarInit(&full_b[s], 128);
+      MbarInit(&empty[s], 8);  // lane 0 of each consumer warp
+    }
+    FenceMbarInit();
+  }
+  __syncthreads();
+
+  const int wg = threadIdx.x >> 7, lane = threadIdx.x & 31;
+  if (threadIdx.x >= 384) {  // producer warp: the token slabs
+    if (lane == 0) {
+      asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&tmap)) : "memory");
+      for (int i = 0; i < nslabs; ++i) {
+        const int s = i % kSsStages;
+        MbarWait(&empty[s], ((i / kSsStages) & 1) ^ 1);
+        MbarExpectTx(&full_a[s], kSsSlab);
+        TmaLoad2d(sa + s * kSsSlab, &tmap, &full_a[s], i * 64, row0);
+      }
+    }
+    return;
+  }
+  if (wg == 2) {  // dequant warpgroup: weight rows [n0, n0 + 128) of expert e into B[s]
+    const int warp = (threadIdx.x >> 5) & 3, g = lane >> 2, t = lane & 3;
+    const int nt_total = p.n >> 3;
+    const int64_t rg_bytes = int64_t(4) * p.kp;  // 8 rows * kp/2
+    const uint8_t* qe = p.q + int64_t(e) * nt_total * rg_bytes;
+    const uint8_t* se = p.sc + int64_t(e) * nt_total * p.chunks * 32;
+    int rg[4];  // this warp's row groups (local 4 * warp + j), global index
+    bool rv[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      rg[j] = blockIdx.x * (kSsRows / 8) + 4 * warp + j;
+      rv[j] = rg[j] < nt_total;
+    }
+    auto load_chunk = [&](int c, uint4 (&q)[4], uint32_t (&sc)[4]) {
+      const bool tail = c >= p.nfull;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        if (rv[j]) {
+          const uint8_t* base = qe + rg[j] * rg_bytes + int64_t(c) * 512;
+          if (!tail) {
+            q[j] = LdStream16(base + lane * 16);
+          } else {
+            const uint2 v = LdStream8(base + lane * 8);
+            q[j] = make_uint4(v.x, v.y, 0, 0);
+          }
+          sc[j] = __ldg(reinterpret_cast<const uint32_t*>(se + (int64_t(rg[j]) * p.chunks + c) * 32 + g * 4));
+        } else {
+          q[j] = make_uint4(0, 0, 0, 0);
+          sc[j] = 0x7F7F7F7Fu;
+        }
+      }
+    };
+    const uint32_t sb_base = SmemAddr(sb);
+    // Chunk c's words live in register slot c % (kSsPf + 1) (the loop is unrolled by kSsPf + 1
+    // so that every slot index is a constant).
+    uint4 qr[kSsPf + 1][4];
+    uint32_t sr[kSsPf + 1][4];
+#pragma unroll
+    for (int d = 0; d < kSsPf; ++d)
+      if (d < p.chunks) load_chunk(d, qr[d], sr[d]);
+    for (int c0 = 0; c0 < p.chunks; c0 += kSsPf + 1) {
+#pragma unroll
+      for (int d = 0; d <= kSsPf; ++d) {
+        const int c = c0 + d;
+        if (c < p.chunks) {
+          if (c + kSsPf < p.chunks) load_chunk(c + kSsPf, qr[(d + kSsPf) % (kSsPf + 1)], sr[(d + kSsPf) % (kSsPf + 1)]);
+          const int halves = c < p.nfull ? 2 : 1;  // 64-K slabs in this chunk
+#pragma unroll
+          for (int hh = 0; hh < 2; ++hh) {
+            if (hh < halves) {
+              const int i = 2 * c + hh, s = i % kSsStages;
+              MbarWait(&empty[s], ((i / kSsStages) & 1) ^ 1);
+              const uint32_t stage = sb_base + s * kSsSlab;
+#pragma unroll
+              for (int j = 0; j < 4; ++j) {
+                const int n = 8 * (4 * warp + j) + g;  // local weight row = B row
+#pragma unroll
+                for (int bb = 0; bb < 2; ++bb) {
+                  const int b = 2 * hh + bb;  // k32 block within the chunk
+                  const uint4& qq = qr[d][j];
+                  const uint32_t w = b == 0 ? qq.x : b == 1 ? qq.y : b == 2 ? qq.z : qq.w;
+                  uint32_t r[4];
+                  DecodeScaled<kOneMul>(w, sr[d][j], b, r);
+#pragma unroll
+                  for (int u = 0; u < 4; ++u) {
+                    StShared32(stage + SwizzledOffset128(n, SsDequantK(bb, u, t)), r[u]);
+                  }
+                }
+              }
+              FenceProxyAsync();
+              MbarArrive(&full_b[s]);
+            }
+          }
+        }
+      }
+    }
+    return;
+  }
+
+  // Consumers: token rows 64 wg .. 64 wg + 63 of the tile x the CTA's 128 weight rows.
+  float acc[64];
+#pragma unroll
+  for (int i = 0; i < 64; ++i) acc[i] = 0.f;
+  const uint32_t sa_base = SmemAddr(sa) + wg * 64 * 128, sb_base = SmemAddr(sb);
+  for (int i = 0; i < nslabs; ++i) {
+    const int s = i % kSsStages;
+    const uint32_t par = (i / kSsStages) & 1;
+    MbarWait(&full_a[s], par);
+    MbarWait(&full_b[s], par);
+    WgmmaFence();
+#pragma unroll
+    for (int st = 0; st < 4; ++st) {
+      WgmmaSs128(acc, SmemDesc(sa_base + s * kSsSlab + st * 32), SmemDesc(sb_base + s * kSsSlab + st * 32));
+    }
+    WgmmaCommit();
+    WgmmaWait<1>();
+    // This warp's part of slab i - 1's group has completed: release its stages (every consumer
+    // warp arrives, so a stage is refilled only once all eight have waited).
+    if (i > 0 && lane == 0) MbarArrive(&empty[(i - 1) % kSsStages]);
+  }
+  WgmmaWait<0>();
+
+  // Epilogue: every slab was consumed (so every stage write and copy has landed) and, past the
+  // named barrier, every wgmma of both warpgroups has completed: the stages hold the fp32 tile.
+  float* tileb = reinterpret_cast<float*>(smem);
+  asm volatile("bar.sync 1, 256;" ::: "memory");
+  const int warp = (threadIdx.x >> 5) & 3, g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int i = 0; i < 16; ++i)
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int x = 0; x < 2; ++x)
+        tileb[TileIdx<kSsRows>(64 * wg + 16 * warp + g + 8 * h, 8 * i + 2 * t + x)] = acc[4 * i + 2 * h + x];
+  asm volatile("bar.sync 1, 256;" ::: "memory");
+  StoreTile<kSsTokens, kSsRows, 256, false, kGateUp>(tileb, p, e, row0, rows, blockIdx.x * kSsRows, threadIdx.x,
+                                                     nullptr, nullptr, nullptr);
+}
+
+template <bool kGateUp, bool kOneMul>
+void LaunchSsT(const CUtensorMap& map, const GemmArgs& a, int max_tiles, cudaStream_t stream) {
+  auto kern = WgmmaSsKernel<kGateUp, kOneMul>;
+  static const bool raised = [&] {
+    cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSsSmem));
+    return true;
+  }();
+  (void)raised;
+  dim3 grid((a.n + kSsRows - 1) / kSsRows, max_tiles);
+  kern<<<grid, kSsThreads, kSsSmem, stream>>>(map, a);
+}
+
+}  // namespace
+
+int LaunchWgmmaSsGemm(const GemmArgs& a, bool gate_up, bool one_mul, int max_tiles, cudaStream_t stream) {
+  if (a.rows <= 0) return 0;
+  CUtensorMap map;
+  if (const int r = EncodeActivationSlabs(a, kSsTokens, &map); r != 0) return r;
+  if (gate_up) {
+    one_mul ? LaunchSsT<true, true>(map, a, max_tiles, stream) : LaunchSsT<true, false>(map, a, max_tiles, stream);
+  } else {
+    one_mul ? LaunchSsT<false, true>(map, a, max_tiles, stream) : LaunchSsT<false, false>(map, a, max_tiles, stream);
+  }
+  return 0;
+}
+
+}  // namespace mxserve::kernels::cuda::internal

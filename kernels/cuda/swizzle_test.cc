@@ -1,0 +1,62 @@
+// The wgmma SS kernel's shared-memory placement of decoded weights (moe_cuda_swizzle.h):
+// the lanes of one 8-row group cover each (row, k) of a 64-K slab exactly once, and the byte
+// offsets are CuTe's Swizzle<3, 4, 3> of the row-major offset (what TMA's 128-byte swizzle
+// writes for the activations the same wgmma reads), pairs landing 4-byte aligned, one row per
+// 128 bytes, and a warp's store of one register conflict-free across the 32 banks.
+#include <set>
+#include <utility>
+
+#include "gtest/gtest.h"
+#include "kernels/cuda/moe_cuda_swizzle.h"
+
+namespace mxserve::kernels::cuda::internal {
+namespace {
+
+// CuTe's Swizzle<B = 3, M = 4, S = 3> on a byte offset: bits [4, 7) ^= bits [7, 10).
+uint32_t CuteSwizzle343(uint32_t off) { return off ^ (((off >> 7) & 7u) << 4); }
+
+TEST(SsSwizzle, LanesCoverEverySlabElementOnce) {
+  std::set<std::pair<int, int>> seen;  // (row g, k)
+  for (int lane = 0; lane < 32; ++lane) {
+    const int g = lane >> 2, t = lane & 3;
+    for (int bb = 0; bb < 2; ++bb)
+      for (int u = 0; u < 4; ++u) {
+        const int k = SsDequantK(bb, u, t);
+        ASSERT_EQ(k % 2, 0);
+        ASSERT_TRUE(seen.insert({g, k}).second) << "lane " << lane << " bb " << bb << " u " << u;
+        ASSERT_TRUE(seen.insert({g, k + 1}).second);
+      }
+  }
+  EXPECT_EQ(seen.size(), 8u * 64u);
+  for (const auto& [g, k] : seen) {
+    EXPECT_GE(k, 0);
+    EXPECT_LT(k, 64);
+  }
+}
+
+TEST(SsSwizzle, OffsetsAreCuteSwizzle343OfRowMajor) {
+  for (int n = 0; n < 256; ++n)
+    for (int k = 0; k < 64; ++k) {
+      const uint32_t plain = uint32_t(n) * 128u + uint32_t(k) * 2u;
+      ASSERT_EQ(SwizzledOffset128(n, k), CuteSwizzle343(plain)) << "n " << n << " k " << k;
+      ASSERT_EQ(SwizzledOffset128(n, k) / 128u, uint32_t(n));
+    }
+}
+
+TEST(SsSwizzle, OneRegisterStoreOfAWarpHitsEveryBankOnce) {
+  // Group j's store of register u of block bb: lanes (g, t) write row 8 G + g, k = SsDequantK.
+  for (int G = 0; G < 16; ++G)
+    for (int bb = 0; bb < 2; ++bb)
+      for (int u = 0; u < 4; ++u) {
+        std::set<uint32_t> banks;
+        for (int lane = 0; lane < 32; ++lane) {
+          const uint32_t off = SwizzledOffset128(8 * G + (lane >> 2), SsDequantK(bb, u, lane & 3));
+          ASSERT_EQ(off % 4, 0u);
+          banks.insert((off / 4) % 32);
+        }
+        EXPECT_EQ(banks.size(), 32u) << "G " << G << " bb " << bb << " u " << u;
+      }
+}
+
+}  // namespace
+}  // namespace mxserve::kernels::cuda::internal
