@@ -202,10 +202,9 @@ __global__ void __launch_bounds__(128 * (NC + 1), CB) WgmmaGemmKernel(const __gr
   __shared__ float s_w[kEpi && !kGateUp ? BN : 1];
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
 
-  const int tile = blockIdx.y;
-  if (tile >= __ldg(p.ntiles)) return;
-  const int e = __ldg(p.tiles + 3 * tile), row0 = __ldg(p.tiles + 3 * tile + 1),
-            rows = __ldg(p.tiles + 3 * tile + 2);
+  WgmmaTile tl;
+  if (!ReadWgmmaTile(p, blockIdx.y, tl)) return;
+  const int e = tl.e, row0 = tl.row0, rows = tl.rows;
   const int nslabs = p.kp / 64;
   if (threadIdx.x == 0) {
 #pragma unroll
@@ -222,13 +221,7 @@ __global__ void __launch_bounds__(128 * (NC + 1), CB) WgmmaGemmKernel(const __gr
   if (wg == NC) {  // producer
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(ProducerRegs<NC, CB>()));
     if (threadIdx.x == 128 * NC) {
-      asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&tmap)) : "memory");
-      for (int i = 0; i < nslabs; ++i) {
-        const int s = i % S;
-        MbarWait(&empty_bar[s], ((i / S) & 1) ^ 1);
-        MbarExpectTx(&full_bar[s], kStageBytes);
-        TmaLoad2d(smem + s * kStageBytes, &tmap, &full_bar[s], i * 64, row0);
-      }
+      ProduceTokenSlabs<S, kStageBytes>(&tmap, smem, full_bar, empty_bar, nslabs, row0);
     } else if (kEpi && threadIdx.x >= 128 * NC + 32) {
       const int h = threadIdx.x - (128 * NC + 32);
       const int n0 = blockIdx.x * kCols;
@@ -269,25 +262,10 @@ __global__ void __launch_bounds__(128 * (NC + 1), CB) WgmmaGemmKernel(const __gr
     for (int i = 0; i < BN / 2; ++i) acc[j][i] = 0.f;
 
   auto load_chunk = [&](int c, uint4 (&q)[MW][2], uint32_t (&sc)[MW][2]) {
-    const bool tail = c >= p.nfull;
 #pragma unroll
     for (int j = 0; j < MW; ++j)
 #pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        if (rv[j][r]) {
-          const uint8_t* base = qe + rg[j][r] * rg_bytes + int64_t(c) * 512;
-          if (!tail) {
-            q[j][r] = LdStream16(base + lane * 16);
-          } else {
-            const uint2 v = LdStream8(base + lane * 8);
-            q[j][r] = make_uint4(v.x, v.y, 0, 0);
-          }
-          sc[j][r] = __ldg(reinterpret_cast<const uint32_t*>(se + (int64_t(rg[j][r]) * p.chunks + c) * 32 + g * 4));
-        } else {
-          q[j][r] = make_uint4(0, 0, 0, 0);
-          sc[j][r] = 0x7F7F7F7Fu;
-        }
-      }
+      for (int r = 0; r < 2; ++r) LoadGroupChunk(p, qe, se, rg_bytes, rg[j][r], rv[j][r], c, lane, q[j][r], sc[j][r]);
   };
 
   const uint32_t smem_base = SmemAddr(smem);

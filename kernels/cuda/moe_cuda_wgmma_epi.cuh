@@ -10,6 +10,7 @@
 
 #include "kernels/cuda/moe_cuda_gemm.cuh"
 #include "kernels/cuda/moe_cuda_launch.h"
+#include "kernels/cuda/moe_cuda_tma.h"
 
 namespace mxserve::kernels::cuda::internal {
 namespace {
@@ -26,6 +27,55 @@ __device__ __forceinline__ void WgmmaWait() {
 __device__ __forceinline__ uint64_t SmemDesc(uint32_t addr) {
   return uint64_t((addr & 0x3FFFF) >> 4) | (uint64_t(1) << 16) | (uint64_t(1024 >> 4) << 32) |
          (uint64_t(1) << 62);
+}
+
+// ---- operands ---------------------------------------------------------------------------------
+// Tile `tile` of the routing's list: held expert, first row, rows; false past the device count.
+struct WgmmaTile {
+  int e, row0, rows;
+};
+__device__ __forceinline__ bool ReadWgmmaTile(const GemmArgs& p, int tile, WgmmaTile& t) {
+  if (tile >= __ldg(p.ntiles)) return false;
+  t.e = __ldg(p.tiles + 3 * tile);
+  t.row0 = __ldg(p.tiles + 3 * tile + 1);
+  t.rows = __ldg(p.tiles + 3 * tile + 2);
+  return true;
+}
+
+// The producer's loop (one thread): slab i of the tile's token rows into stage i % S of `stages`
+// (kStageBytes each), completing on full[s], once empty[s] has released the slab S before it.
+template <int S, uint32_t kStageBytes>
+__device__ __forceinline__ void ProduceTokenSlabs(const CUtensorMap* tmap, uint8_t* stages, uint64_t* full,
+                                                  uint64_t* empty, int nslabs, int row0) {
+  asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(tmap)) : "memory");
+  for (int i = 0; i < nslabs; ++i) {
+    const int s = i % S;
+    MbarWait(&empty[s], ((i / S) & 1) ^ 1);
+    MbarExpectTx(&full[s], kStageBytes);
+    TmaLoad2d(stages + s * kStageBytes, tmap, &full[s], i * 64, row0);
+  }
+}
+
+// Chunk c of 8-row group rg of expert e's weights in the upload layout (qe, se: the expert's
+// blocks and scales; rg_bytes = 4 kp): this lane's 16 bytes (8 in the 64-K tail chunk, upper
+// half zero) and its row's scale word; zeros and neutral scales when the group is past the
+// matrix (valid false).
+__device__ __forceinline__ void LoadGroupChunk(const GemmArgs& p, const uint8_t* qe, const uint8_t* se,
+                                               int64_t rg_bytes, int rg, bool valid, int c, int lane, uint4& q,
+                                               uint32_t& sc) {
+  if (valid) {
+    const uint8_t* base = qe + rg * rg_bytes + int64_t(c) * 512;
+    if (c < p.nfull) {
+      q = LdStream16(base + lane * 16);
+    } else {
+      const uint2 v = LdStream8(base + lane * 8);
+      q = make_uint4(v.x, v.y, 0, 0);
+    }
+    sc = __ldg(reinterpret_cast<const uint32_t*>(se + (int64_t(rg) * p.chunks + c) * 32 + (lane >> 2) * 4));
+  } else {
+    q = make_uint4(0, 0, 0, 0);
+    sc = 0x7F7F7F7Fu;
+  }
 }
 
 // ---- epilogue ---------------------------------------------------------------------------------

@@ -78,10 +78,9 @@ __global__ void __launch_bounds__(kSsThreads, 1) WgmmaSsKernel(const __grid_cons
   uint8_t* sa = smem;                           // A stages (tokens)
   uint8_t* sb = smem + kSsStages * kSsSlab;     // B stages (decoded weights)
 
-  const int tile = blockIdx.y;
-  if (tile >= __ldg(p.ntiles)) return;
-  const int e = __ldg(p.tiles + 3 * tile), row0 = __ldg(p.tiles + 3 * tile + 1),
-            rows = __ldg(p.tiles + 3 * tile + 2);
+  WgmmaTile tl;
+  if (!ReadWgmmaTile(p, blockIdx.y, tl)) return;
+  const int e = tl.e, row0 = tl.row0, rows = tl.rows;
   const int nslabs = p.kp / 64;
   if (threadIdx.x == 0) {
 #pragma unroll
@@ -96,15 +95,7 @@ __global__ void __launch_bounds__(kSsThreads, 1) WgmmaSsKernel(const __grid_cons
 
   const int wg = threadIdx.x >> 7, lane = threadIdx.x & 31;
   if (threadIdx.x >= 384) {  // producer warp: the token slabs
-    if (lane == 0) {
-      asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&tmap)) : "memory");
-      for (int i = 0; i < nslabs; ++i) {
-        const int s = i % kSsStages;
-        MbarWait(&empty[s], ((i / kSsStages) & 1) ^ 1);
-        MbarExpectTx(&full_a[s], kSsSlab);
-        TmaLoad2d(sa + s * kSsSlab, &tmap, &full_a[s], i * 64, row0);
-      }
-    }
+    if (lane == 0) ProduceTokenSlabs<kSsStages, kSsSlab>(&tmap, sa, full_a, empty, nslabs, row0);
     return;
   }
   if (wg == 2) {  // dequant warpgroup: weight rows [n0, n0 + 128) of expert e into B[s]
@@ -121,23 +112,8 @@ __global__ void __launch_bounds__(kSsThreads, 1) WgmmaSsKernel(const __grid_cons
       rv[j] = rg[j] < nt_total;
     }
     auto load_chunk = [&](int c, uint4 (&q)[4], uint32_t (&sc)[4]) {
-      const bool tail = c >= p.nfull;
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        if (rv[j]) {
-          const uint8_t* base = qe + rg[j] * rg_bytes + int64_t(c) * 512;
-          if (!tail) {
-            q[j] = LdStream16(base + lane * 16);
-          } else {
-            const uint2 v = LdStream8(base + lane * 8);
-            q[j] = make_uint4(v.x, v.y, 0, 0);
-          }
-          sc[j] = __ldg(reinterpret_cast<const uint32_t*>(se + (int64_t(rg[j]) * p.chunks + c) * 32 + g * 4));
-        } else {
-          q[j] = make_uint4(0, 0, 0, 0);
-          sc[j] = 0x7F7F7F7Fu;
-        }
-      }
+      for (int j = 0; j < 4; ++j) LoadGroupChunk(p, qe, se, rg_bytes, rg[j], rv[j], c, lane, q[j], sc[j]);
     };
     const uint32_t sb_base = SmemAddr(sb);
     // Chunk c's words live in register slot c % (kSsPf + 1) (the loop is unrolled by kSsPf + 1
