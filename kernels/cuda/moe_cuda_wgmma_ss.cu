@@ -1,5 +1,5 @@
-// The prefill grouped GEMM with the weights through shared memory (wgmma SS, sm_90a): path 12
-// (MXSERVE_CUDA_MOE_PATH=wgmmass, 128-row token tiles; not in kAuto). Written in the eighth
+// The prefill grouped GEMM with the weights through shared memory (wgmma SS, sm_90a): paths 12
+// and 13 (MXSERVE_CUDA_MOE_PATH=wgmmass / wgmmass192: 128- / 192-row token tiles; not in kAuto). Written in the eighth
 // session after its device time was spent: compiled, NOT run on a GPU yet (WGMMA.md, "Next", 0).
 //
 // Why: in the register-A kernel (moe_cuda_wgmma.cu) every consumer warp decodes its own weights
@@ -9,9 +9,11 @@
 // by a dequant warpgroup into a shared-memory ring in the same K-major 128-byte-swizzled layout
 // that TMA writes; the consumers only wait and issue wgmma.
 //
-// CTA (416 threads): warpgroups 0, 1 consume (token rows 0-63, 64-127 of the tile; accumulators
-// 64 x 128 fp32 each), warpgroup 2 decodes (4 weight row groups of 8 per warp), warp 12's lane 0
-// issues the activation TMA. Per 64-K slab s: the producer fills A[s] (full_a), the dequant
+// CTA (128 KW + 160 threads): warpgroups 0 .. KW-1 consume (token rows 64 w .. 64 w + 63 of the
+// tile; accumulators 64 x 128 fp32 each), warpgroup KW decodes (4 weight row groups of 8 per
+// warp), the last warp's lane 0 issues the activation TMA. KW = 3 decodes each weight once for
+// 1.5 times the tokens of KW = 2. (KW = 4 does not compile: 672 threads leave 80 registers, and
+// wgmma m64n128 needs more.) Per 64-K slab s: the producer fills A[s] (full_a), the dequant
 // warps write B[s] and arrive on full_b after a proxy fence (generic-proxy stores, read by the
 // async proxy), each consumer warp releases both through empty[s] once its wgmma group of the
 // slab has completed. K is in plain order on both sides (the gather's plain_k, the gate_up
@@ -32,15 +34,22 @@
 namespace mxserve::kernels::cuda::internal {
 namespace {
 
-constexpr int kSsTokens = 128;  // token rows per CTA (wgmma M: 2 consumer warpgroups x 64)
+// KW consumer warpgroups (2 or 3): 64 KW token rows per CTA (wgmma M), one tile of the routing.
 constexpr int kSsRows = 128;    // weight rows per CTA (wgmma N)
 constexpr int kSsStages = 4;
-constexpr int kSsPf = 2;        // weight chunks the dequant warps load ahead
-constexpr uint32_t kSsSlab = 128 * 128;  // bytes of one A or B stage (128 rows x 64 bf16)
-constexpr int kSsThreads = 416;
-constexpr size_t kSsSmem = size_t(2) * kSsStages * kSsSlab + 1024;
-static_assert(size_t(kSsTokens) * (kSsRows + 4) * 4 <= size_t(2) * kSsStages * kSsSlab,
-              "the epilogue tile reuses the stages");
+constexpr uint32_t kSsSlabB = kSsRows * 128;  // bytes of one B stage (128 weight rows x 64 bf16)
+template <int KW>
+struct SsShape {
+  static constexpr int kTokens = 64 * KW;
+  static constexpr uint32_t kSlabA = kTokens * 128;  // bytes of one A stage
+  static constexpr int kThreads = 128 * KW + 128 + 32;  // consumers, dequant warpgroup, producer warp
+  // Weight chunks the dequant warps load ahead (1 at KW = 3, to fit the 96 registers of 544 threads).
+  static constexpr int kPf = KW == 2 ? 2 : 1;
+  static constexpr size_t kStages = size_t(kSsStages) * (kSlabA + kSsSlabB);
+  static constexpr size_t kSmem = kStages + 1024;
+  static_assert(size_t(kTokens) * (kSsRows + 4) * 4 <= kStages, "the epilogue tile reuses the stages");
+  static_assert(kSmem <= (227u << 10), "one CTA per SM must fit");
+};
 
 __device__ __forceinline__ void WgmmaSs128(float (&d)[64], uint64_t da, uint64_t db) {
   asm volatile(
@@ -69,14 +78,14 @@ __device__ __forceinline__ void StShared32(uint32_t addr, uint32_t v) {
   asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(v) : "memory");
 }
 
-template <bool kGateUp, bool kOneMul>
-__global__ void __launch_bounds__(kSsThreads, 1) WgmmaSsKernel(const __grid_constant__ CUtensorMap tmap,
+template <int KW, bool kGateUp, bool kOneMul>
+__global__ void __launch_bounds__(SsShape<KW>::kThreads, 1) WgmmaSsKernel(const __grid_constant__ CUtensorMap tmap,
                                                                 const GemmArgs p) {
   extern __shared__ uint8_t smem_raw[];
   __shared__ __align__(8) uint64_t full_a[kSsStages], full_b[kSsStages], empty[kSsStages];
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   uint8_t* sa = smem;                           // A stages (tokens)
-  uint8_t* sb = smem + kSsStages * kSsSlab;     // B stages (decoded weights)
+  uint8_t* sb = smem + kSsStages * SsShape<KW>::kSlabA;  // B stages (decoded weights)
 
   WgmmaTile tl;
   if (!ReadWgmmaTile(p, blockIdx.y, tl)) return;
@@ -87,18 +96,18 @@ __global__ void __launch_bounds__(kSsThreads, 1) WgmmaSsKernel(const __grid_cons
     for (int s = 0; s < kSsStages; ++s) {
       MbarInit(&full_a[s], 1);
       MbarInit(&full_b[s], 128);
-      MbarInit(&empty[s], 8);  // lane 0 of each consumer warp
+      MbarInit(&empty[s], 4 * KW);  // lane 0 of each consumer warp
     }
     FenceMbarInit();
   }
   __syncthreads();
 
   const int wg = threadIdx.x >> 7, lane = threadIdx.x & 31;
-  if (threadIdx.x >= 384) {  // producer warp: the token slabs
-    if (lane == 0) ProduceTokenSlabs<kSsStages, kSsSlab>(&tmap, sa, full_a, empty, nslabs, row0);
+  if (threadIdx.x >= 128 * (KW + 1)) {  // producer warp: the token slabs
+    if (lane == 0) ProduceTokenSlabs<kSsStages, SsShape<KW>::kSlabA>(&tmap, sa, full_a, empty, nslabs, row0);
     return;
   }
-  if (wg == 2) {  // dequant warpgroup: weight rows [n0, n0 + 128) of expert e into B[s]
+  if (wg == KW) {  // dequant warpgroup: weight rows [n0, n0 + 128) of expert e into B[s]
     const int warp = (threadIdx.x >> 5) & 3, g = lane >> 2, t = lane & 3;
     const int nt_total = p.n >> 3;
     const int64_t rg_bytes = int64_t(4) * p.kp;  // 8 rows * kp/2
@@ -116,26 +125,27 @@ __global__ void __launch_bounds__(kSsThreads, 1) WgmmaSsKernel(const __grid_cons
       for (int j = 0; j < 4; ++j) LoadGroupChunk(p, qe, se, rg_bytes, rg[j], rv[j], c, lane, q[j], sc[j]);
     };
     const uint32_t sb_base = SmemAddr(sb);
-    // Chunk c's words live in register slot c % (kSsPf + 1) (the loop is unrolled by kSsPf + 1
+    constexpr int kPf = SsShape<KW>::kPf;
+    // Chunk c's words live in register slot c % (kPf + 1) (the loop is unrolled by kPf + 1
     // so that every slot index is a constant).
-    uint4 qr[kSsPf + 1][4];
-    uint32_t sr[kSsPf + 1][4];
+    uint4 qr[kPf + 1][4];
+    uint32_t sr[kPf + 1][4];
 #pragma unroll
-    for (int d = 0; d < kSsPf; ++d)
+    for (int d = 0; d < kPf; ++d)
       if (d < p.chunks) load_chunk(d, qr[d], sr[d]);
-    for (int c0 = 0; c0 < p.chunks; c0 += kSsPf + 1) {
+    for (int c0 = 0; c0 < p.chunks; c0 += kPf + 1) {
 #pragma unroll
-      for (int d = 0; d <= kSsPf; ++d) {
+      for (int d = 0; d <= kPf; ++d) {
         const int c = c0 + d;
         if (c < p.chunks) {
-          if (c + kSsPf < p.chunks) load_chunk(c + kSsPf, qr[(d + kSsPf) % (kSsPf + 1)], sr[(d + kSsPf) % (kSsPf + 1)]);
+          if (c + kPf < p.chunks) load_chunk(c + kPf, qr[(d + kPf) % (kPf + 1)], sr[(d + kPf) % (kPf + 1)]);
           const int halves = c < p.nfull ? 2 : 1;  // 64-K slabs in this chunk
 #pragma unroll
           for (int hh = 0; hh < 2; ++hh) {
             if (hh < halves) {
               const int i = 2 * c + hh, s = i % kSsStages;
               MbarWait(&empty[s], ((i / kSsStages) & 1) ^ 1);
-              const uint32_t stage = sb_base + s * kSsSlab;
+              const uint32_t stage = sb_base + s * kSsSlabB;
 #pragma unroll
               for (int j = 0; j < 4; ++j) {
                 const int n = 8 * (4 * warp + j) + g;  // local weight row = B row
@@ -175,7 +185,8 @@ __global__ void __launch_bounds__(kSsThreads, 1) WgmmaSsKernel(const __grid_cons
     WgmmaFence();
 #pragma unroll
     for (int st = 0; st < 4; ++st) {
-      WgmmaSs128(acc, SmemDesc(sa_base + s * kSsSlab + st * 32), SmemDesc(sb_base + s * kSsSlab + st * 32));
+      WgmmaSs128(acc, SmemDesc(sa_base + s * SsShape<KW>::kSlabA + st * 32),
+                 SmemDesc(sb_base + s * kSsSlabB + st * 32));
     }
     WgmmaCommit();
     WgmmaWait<1>();
@@ -188,7 +199,7 @@ __global__ void __launch_bounds__(kSsThreads, 1) WgmmaSsKernel(const __grid_cons
   // Epilogue: every slab was consumed (so every stage write and copy has landed) and, past the
   // named barrier, every wgmma of both warpgroups has completed: the stages hold the fp32 tile.
   float* tileb = reinterpret_cast<float*>(smem);
-  asm volatile("bar.sync 1, 256;" ::: "memory");
+  asm volatile("bar.sync 1, %0;" ::"n"(128 * KW) : "memory");
   const int warp = (threadIdx.x >> 5) & 3, g = lane >> 2, t = lane & 3;
 #pragma unroll
   for (int i = 0; i < 16; ++i)
@@ -197,35 +208,43 @@ __global__ void __launch_bounds__(kSsThreads, 1) WgmmaSsKernel(const __grid_cons
 #pragma unroll
       for (int x = 0; x < 2; ++x)
         tileb[TileIdx<kSsRows>(64 * wg + 16 * warp + g + 8 * h, 8 * i + 2 * t + x)] = acc[4 * i + 2 * h + x];
-  asm volatile("bar.sync 1, 256;" ::: "memory");
-  StoreTile<kSsTokens, kSsRows, 256, false, kGateUp>(tileb, p, e, row0, rows, blockIdx.x * kSsRows, threadIdx.x,
-                                                     nullptr, nullptr, nullptr);
+  asm volatile("bar.sync 1, %0;" ::"n"(128 * KW) : "memory");
+  StoreTile<SsShape<KW>::kTokens, kSsRows, 128 * KW, false, kGateUp>(tileb, p, e, row0, rows, blockIdx.x * kSsRows,
+                                                                     threadIdx.x, nullptr, nullptr, nullptr);
 }
 
-template <bool kGateUp, bool kOneMul>
+template <int KW, bool kGateUp, bool kOneMul>
 void LaunchSsT(const CUtensorMap& map, const GemmArgs& a, int max_tiles, cudaStream_t stream) {
-  auto kern = WgmmaSsKernel<kGateUp, kOneMul>;
+  using Sh = SsShape<KW>;
+  auto kern = WgmmaSsKernel<KW, kGateUp, kOneMul>;
   static const bool raised = [&] {
-    cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSsSmem));
+    cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(Sh::kSmem));
     return true;
   }();
   (void)raised;
   dim3 grid((a.n + kSsRows - 1) / kSsRows, max_tiles);
-  kern<<<grid, kSsThreads, kSsSmem, stream>>>(map, a);
+  kern<<<grid, Sh::kThreads, Sh::kSmem, stream>>>(map, a);
+}
+
+template <int KW>
+int LaunchSsKw(const GemmArgs& a, bool gate_up, bool one_mul, int max_tiles, cudaStream_t stream) {
+  CUtensorMap map;
+  if (const int r = EncodeActivationSlabs(a, SsShape<KW>::kTokens, &map); r != 0) return r;
+  if (gate_up) {
+    one_mul ? LaunchSsT<KW, true, true>(map, a, max_tiles, stream) : LaunchSsT<KW, true, false>(map, a, max_tiles, stream);
+  } else {
+    one_mul ? LaunchSsT<KW, false, true>(map, a, max_tiles, stream)
+            : LaunchSsT<KW, false, false>(map, a, max_tiles, stream);
+  }
+  return 0;
 }
 
 }  // namespace
 
-int LaunchWgmmaSsGemm(const GemmArgs& a, bool gate_up, bool one_mul, int max_tiles, cudaStream_t stream) {
+int LaunchWgmmaSsGemm(const GemmArgs& a, bool gate_up, bool one_mul, int tokens, int max_tiles, cudaStream_t stream) {
   if (a.rows <= 0) return 0;
-  CUtensorMap map;
-  if (const int r = EncodeActivationSlabs(a, kSsTokens, &map); r != 0) return r;
-  if (gate_up) {
-    one_mul ? LaunchSsT<true, true>(map, a, max_tiles, stream) : LaunchSsT<true, false>(map, a, max_tiles, stream);
-  } else {
-    one_mul ? LaunchSsT<false, true>(map, a, max_tiles, stream) : LaunchSsT<false, false>(map, a, max_tiles, stream);
-  }
-  return 0;
+  return tokens == 192 ? LaunchSsKw<3>(a, gate_up, one_mul, max_tiles, stream)
+                       : LaunchSsKw<2>(a, gate_up, one_mul, max_tiles, stream);
 }
 
 }  // namespace mxserve::kernels::cuda::internal
