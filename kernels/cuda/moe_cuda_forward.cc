@@ -25,12 +25,12 @@ struct LayerAccess {
     const int H = L.hidden_, I = L.intermediate_, nh = std::max(1, L.num_held_);
     const int64_t pairs = int64_t(b.num_tokens) * b.top_k;
     int p = 0;
-    // MXSERVE_CUDA_MOE_PATH=decode|decode16|mid|prefill|wgmma|wgmma32|wgmma40|wgmma48|wgmma64|wgmma96|wgmma192|wgmma256|wgmmass|wgmmass192 pins the configuration (benchmarks).
+    // MXSERVE_CUDA_MOE_PATH=decode|decode16|mid|prefill|wgmma|wgmma32|wgmma40|wgmma48|wgmma64|wgmma96|wgmma192|wgmma256|wgmmass|wgmmass192|wgmmass64 pins the configuration (benchmarks).
     static const int forced = [] {
       const char* v = std::getenv("MXSERVE_CUDA_MOE_PATH");
       if (v == nullptr) return -1;
       const std::string s(v);
-      return s == "decode" ? 0 : s == "decode16" ? 1 : s == "mid" ? 2 : s == "prefill" ? 3 : s == "wgmma" ? 4 : s == "wgmma64" ? 5 : s == "wgmma256" ? 6 : s == "wgmma48" ? 7 : s == "wgmma32" ? 8 : s == "wgmma40" ? 9 : s == "wgmma96" ? 10 : s == "wgmma192" ? 11 : s == "wgmmass" ? 12 : s == "wgmmass192" ? 13 : -1;
+      return s == "decode" ? 0 : s == "decode16" ? 1 : s == "mid" ? 2 : s == "prefill" ? 3 : s == "wgmma" ? 4 : s == "wgmma64" ? 5 : s == "wgmma256" ? 6 : s == "wgmma48" ? 7 : s == "wgmma32" ? 8 : s == "wgmma40" ? 9 : s == "wgmma96" ? 10 : s == "wgmma192" ? 11 : s == "wgmmass" ? 12 : s == "wgmmass192" ? 13 : s == "wgmmass64" ? 14 : -1;
     }();
     if (path == CudaMoePath::kAuto && forced >= 0) {
       p = forced;

@@ -497,7 +497,8 @@ int LaunchGemm(const GemmArgs& a, bool gate_up, int path, bool one_mul, int max_
       // The tiles were cut for this path's row count: no other kernel may take them.
       return LaunchWgmmaGemm(a, gate_up, one_mul, PathBm(path), max_tiles, stream);
     case 12:
-    case 13: return LaunchWgmmaSsGemm(a, gate_up, one_mul, PathBm(path), max_tiles, stream);
+    case 13:
+    case 14: return LaunchWgmmaSsGemm(a, gate_up, one_mul, PathBm(path), max_tiles, stream);
     default: LaunchGemmT<4, 4, 8, 1>(a, gate_up, max_tiles, stream); break;
   }
   return 0;

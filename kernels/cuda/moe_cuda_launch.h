@@ -55,7 +55,7 @@ void LaunchSwizzle(const uint8_t* src_q, const uint8_t* src_s, uint8_t* dst_q, u
 void LaunchRouting(const RoutingArgs& r, cudaStream_t stream);
 // path: 0 decode (8-row tiles), 1 decode (16), 2 mid (32), 3 prefill (64), 4 wgmma (128), 5 wgmma (64), 6 wgmma (256),
 // 7 wgmma (48), 8 wgmma (32), 9 wgmma (40), 10 wgmma (96), 11 wgmma (192),
-// 12, 13 wgmma SS (128, 192; weights through shared memory).
+// 12, 13, 14 wgmma SS (128, 192, 64; weights through shared memory).
 int PathBm(int path);
 // Returns 0, or (wgmma paths) -1 when the driver has no tensor-map encoder / the CUresult of a
 // failed encode: then nothing was launched and the call must fail (the tiles fit no other kernel).
@@ -68,8 +68,8 @@ int LaunchGemm(const GemmArgs& a, bool gate_up, int path, bool one_mul, int max_
 int WgmmaBm(int path);
 bool WgmmaAvailable();
 int LaunchWgmmaGemm(const GemmArgs& a, bool gate_up, bool one_mul, int bn, int max_tiles, cudaStream_t stream);
-// The weights-through-shared-memory variant (moe_cuda_wgmma_ss.cu; paths 12 and 13, tiles of
-// `tokens` = 128 or 192 token rows; not in kAuto): returns as LaunchWgmmaGemm.
+// The weights-through-shared-memory variant (moe_cuda_wgmma_ss.cu; paths 12, 13, 14, tiles of
+// `tokens` = 64, 128 or 192 token rows; not in kAuto): returns as LaunchWgmmaGemm.
 int LaunchWgmmaSsGemm(const GemmArgs& a, bool gate_up, bool one_mul, int tokens, int max_tiles, cudaStream_t stream);
 void LaunchDecodeGemm(const GemmArgs& a, bool gate_up, bool rows16, bool one_mul, int max_tiles,
                       cudaStream_t stream);

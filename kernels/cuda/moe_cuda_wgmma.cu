@@ -346,10 +346,10 @@ __global__ void __launch_bounds__(128 * (NC + 1), CB) WgmmaGemmKernel(const __gr
 
 // ---- host side --------------------------------------------------------------------------------
 // Path 4: 128 token rows per tile; path 5: 64 (fewer rows per expert); path 6: 256; paths 7, 8, 9: 48,
-// 32, 40; path 10: 96; path 11: 192; paths 12, 13: 128, 192 (weights through shared memory,
+// 32, 40; path 10: 96; path 11: 192; paths 12, 13, 14: 128, 192, 64 (weights through shared memory,
 // moe_cuda_wgmma_ss.cu).
 int WgmmaBm(int path) {
-  return path == 5 ? 64 : path == 6 ? 256 : path == 7 ? 48 : path == 8 ? 32 : path == 9 ? 40 : path == 10 ? 96 : path == 11 || path == 13 ? 192 : 128;
+  return path == 5 ? 64 : path == 6 ? 256 : path == 7 ? 48 : path == 8 ? 32 : path == 9 ? 40 : path == 10 ? 96 : path == 11 || path == 13 ? 192 : path == 14 ? 64 : 128;
 }
 
 PFN_cuTensorMapEncodeTiled_v12000 TensorMapEncoder() {

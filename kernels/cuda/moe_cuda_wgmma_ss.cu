@@ -1,6 +1,7 @@
-// The prefill grouped GEMM with the weights through shared memory (wgmma SS, sm_90a): paths 12
-// and 13 (MXSERVE_CUDA_MOE_PATH=wgmmass / wgmmass192: 128- / 192-row token tiles; not in kAuto). Written in the eighth
-// session after its device time was spent: compiled, NOT run on a GPU yet (WGMMA.md, "Next", 0).
+// The prefill grouped GEMM with the weights through shared memory (wgmma SS, sm_90a): paths 12,
+// 13, 14 (MXSERVE_CUDA_MOE_PATH=wgmmass / wgmmass192 / wgmmass64: 128- / 192- / 64-row token
+// tiles; not in kAuto). Written in the eighth session after its device time was spent:
+// compiled, NOT run on a GPU yet (WGMMA.md, "Next", 0).
 //
 // Why: in the register-A kernel (moe_cuda_wgmma.cu) every consumer warp decodes its own weights
 // between its wgmma groups, and the accumulators of one m64 x N block cap the warpgroups per SM.
@@ -34,7 +35,8 @@
 namespace mxserve::kernels::cuda::internal {
 namespace {
 
-// KW consumer warpgroups (2 or 3): 64 KW token rows per CTA (wgmma M), one tile of the routing.
+// KW consumer warpgroups (1, 2 or 3): 64 KW token rows per CTA (wgmma M), one tile of the routing;
+// KW = 1 runs two CTAs per SM (few tokens per expert: the weights' stream decides).
 constexpr int kSsRows = 128;    // weight rows per CTA (wgmma N)
 constexpr int kSsStages = 4;
 constexpr uint32_t kSsSlabB = kSsRows * 128;  // bytes of one B stage (128 weight rows x 64 bf16)
@@ -45,10 +47,11 @@ struct SsShape {
   static constexpr int kThreads = 128 * KW + 128 + 32;  // consumers, dequant warpgroup, producer warp
   // Weight chunks the dequant warps load ahead (1 at KW = 3, to fit the 96 registers of 544 threads).
   static constexpr int kPf = KW == 2 ? 2 : 1;
+  static constexpr int kCtas = KW == 1 ? 2 : 1;  // per SM (__launch_bounds__)
   static constexpr size_t kStages = size_t(kSsStages) * (kSlabA + kSsSlabB);
   static constexpr size_t kSmem = kStages + 1024;
   static_assert(size_t(kTokens) * (kSsRows + 4) * 4 <= kStages, "the epilogue tile reuses the stages");
-  static_assert(kSmem <= (227u << 10), "one CTA per SM must fit");
+  static_assert(kCtas * kSmem <= (227u << 10), "kCtas CTAs per SM must fit");
 };
 
 __device__ __forceinline__ void WgmmaSs128(float (&d)[64], uint64_t da, uint64_t db) {
@@ -79,7 +82,7 @@ __device__ __forceinline__ void StShared32(uint32_t addr, uint32_t v) {
 }
 
 template <int KW, bool kGateUp, bool kOneMul>
-__global__ void __launch_bounds__(SsShape<KW>::kThreads, 1) WgmmaSsKernel(const __grid_constant__ CUtensorMap tmap,
+__global__ void __launch_bounds__(SsShape<KW>::kThreads, SsShape<KW>::kCtas) WgmmaSsKernel(const __grid_constant__ CUtensorMap tmap,
                                                                 const GemmArgs p) {
   extern __shared__ uint8_t smem_raw[];
   __shared__ __align__(8) uint64_t full_a[kSsStages], full_b[kSsStages], empty[kSsStages];
@@ -243,8 +246,9 @@ int LaunchSsKw(const GemmArgs& a, bool gate_up, bool one_mul, int max_tiles, cud
 
 int LaunchWgmmaSsGemm(const GemmArgs& a, bool gate_up, bool one_mul, int tokens, int max_tiles, cudaStream_t stream) {
   if (a.rows <= 0) return 0;
-  return tokens == 192 ? LaunchSsKw<3>(a, gate_up, one_mul, max_tiles, stream)
-                       : LaunchSsKw<2>(a, gate_up, one_mul, max_tiles, stream);
+  return tokens == 192  ? LaunchSsKw<3>(a, gate_up, one_mul, max_tiles, stream)
+         : tokens == 64 ? LaunchSsKw<1>(a, gate_up, one_mul, max_tiles, stream)
+                        : LaunchSsKw<2>(a, gate_up, one_mul, max_tiles, stream);
 }
 
 }  // namespace mxserve::kernels::cuda::internal

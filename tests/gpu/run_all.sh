@@ -132,16 +132,17 @@ for s in $steps; do
       time_pinned MXSERVE_CUDA_MOE_KST_CFG "default ${KST_CFGS:-w16 x2 x2w8}" gpt-oss-120b \
         ${KST_TOKENS:-16,64,256,512} 2>&1 | tee "$OUT/kstcfg.txt" ;;
     ss)
-      # The weights-through-shared-memory wgmma kernel (paths 12, 13: MXSERVE_CUDA_MOE_PATH=wgmmass,
-      # wgmmass192; not in kAuto): checked on the small shapes and gpt-oss-20b, memcheck, then timed
-      # against the register-A kernel's 128- and 192-row tiles, alternating.
-      check_pinned MXSERVE_CUDA_MOE_PATH "wgmmass wgmmass192" "tiny-pad tiny-k1 half-held big-scales gpt-oss-20b" \
+      # The weights-through-shared-memory wgmma kernel (paths 12-14: MXSERVE_CUDA_MOE_PATH=wgmmass,
+      # wgmmass192, wgmmass64; not in kAuto): checked on the small shapes and gpt-oss-20b, memcheck,
+      # then timed against the register-A kernel's tiles, alternating.
+      check_pinned MXSERVE_CUDA_MOE_PATH "wgmmass wgmmass192 wgmmass64" "tiny-pad tiny-k1 half-held big-scales gpt-oss-20b" \
         "$OUT/check_ss.txt"
       MXSERVE_CUDA_MOE_PATH=wgmmass compute-sanitizer --tool memcheck --error-exitcode 9 $B/mxserve-gpu-moe-check half-held \
         > "$OUT/memcheck_ss.txt" 2>&1 || rc=1
       echo "memcheck wgmmass: $(tail -n 1 "$OUT/memcheck_ss.txt")"
-      time_pinned MXSERVE_CUDA_MOE_PATH "wgmmass wgmmass192 wgmma wgmma192" gpt-oss-120b ${SS_TOKENS:-2048,4096,8192,16384} \
-        2>&1 | tee "$OUT/ss.txt" ;;
+      { time_pinned MXSERVE_CUDA_MOE_PATH "wgmmass64 wgmma48 wgmma64" gpt-oss-120b ${SS_SMALL_TOKENS:-512,1024,1536}
+        time_pinned MXSERVE_CUDA_MOE_PATH "wgmmass wgmmass192 wgmma wgmma192" gpt-oss-120b ${SS_TOKENS:-2048,4096,8192,16384}
+      } 2>&1 | tee "$OUT/ss.txt" ;;
     ab)
       # This build against another build's bench (AB_BASE, default bin/mxserve-bench-moe-gpu-base
       # in the bundle: e.g. the previous commit's, copied in before bundling), alternating.
