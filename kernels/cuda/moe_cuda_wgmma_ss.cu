@@ -82,12 +82,12 @@ __device__ __forceinline__ void StShared32(uint32_t addr, uint32_t v) {
 }
 
 template <int KW, bool kGateUp, bool kOneMul>
-__global__ void __launch_bounds__(SsShape<KW>::kThreads, SsShape<KW>::kCtas) WgmmaSsKernel(const __grid_constant__ CUtensorMap tmap,
-                                                                const GemmArgs p) {
+__global__ void __launch_bounds__(SsShape<KW>::kThreads, SsShape<KW>::kCtas)
+    WgmmaSsKernel(const __grid_constant__ CUtensorMap tmap, const GemmArgs p) {
   extern __shared__ uint8_t smem_raw[];
   __shared__ __align__(8) uint64_t full_a[kSsStages], full_b[kSsStages], empty[kSsStages];
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
-  uint8_t* sa = smem;                           // A stages (tokens)
+  uint8_t* sa = smem;                                    // A stages (tokens)
   uint8_t* sb = smem + kSsStages * SsShape<KW>::kSlabA;  // B stages (decoded weights)
 
   WgmmaTile tl;
@@ -194,13 +194,14 @@ __global__ void __launch_bounds__(SsShape<KW>::kThreads, SsShape<KW>::kCtas) Wgm
     WgmmaCommit();
     WgmmaWait<1>();
     // This warp's part of slab i - 1's group has completed: release its stages (every consumer
-    // warp arrives, so a stage is refilled only once all eight have waited).
+    // warp arrives, so a stage is refilled only once all 4 KW have waited).
     if (i > 0 && lane == 0) MbarArrive(&empty[(i - 1) % kSsStages]);
   }
   WgmmaWait<0>();
 
   // Epilogue: every slab was consumed (so every stage write and copy has landed) and, past the
-  // named barrier, every wgmma of both warpgroups has completed: the stages hold the fp32 tile.
+  // named barrier, every wgmma of every consumer warpgroup has completed: the stages hold the
+  // fp32 tile.
   float* tileb = reinterpret_cast<float*>(smem);
   asm volatile("bar.sync 1, %0;" ::"n"(128 * KW) : "memory");
   const int warp = (threadIdx.x >> 5) & 3, g = lane >> 2, t = lane & 3;
