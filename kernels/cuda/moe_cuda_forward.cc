@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <string>
 #include <cstring>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cuda/moe_cuda.h"
@@ -25,12 +26,10 @@ struct LayerAccess {
     const int H = L.hidden_, I = L.intermediate_, nh = std::max(1, L.num_held_);
     const int64_t pairs = int64_t(b.num_tokens) * b.top_k;
     int p = 0;
-    // MXSERVE_CUDA_MOE_PATH=decode|decode16|mid|prefill|wgmma|wgmma32|wgmma40|wgmma48|wgmma64|wgmma96|wgmma192|wgmma256|wgmmass|wgmmass192|wgmmass64 pins the configuration (benchmarks).
+    // MXSERVE_CUDA_MOE_PATH=<a name in internal::kPaths> pins the configuration (benchmarks).
     static const int forced = [] {
       const char* v = std::getenv("MXSERVE_CUDA_MOE_PATH");
-      if (v == nullptr) return -1;
-      const std::string s(v);
-      return s == "decode" ? 0 : s == "decode16" ? 1 : s == "mid" ? 2 : s == "prefill" ? 3 : s == "wgmma" ? 4 : s == "wgmma64" ? 5 : s == "wgmma256" ? 6 : s == "wgmma48" ? 7 : s == "wgmma32" ? 8 : s == "wgmma40" ? 9 : s == "wgmma96" ? 10 : s == "wgmma192" ? 11 : s == "wgmmass" ? 12 : s == "wgmmass192" ? 13 : s == "wgmmass64" ? 14 : -1;
+      return v == nullptr ? -1 : internal::PathNamed(v);
     }();
     if (path == CudaMoePath::kAuto && forced >= 0) {
       p = forced;
@@ -42,13 +41,27 @@ struct LayerAccess {
       // expert's rows (uniform routing: about avg + 2.5 sqrt(avg)); past 224, 192-row tiles (three
       // consumer warpgroups; 256 has two). A tile wider than an expert's rows wastes tensor work;
       // an expert with more rows than a tile streams its weights twice.
-      p = avg <= 4 ? 0 : avg <= 15 ? 1 : avg <= 22 ? 8 : avg <= 28 ? 9 : avg <= 42 ? 7 : avg <= 58 ? 5
-          : avg <= 84 ? 10 : avg <= 100 ? 4 : avg <= 165 ? 11 : avg <= 224 ? 6 : 11;
+      namespace in = internal;
+      static constexpr std::pair<int64_t, int> kAutoPaths[] = {
+          {4, in::kPathDecode},    {15, in::kPathDecode16}, {22, in::kPathWgmma32},   {28, in::kPathWgmma40},
+          {42, in::kPathWgmma48},  {58, in::kPathWgmma64},  {84, in::kPathWgmma96},   {100, in::kPathWgmma},
+          {165, in::kPathWgmma192}, {224, in::kPathWgmma256}};
+      p = in::kPathWgmma192;  // past the last limit
+      for (const auto& [limit, path_at] : kAutoPaths) {
+        if (avg <= limit) {
+          p = path_at;
+          break;
+        }
+      }
     } else {
-      p = path == CudaMoePath::kDecode ? 0 : path == CudaMoePath::kDecode16 ? 1 : path == CudaMoePath::kMid ? 2
-          : path == CudaMoePath::kWgmma ? 4 : 3;
+      p = path == CudaMoePath::kDecode     ? internal::kPathDecode
+          : path == CudaMoePath::kDecode16 ? internal::kPathDecode16
+          : path == CudaMoePath::kMid      ? internal::kPathMid
+          : path == CudaMoePath::kWgmma    ? internal::kPathWgmma
+                                           : internal::kPathPrefill;
     }
-    if (p >= 4 && !internal::WgmmaAvailable()) p = 3;  // no tensor-map encoder in this driver
+    // No tensor-map encoder in this driver: the mma.sync prefill kernel instead.
+    if (p >= internal::kPathWgmma && !internal::WgmmaAvailable()) p = internal::kPathPrefill;
     const int bm = internal::PathBm(p);
     const int64_t max_tiles = (pairs + bm - 1) / bm + std::min<int64_t>(nh, pairs);
     if (max_tiles > 65535) {
@@ -70,7 +83,7 @@ struct LayerAccess {
     r.tiles = ws.d_tiles_;
     r.sorted = ws.d_sorted_;
     r.a = ws.d_a_;
-    r.plain_k = p >= 4;  // the wgmma paths read plain K order
+    r.plain_k = p >= internal::kPathWgmma;  // the wgmma paths read plain K order
     internal::GemmArgs g{};  // gate_up
     g.q = L.d_gu_q_;
     g.sc = L.d_gu_s_;
@@ -106,7 +119,7 @@ struct LayerAccess {
     }
     // At most kTinyPairs token-slots under kAuto: the whole layer in one launch (moe_cuda_fused.cu),
     // unless it does not fit the device or cannot be launched (then the kernels below).
-    if (path == CudaMoePath::kAuto && p == 0 && pairs <= internal::kTinyPairs) {
+    if (path == CudaMoePath::kAuto && p == internal::kPathDecode && pairs <= internal::kTinyPairs) {
       internal::SelfRoute sr;
       sr.ids = b.expert_ids;
       sr.local = L.d_local_;

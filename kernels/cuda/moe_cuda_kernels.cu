@@ -471,14 +471,15 @@ unsigned PersistentGrid(int64_t items) {
   return unsigned(std::max<int64_t>(1, std::min<int64_t>(sms, items)));
 }
 
-int PathBm(int path) { return path == 0 ? 8 : path == 1 ? 16 : path == 2 ? 32 : path >= 4 ? WgmmaBm(path) : 64; }
-
 int LaunchGemm(const GemmArgs& a, bool gate_up, int path, bool one_mul, int max_tiles, cudaStream_t stream) {
   if (max_tiles <= 0) return 0;
+  // The tiles were cut for the wgmma paths' row counts: no other kernel may take them.
+  if (path >= kPathSs) return LaunchWgmmaSsGemm(a, gate_up, one_mul, PathBm(path), max_tiles, stream);
+  if (path >= kPathWgmma) return LaunchWgmmaGemm(a, gate_up, one_mul, PathBm(path), max_tiles, stream);
   switch (path) {
-    case 0: LaunchDecodeGemm(a, gate_up, false, one_mul, max_tiles, stream); break;
-    case 1: LaunchDecodeGemm(a, gate_up, true, one_mul, max_tiles, stream); break;
-    case 2: {  // 32-row tiles: the K-streamed TMA kernel unless another decode kernel is pinned
+    case kPathDecode: LaunchDecodeGemm(a, gate_up, false, one_mul, max_tiles, stream); break;
+    case kPathDecode16: LaunchDecodeGemm(a, gate_up, true, one_mul, max_tiles, stream); break;
+    case kPathMid: {  // 32-row tiles: the K-streamed TMA kernel unless another decode kernel is pinned
       if (const int slice = KstSlice(); slice >= 0 && LaunchDecodeKst(a, gate_up, one_mul, slice, 32, max_tiles,
                                                                           stream) == 0) {
         break;
@@ -486,20 +487,7 @@ int LaunchGemm(const GemmArgs& a, bool gate_up, int path, bool one_mul, int max_
       LaunchGemmT<2, 2, 2, 4>(a, gate_up, max_tiles, stream);
       break;
     }
-    case 4:
-    case 5:
-    case 6:
-    case 7:
-    case 8:
-    case 9:
-    case 10:
-    case 11:
-      // The tiles were cut for this path's row count: no other kernel may take them.
-      return LaunchWgmmaGemm(a, gate_up, one_mul, PathBm(path), max_tiles, stream);
-    case 12:
-    case 13:
-    case 14: return LaunchWgmmaSsGemm(a, gate_up, one_mul, PathBm(path), max_tiles, stream);
-    default: LaunchGemmT<4, 4, 8, 1>(a, gate_up, max_tiles, stream); break;
+    default: LaunchGemmT<4, 4, 8, 1>(a, gate_up, max_tiles, stream); break;  // prefill
   }
   return 0;
 }

@@ -53,23 +53,43 @@ struct RoutingArgs {
 void LaunchSwizzle(const uint8_t* src_q, const uint8_t* src_s, uint8_t* dst_q, uint8_t* dst_s,
                    int n, int k, int kp, cudaStream_t stream);
 void LaunchRouting(const RoutingArgs& r, cudaStream_t stream);
-// path: 0 decode (8-row tiles), 1 decode (16), 2 mid (32), 3 prefill (64), 4 wgmma (128), 5 wgmma (64), 6 wgmma (256),
-// 7 wgmma (48), 8 wgmma (32), 9 wgmma (40), 10 wgmma (96), 11 wgmma (192),
-// 12, 13, 14 wgmma SS (128, 192, 64; weights through shared memory).
-int PathBm(int path);
+// The kernel configurations (LaunchGemm's `path`), in kPaths' order: decode with 8- or 16-row
+// tiles, mid (32, K-streamed), prefill (64, mma.sync), the wgmma kernel with register-A weights
+// (moe_cuda_wgmma.cu) at 128 ... 192 token rows, and with the weights through shared memory
+// (moe_cuda_wgmma_ss.cu). The wgmma paths (>= kPathWgmma) read the gate_up operand in plain K
+// order (RoutingArgs::plain_k).
+enum Path : int {
+  kPathDecode, kPathDecode16, kPathMid, kPathPrefill,
+  kPathWgmma, kPathWgmma64, kPathWgmma256, kPathWgmma48, kPathWgmma32, kPathWgmma40, kPathWgmma96, kPathWgmma192,
+  kPathSs, kPathSs192, kPathSs64, kNumPaths
+};
+// Each path's MXSERVE_CUDA_MOE_PATH name (benchmarks pin one) and token rows per routing tile.
+struct PathInfo {
+  const char* name;
+  int bm;
+};
+inline constexpr PathInfo kPaths[kNumPaths] = {
+    {"decode", 8},    {"decode16", 16},   {"mid", 32},        {"prefill", 64},   {"wgmma", 128},
+    {"wgmma64", 64},  {"wgmma256", 256},  {"wgmma48", 48},    {"wgmma32", 32},   {"wgmma40", 40},
+    {"wgmma96", 96},  {"wgmma192", 192},  {"wgmmass", 128},   {"wgmmass192", 192}, {"wgmmass64", 64}};
+inline int PathBm(int path) { return kPaths[path].bm; }
+// The path named `name`, or -1.
+inline int PathNamed(const std::string& name) {
+  for (int p = 0; p < kNumPaths; ++p)
+    if (name == kPaths[p].name) return p;
+  return -1;
+}
 // Returns 0, or (wgmma paths) -1 when the driver has no tensor-map encoder / the CUresult of a
 // failed encode: then nothing was launched and the call must fail (the tiles fit no other kernel).
 // one_mul: the layer's scale bytes are all <= 128 (the folded-scale fast path).
-// The wgmma paths (4-9) read the gate_up operand in plain K order: RoutingArgs::plain_k.
 int LaunchGemm(const GemmArgs& a, bool gate_up, int path, bool one_mul, int max_tiles, cudaStream_t stream);
-// The wgmma prefill GEMM (moe_cuda_wgmma.cu; paths 4-9): token rows per tile, and the launch
-// (non-zero: -1 no tensor-map encoder in this driver, else the failed encode's CUresult;
-// nothing was enqueued).
-int WgmmaBm(int path);
+// The wgmma prefill GEMM (moe_cuda_wgmma.cu; paths kPathWgmma .. kPathWgmma192, bn = their tile
+// height): non-zero is -1 (no tensor-map encoder in this driver) or the failed encode's
+// CUresult, and nothing was enqueued.
 bool WgmmaAvailable();
 int LaunchWgmmaGemm(const GemmArgs& a, bool gate_up, bool one_mul, int bn, int max_tiles, cudaStream_t stream);
-// The weights-through-shared-memory variant (moe_cuda_wgmma_ss.cu; paths 12, 13, 14, tiles of
-// `tokens` = 64, 128 or 192 token rows; not in kAuto): returns as LaunchWgmmaGemm.
+// The weights-through-shared-memory variant (moe_cuda_wgmma_ss.cu; paths kPathSs .. kPathSs64,
+// tiles of `tokens` = 128, 192 or 64 token rows; not in kAuto): returns as LaunchWgmmaGemm.
 int LaunchWgmmaSsGemm(const GemmArgs& a, bool gate_up, bool one_mul, int tokens, int max_tiles, cudaStream_t stream);
 void LaunchDecodeGemm(const GemmArgs& a, bool gate_up, bool rows16, bool one_mul, int max_tiles,
                       cudaStream_t stream);

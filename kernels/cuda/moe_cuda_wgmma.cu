@@ -1,6 +1,6 @@
 // The prefill grouped GEMM on Hopper tensor cores (wgmma, sm_90a): MXFP4 weights x bf16
 // activations, fp32 accumulation, one launch per matrix (gate_up with bias + SwiGLU, down with
-// bias x routing weight). Paths 4/5/6 of LaunchGemm = 128/64/256 token rows per tile
+// bias x routing weight). Paths kPathWgmma .. kPathWgmma192 of LaunchGemm (token rows per tile: kPaths)
 // (README.md here has the data flow; WGMMA.md the measurements and what is left).
 //
 // Orientation: the weights are wgmma's A operand, from registers: each warp streams its 16
@@ -35,12 +35,12 @@
 #include "kernels/cuda/moe_cuda_gemm.cuh"
 #include "kernels/cuda/moe_cuda_launch.h"
 #include "kernels/cuda/moe_cuda_tma.h"
-#include "kernels/cuda/moe_cuda_wgmma_epi.cuh"
+#include "kernels/cuda/moe_cuda_wgmma_common.cuh"
 
 namespace mxserve::kernels::cuda::internal {
 namespace {
 
-// (wgmma fence / commit / wait, SmemDesc and the epilogue are in moe_cuda_wgmma_epi.cuh)
+// (wgmma fence / commit / wait, SmemDesc and the epilogue are in moe_cuda_wgmma_common.cuh)
 template <int BN>
 __device__ __forceinline__ void WgmmaRs(float (&d)[BN / 2], uint32_t a0, uint32_t a1, uint32_t a2,
                                         uint32_t a3, uint64_t desc);
@@ -240,20 +240,13 @@ __global__ void __launch_bounds__(128 * (NC + 1), CB) WgmmaGemmKernel(const __gr
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(ConsumerRegs<NC, CB>()));
 
   const int warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-  const int nt_total = p.n >> 3;
-  const int64_t rg_bytes = int64_t(4) * p.kp;  // 8 rows * kp/2
-  const uint8_t* qe = p.q + int64_t(e) * nt_total * rg_bytes;
-  const uint8_t* se = p.sc + int64_t(e) * nt_total * p.chunks * 32;
+  const ExpertGroups wts = ExpertGroupsOf(p, e);
   // Row group of (m64 block j, half r): rows rb + 8r .. +7, rb = this warp's first row.
   int rg[MW][2];
-  bool rv[MW][2];
 #pragma unroll
   for (int j = 0; j < MW; ++j)
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      rg[j][r] = ((blockIdx.x * NC + wg) * MW * 64 + j * 64 + warp * 16 + 8 * r) >> 3;
-      rv[j][r] = rg[j][r] < nt_total;
-    }
+    for (int r = 0; r < 2; ++r) rg[j][r] = ((blockIdx.x * NC + wg) * MW * 64 + j * 64 + warp * 16 + 8 * r) >> 3;
 
   float acc[MW][BN / 2];
 #pragma unroll
@@ -265,7 +258,7 @@ __global__ void __launch_bounds__(128 * (NC + 1), CB) WgmmaGemmKernel(const __gr
 #pragma unroll
     for (int j = 0; j < MW; ++j)
 #pragma unroll
-      for (int r = 0; r < 2; ++r) LoadGroupChunk(p, qe, se, rg_bytes, rg[j][r], rv[j][r], c, lane, q[j][r], sc[j][r]);
+      for (int r = 0; r < 2; ++r) LoadGroupChunk(p, wts, rg[j][r], c, lane, q[j][r], sc[j][r]);
   };
 
   const uint32_t smem_base = SmemAddr(smem);
@@ -345,13 +338,6 @@ __global__ void __launch_bounds__(128 * (NC + 1), CB) WgmmaGemmKernel(const __gr
 }  // namespace
 
 // ---- host side --------------------------------------------------------------------------------
-// Path 4: 128 token rows per tile; path 5: 64 (fewer rows per expert); path 6: 256; paths 7, 8, 9: 48,
-// 32, 40; path 10: 96; path 11: 192; paths 12, 13, 14: 128, 192, 64 (weights through shared memory,
-// moe_cuda_wgmma_ss.cu).
-int WgmmaBm(int path) {
-  return path == 5 ? 64 : path == 6 ? 256 : path == 7 ? 48 : path == 8 ? 32 : path == 9 ? 40 : path == 10 ? 96 : path == 11 || path == 13 ? 192 : path == 14 ? 64 : 128;
-}
-
 PFN_cuTensorMapEncodeTiled_v12000 TensorMapEncoder() {
   static PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
     void* f = nullptr;
@@ -401,10 +387,12 @@ void LaunchCfg(const CUtensorMap& map, const GemmArgs& a, bool gate_up, bool one
 //        2026-11-30); epi the same with them fetched at the start;
 //   nc3, nc4, n5, n6   3, 4, 5, 6 x 64, one CTA.
 // The default (kDefault) per tile height: n6 at 32, 40 and 48 token rows (8th session: 5 % at
-// 768-1280 tokens against x2), n5 at 64 (3 % at 1536 against x2), nc3 at 128, epi at 256. More
-// warpgroups per SM won over more weight rows per warpgroup (2 x 128 or 3 x 128 per CTA); each
-// configuration is built only where it compiles without spills in the registers ptxas compiles
-// it for (LaunchRegs: n6 72, n5 80, nc4 96; nc4 spills at 128 rows, n6 at 64).
+// 768-1280 tokens against x2), n5 at 64 (3 % at 1536 against x2), nc4 at 96 and 128 (at 128 with
+// the weights loaded at the start of their chunk, PF = 0: 3-4 % at 3072-8192 against nc3), nc3
+// at 192 (PF = 0), epi at 256. More warpgroups per SM won over more weight rows per warpgroup
+// (2 x 128 or 3 x 128 per CTA); each configuration is built only where it compiles without
+// spills in the registers ptxas compiles it for (LaunchRegs: n6 72, n5 80, nc4 96, nc3 128; n6
+// spills at 64, n5 at 96).
 enum WgmmaConfig { kDefault, kEpi, kNc2, kNc3, kNc4, kN5, kN6, kX2 };
 WgmmaConfig WgmmaCfg() {
   static const WgmmaConfig v = [] {

@@ -30,7 +30,7 @@
 #include "kernels/cuda/moe_cuda_launch.h"
 #include "kernels/cuda/moe_cuda_swizzle.h"
 #include "kernels/cuda/moe_cuda_tma.h"
-#include "kernels/cuda/moe_cuda_wgmma_epi.cuh"
+#include "kernels/cuda/moe_cuda_wgmma_common.cuh"
 
 namespace mxserve::kernels::cuda::internal {
 namespace {
@@ -45,7 +45,7 @@ struct SsShape {
   static constexpr int kTokens = 64 * KW;
   static constexpr uint32_t kSlabA = kTokens * 128;  // bytes of one A stage
   static constexpr int kThreads = 128 * KW + 128 + 32;  // consumers, dequant warpgroup, producer warp
-  // Weight chunks the dequant warps load ahead (1 at KW = 3, to fit the 96 registers of 544 threads).
+  // Weight chunks the dequant warps load ahead (1 at KW = 1 and 3, whose 96 registers do not hold 2).
   static constexpr int kPf = KW == 2 ? 2 : 1;
   static constexpr int kCtas = KW == 1 ? 2 : 1;  // per SM (__launch_bounds__)
   static constexpr size_t kStages = size_t(kSsStages) * (kSlabA + kSsSlabB);
@@ -112,20 +112,11 @@ __global__ void __launch_bounds__(SsShape<KW>::kThreads, SsShape<KW>::kCtas)
   }
   if (wg == KW) {  // dequant warpgroup: weight rows [n0, n0 + 128) of expert e into B[s]
     const int warp = (threadIdx.x >> 5) & 3, g = lane >> 2, t = lane & 3;
-    const int nt_total = p.n >> 3;
-    const int64_t rg_bytes = int64_t(4) * p.kp;  // 8 rows * kp/2
-    const uint8_t* qe = p.q + int64_t(e) * nt_total * rg_bytes;
-    const uint8_t* se = p.sc + int64_t(e) * nt_total * p.chunks * 32;
-    int rg[4];  // this warp's row groups (local 4 * warp + j), global index
-    bool rv[4];
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      rg[j] = blockIdx.x * (kSsRows / 8) + 4 * warp + j;
-      rv[j] = rg[j] < nt_total;
-    }
+    const ExpertGroups wts = ExpertGroupsOf(p, e);
+    const int rg0 = blockIdx.x * (kSsRows / 8) + 4 * warp;  // this warp's row groups: rg0 + j, j < 4
     auto load_chunk = [&](int c, uint4 (&q)[4], uint32_t (&sc)[4]) {
 #pragma unroll
-      for (int j = 0; j < 4; ++j) LoadGroupChunk(p, qe, se, rg_bytes, rg[j], rv[j], c, lane, q[j], sc[j]);
+      for (int j = 0; j < 4; ++j) LoadGroupChunk(p, wts, rg0 + j, c, lane, q[j], sc[j]);
     };
     const uint32_t sb_base = SmemAddr(sb);
     constexpr int kPf = SsShape<KW>::kPf;

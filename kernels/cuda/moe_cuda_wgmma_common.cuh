@@ -1,7 +1,8 @@
 // What the two wgmma GEMMs share (moe_cuda_wgmma.cu: weights from registers, the A operand;
 // moe_cuda_wgmma_ss.cu: weights through shared memory, the B operand): the wgmma PTX wrappers,
-// the shared-memory descriptor, and the epilogue from an fp32 tile in shared memory. Private to
-// kernels/cuda; sm_90a only.
+// the shared-memory descriptor, the tile read, the token-slab producer, one row group's weight
+// chunk, and the epilogue from an fp32 tile in shared memory. Private to kernels/cuda; sm_90a
+// only.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -56,22 +57,36 @@ __device__ __forceinline__ void ProduceTokenSlabs(const CUtensorMap* tmap, uint8
   }
 }
 
-// Chunk c of 8-row group rg of expert e's weights in the upload layout (qe, se: the expert's
-// blocks and scales; rg_bytes = 4 kp): this lane's 16 bytes (8 in the 64-K tail chunk, upper
-// half zero) and its row's scale word; zeros and neutral scales when the group is past the
-// matrix (valid false).
-__device__ __forceinline__ void LoadGroupChunk(const GemmArgs& p, const uint8_t* qe, const uint8_t* se,
-                                               int64_t rg_bytes, int rg, bool valid, int c, int lane, uint4& q,
-                                               uint32_t& sc) {
-  if (valid) {
-    const uint8_t* base = qe + rg * rg_bytes + int64_t(c) * 512;
+// One expert's weights in the upload layout: its blocks and scales, the bytes of one 8-row group
+// (4 kp), and its 8-row groups (n / 8).
+struct ExpertGroups {
+  const uint8_t* q;
+  const uint8_t* sc;
+  int64_t rg_bytes;
+  int groups;
+};
+__device__ __forceinline__ ExpertGroups ExpertGroupsOf(const GemmArgs& p, int e) {
+  ExpertGroups w;
+  w.groups = p.n >> 3;
+  w.rg_bytes = int64_t(4) * p.kp;
+  w.q = p.q + int64_t(e) * w.groups * w.rg_bytes;
+  w.sc = p.sc + int64_t(e) * w.groups * p.chunks * 32;
+  return w;
+}
+
+// Chunk c of 8-row group rg of the expert: this lane's 16 bytes (8 in the 64-K tail chunk,
+// upper half zero) and its row's scale word; zeros and neutral scales past the matrix.
+__device__ __forceinline__ void LoadGroupChunk(const GemmArgs& p, const ExpertGroups& w, int rg, int c, int lane,
+                                               uint4& q, uint32_t& sc) {
+  if (rg < w.groups) {
+    const uint8_t* base = w.q + rg * w.rg_bytes + int64_t(c) * 512;
     if (c < p.nfull) {
       q = LdStream16(base + lane * 16);
     } else {
       const uint2 v = LdStream8(base + lane * 8);
       q = make_uint4(v.x, v.y, 0, 0);
     }
-    sc = __ldg(reinterpret_cast<const uint32_t*>(se + (int64_t(rg) * p.chunks + c) * 32 + (lane >> 2) * 4));
+    sc = __ldg(reinterpret_cast<const uint32_t*>(w.sc + (int64_t(rg) * p.chunks + c) * 32 + (lane >> 2) * 4));
   } else {
     q = make_uint4(0, 0, 0, 0);
     sc = 0x7F7F7F7Fu;
