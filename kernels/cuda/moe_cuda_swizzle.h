@@ -25,4 +25,12 @@ MXSERVE_SWZ_HD uint32_t SwizzledOffset128(int n, int k) {
 // 2 st + h = k16 step st, k 2t + 8h (+0, +1) of the block (the mma.sync B / wgmma A fragment).
 MXSERVE_SWZ_HD int SsDequantK(int bb, int u, int t) { return 32 * bb + 16 * (u >> 1) + 8 * (u & 1) + 2 * t; }
 
+// The address `lane` gives one stmatrix.m8n8.x4 that stores decoded registers 0..3 of k32 block
+// bb of an 8-row group at once (byte offset from the group's first row): register u of lane
+// (g, t) is row g, columns 2t, 2t + 1 of 8 x 8 matrix u, whose rows are the 16-byte K chunk
+// 4 bb + u, so lane l names row l % 8 of matrix l / 8. The same places as SsDequantK's stores.
+MXSERVE_SWZ_HD uint32_t SsStmatrixOffset(int lane, int bb) {
+  return SwizzledOffset128(lane & 7, 8 * (4 * bb + (lane >> 3)));
+}
+
 }  // namespace mxserve::kernels::cuda::internal

@@ -43,17 +43,28 @@ __device__ __forceinline__ bool ReadWgmmaTile(const GemmArgs& p, int tile, Wgmma
   return true;
 }
 
-// The producer's loop (one thread): slab i of the tile's token rows into stage i % S of `stages`
-// (kStageBytes each), completing on full[s], once empty[s] has released the slab S before it.
+// Slab i of the tile's token rows into stage s of `stages` (kStageBytes each), completing on
+// full[s] (one thread; the stage must be free).
+template <uint32_t kStageBytes>
+__device__ __forceinline__ void IssueTokenSlab(const CUtensorMap* tmap, uint8_t* stages, uint64_t* full, int s,
+                                               int i, int row0) {
+  MbarExpectTx(&full[s], kStageBytes);
+  TmaLoad2d(stages + s * kStageBytes, tmap, &full[s], i * 64, row0);
+}
+__device__ __forceinline__ void PrefetchTensorMap(const CUtensorMap* tmap) {
+  asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(tmap)) : "memory");
+}
+
+// The producer's loop (one thread): slab i into stage i % S once empty[s] has released the slab
+// S before it.
 template <int S, uint32_t kStageBytes>
 __device__ __forceinline__ void ProduceTokenSlabs(const CUtensorMap* tmap, uint8_t* stages, uint64_t* full,
                                                   uint64_t* empty, int nslabs, int row0) {
-  asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(tmap)) : "memory");
+  PrefetchTensorMap(tmap);
   for (int i = 0; i < nslabs; ++i) {
     const int s = i % S;
     MbarWait(&empty[s], ((i / S) & 1) ^ 1);
-    MbarExpectTx(&full[s], kStageBytes);
-    TmaLoad2d(stages + s * kStageBytes, tmap, &full[s], i * 64, row0);
+    IssueTokenSlab<kStageBytes>(tmap, stages, full, s, i, row0);
   }
 }
 

@@ -1,24 +1,25 @@
 // The prefill grouped GEMM with the weights through shared memory (wgmma SS, sm_90a): paths 12,
 // 13, 14 (MXSERVE_CUDA_MOE_PATH=wgmmass / wgmmass192 / wgmmass64: 128- / 192- / 64-row token
-// tiles; not in kAuto). Written in the eighth session after its device time was spent:
-// compiled, NOT run on a GPU yet (WGMMA.md, "Next", 0).
+// tiles). Correct on the GPU (run_all.sh ss) but slower than the register-A kernel at every
+// token count measured (512 .. 16384), so not in kAuto: the dequant warps bound it (WGMMA.md,
+// "The SS kernel on the GPU").
 //
 // Why: in the register-A kernel (moe_cuda_wgmma.cu) every consumer warp decodes its own weights
 // between its wgmma groups, and the accumulators of one m64 x N block cap the warpgroups per SM.
 // Here the roles split: tokens are the A operand (m64 per consumer warpgroup, TMA slabs as in
 // the other kernel), weights the B operand (N = 128 weight rows per CTA), decoded once per CTA
-// by a dequant warpgroup into a shared-memory ring in the same K-major 128-byte-swizzled layout
-// that TMA writes; the consumers only wait and issue wgmma.
+// by dequant warps into a shared-memory ring in the same K-major 128-byte-swizzled layout that
+// TMA writes (one stmatrix per k32 block and 8-row group); the consumers only wait and issue wgmma.
 //
-// CTA (128 KW + 160 threads): warpgroups 0 .. KW-1 consume (token rows 64 w .. 64 w + 63 of the
-// tile; accumulators 64 x 128 fp32 each), warpgroup KW decodes (4 weight row groups of 8 per
-// warp), the last warp's lane 0 issues the activation TMA. KW = 3 decodes each weight once for
-// 1.5 times the tokens of KW = 2. (KW = 4 does not compile: 672 threads leave 80 registers, and
-// wgmma m64n128 needs more.) Per 64-K slab s: the producer fills A[s] (full_a), the dequant
-// warps write B[s] and arrive on full_b after a proxy fence (generic-proxy stores, read by the
-// async proxy), each consumer warp releases both through empty[s] once its wgmma group of the
-// slab has completed. K is in plain order on both sides (the gather's plain_k, the gate_up
-// epilogue's down operand). Every output is one fp32 sum in a fixed K order: deterministic.
+// CTA (128 (KW + kDw) threads): warpgroups 0 .. KW-1 consume (token rows 64 w .. 64 w + 63 of
+// the tile; accumulators 64 x 128 fp32 each), kDw warpgroups decode (4 / kDw weight row groups of
+// 8 per warp), and the first dequant warp's lane 0 also issues the activation TMA (a producer
+// warp of its own would leave KW = 3 80 registers). KW = 3 decodes each weight once for 1.5 times
+// the tokens of KW = 2. Per 64-K slab s: the token slab fills A[s] (full_a), the dequant warps
+// write B[s] and arrive on full_b after a proxy fence (generic-proxy stores, read by the async
+// proxy), each consumer warp releases both through empty[s] once its wgmma group of the slab has
+// completed. K is in plain order on both sides (the gather's plain_k, the gate_up epilogue's
+// down operand). Every output is one fp32 sum in a fixed K order: deterministic.
 #include <cuda.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -44,9 +45,13 @@ template <int KW>
 struct SsShape {
   static constexpr int kTokens = 64 * KW;
   static constexpr uint32_t kSlabA = kTokens * 128;  // bytes of one A stage
-  static constexpr int kThreads = 128 * KW + 128 + 32;  // consumers, dequant warpgroup, producer warp
-  // Weight chunks the dequant warps load ahead (1 at KW = 1 and 3, whose 96 registers do not hold 2).
-  static constexpr int kPf = KW == 2 ? 2 : 1;
+  // Dequant warpgroups: with one, each dequant warp issued about once per 8 cycles and the
+  // consumers waited (the first GPU profile), so two where the registers allow it.
+  static constexpr int kDw = KW == 1 ? 1 : 2;
+  static constexpr int kRg = 4 / kDw;  // 8-row weight groups per dequant warp
+  static constexpr int kThreads = 128 * (KW + kDw);  // consumers, dequant (its first lane issues the token TMA)
+  // Weight chunks the dequant warps load ahead.
+  static constexpr int kPf = 2;
   static constexpr int kCtas = KW == 1 ? 2 : 1;  // per SM (__launch_bounds__)
   static constexpr size_t kStages = size_t(kSsStages) * (kSlabA + kSsSlabB);
   static constexpr size_t kSmem = kStages + 1024;
@@ -77,8 +82,12 @@ __device__ __forceinline__ void WgmmaSs128(float (&d)[64], uint64_t da, uint64_t
 }
 
 __device__ __forceinline__ void FenceProxyAsync() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
-__device__ __forceinline__ void StShared32(uint32_t addr, uint32_t v) {
-  asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(v) : "memory");
+// Four 8 x 8 bf16 matrices, register i of every lane into matrix i (mma fragment order); lane l
+// names row l % 8 of matrix l / 8.
+__device__ __forceinline__ void StMatrixX4(uint32_t addr, const uint32_t (&r)[4]) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(r[0]),
+               "r"(r[1]), "r"(r[2]), "r"(r[3])
+               : "memory");
 }
 
 template <int KW, bool kGateUp, bool kOneMul>
@@ -98,7 +107,7 @@ __global__ void __launch_bounds__(SsShape<KW>::kThreads, SsShape<KW>::kCtas)
 #pragma unroll
     for (int s = 0; s < kSsStages; ++s) {
       MbarInit(&full_a[s], 1);
-      MbarInit(&full_b[s], 128);
+      MbarInit(&full_b[s], 128 * SsShape<KW>::kDw);
       MbarInit(&empty[s], 4 * KW);  // lane 0 of each consumer warp
     }
     FenceMbarInit();
@@ -106,24 +115,25 @@ __global__ void __launch_bounds__(SsShape<KW>::kThreads, SsShape<KW>::kCtas)
   __syncthreads();
 
   const int wg = threadIdx.x >> 7, lane = threadIdx.x & 31;
-  if (threadIdx.x >= 128 * (KW + 1)) {  // producer warp: the token slabs
-    if (lane == 0) ProduceTokenSlabs<kSsStages, SsShape<KW>::kSlabA>(&tmap, sa, full_a, empty, nslabs, row0);
-    return;
-  }
-  if (wg == KW) {  // dequant warpgroup: weight rows [n0, n0 + 128) of expert e into B[s]
-    const int warp = (threadIdx.x >> 5) & 3, g = lane >> 2, t = lane & 3;
+  constexpr int kRg = SsShape<KW>::kRg;
+  if (wg >= KW) {  // dequant warps: weight rows [n0, n0 + 128) of expert e into B[s]
+    const int warp = (threadIdx.x - 128 * KW) >> 5;  // 0 .. 4 kDw - 1
     const ExpertGroups wts = ExpertGroupsOf(p, e);
-    const int rg0 = blockIdx.x * (kSsRows / 8) + 4 * warp;  // this warp's row groups: rg0 + j, j < 4
-    auto load_chunk = [&](int c, uint4 (&q)[4], uint32_t (&sc)[4]) {
+    const int rgl0 = kRg * warp;                          // this warp's local row groups: rgl0 + j, j < kRg
+    const int rg0 = blockIdx.x * (kSsRows / 8) + rgl0;
+    auto load_chunk = [&](int c, uint4 (&q)[kRg], uint32_t (&sc)[kRg]) {
 #pragma unroll
-      for (int j = 0; j < 4; ++j) LoadGroupChunk(p, wts, rg0 + j, c, lane, q[j], sc[j]);
+      for (int j = 0; j < kRg; ++j) LoadGroupChunk(p, wts, rg0 + j, c, lane, q[j], sc[j]);
     };
+    const uint32_t off[2] = {SsStmatrixOffset(lane, 0), SsStmatrixOffset(lane, 1)};
+    const bool tma = warp == 0 && lane == 0;  // also the token slabs' producer (a warp of its own costs registers)
+    if (tma) PrefetchTensorMap(&tmap);
     const uint32_t sb_base = SmemAddr(sb);
     constexpr int kPf = SsShape<KW>::kPf;
     // Chunk c's words live in register slot c % (kPf + 1) (the loop is unrolled by kPf + 1
     // so that every slot index is a constant).
-    uint4 qr[kPf + 1][4];
-    uint32_t sr[kPf + 1][4];
+    uint4 qr[kPf + 1][kRg];
+    uint32_t sr[kPf + 1][kRg];
 #pragma unroll
     for (int d = 0; d < kPf; ++d)
       if (d < p.chunks) load_chunk(d, qr[d], sr[d]);
@@ -139,10 +149,10 @@ __global__ void __launch_bounds__(SsShape<KW>::kThreads, SsShape<KW>::kCtas)
             if (hh < halves) {
               const int i = 2 * c + hh, s = i % kSsStages;
               MbarWait(&empty[s], ((i / kSsStages) & 1) ^ 1);
-              const uint32_t stage = sb_base + s * kSsSlabB;
+              if (tma) IssueTokenSlab<SsShape<KW>::kSlabA>(&tmap, sa, full_a, s, i, row0);
+              const uint32_t stage = sb_base + s * kSsSlabB + rgl0 * 1024;  // 8 rows x 128 bytes per group
 #pragma unroll
-              for (int j = 0; j < 4; ++j) {
-                const int n = 8 * (4 * warp + j) + g;  // local weight row = B row
+              for (int j = 0; j < kRg; ++j) {
 #pragma unroll
                 for (int bb = 0; bb < 2; ++bb) {
                   const int b = 2 * hh + bb;  // k32 block within the chunk
@@ -150,10 +160,7 @@ __global__ void __launch_bounds__(SsShape<KW>::kThreads, SsShape<KW>::kCtas)
                   const uint32_t w = b == 0 ? qq.x : b == 1 ? qq.y : b == 2 ? qq.z : qq.w;
                   uint32_t r[4];
                   DecodeScaled<kOneMul>(w, sr[d][j], b, r);
-#pragma unroll
-                  for (int u = 0; u < 4; ++u) {
-                    StShared32(stage + SwizzledOffset128(n, SsDequantK(bb, u, t)), r[u]);
-                  }
+                  StMatrixX4(stage + j * 1024 + off[bb], r);
                 }
               }
               FenceProxyAsync();

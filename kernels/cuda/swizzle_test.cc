@@ -58,5 +58,35 @@ TEST(SsSwizzle, OneRegisterStoreOfAWarpHitsEveryBankOnce) {
       }
 }
 
+TEST(SsSwizzle, StmatrixStoresWhereThePerRegisterStoresDo) {
+  // stmatrix.m8n8.x4: element (row r, column c) of matrix i comes from lane 4 r + c / 2,
+  // register i, half c % 2, and lands at the address lane 8 i + r gave, plus 2 c.
+  for (int G = 0; G < 16; ++G)
+    for (int bb = 0; bb < 2; ++bb)
+      for (int i = 0; i < 4; ++i)
+        for (int r = 0; r < 8; ++r)
+          for (int c = 0; c < 8; ++c) {
+            const int lane = 4 * r + c / 2;
+            const uint32_t got = uint32_t(G) * 1024u + SsStmatrixOffset(8 * i + r, bb) + 2u * uint32_t(c);
+            const uint32_t want = SwizzledOffset128(8 * G + (lane >> 2), SsDequantK(bb, i, lane & 3)) + 2u * (c % 2);
+            ASSERT_EQ(got, want) << "G " << G << " bb " << bb << " matrix " << i << " row " << r << " col " << c;
+          }
+}
+
+TEST(SsSwizzle, StmatrixRowsOfOneMatrixHitEveryBankGroupOnce) {
+  // One matrix's 8 rows of 16 bytes are one shared-memory wavefront when their 16-byte
+  // chunks fall in 8 distinct 4-bank groups.
+  for (int bb = 0; bb < 2; ++bb)
+    for (int i = 0; i < 4; ++i) {
+      std::set<uint32_t> groups;
+      for (int r = 0; r < 8; ++r) {
+        const uint32_t off = SsStmatrixOffset(8 * i + r, bb);
+        ASSERT_EQ(off % 16, 0u);
+        groups.insert((off / 16) % 8);
+      }
+      EXPECT_EQ(groups.size(), 8u) << "bb " << bb << " matrix " << i;
+    }
+}
+
 }  // namespace
 }  // namespace mxserve::kernels::cuda::internal
