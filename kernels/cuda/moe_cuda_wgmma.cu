@@ -202,9 +202,15 @@ __global__ void __launch_bounds__(128 * (NC + 1), CB) WgmmaGemmKernel(const __gr
   __shared__ float s_w[kEpi && !kGateUp ? BN : 1];
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
 
-  WgmmaTile tl;
-  if (!ReadWgmmaTile(p, blockIdx.y, tl)) return;
-  const int e = tl.e, row0 = tl.row0, rows = tl.rows;
+  // The tile read, the weight addressing and the chunk load are spelled out in this kernel rather
+  // than taken from moe_cuda_wgmma_common.cuh (ReadWgmmaTile, ExpertGroupsOf, LoadGroupChunk, as
+  // the SS kernel does): with those, the PTX was the same but for a few prologue instructions,
+  // yet ptxas emitted different code for 66 of the 96 instantiations and 4096 tokens (192-row
+  // tiles) ran 4.5 % slower (ninth session, against the older build in the same call).
+  const int tile = blockIdx.y;
+  if (tile >= __ldg(p.ntiles)) return;
+  const int e = __ldg(p.tiles + 3 * tile), row0 = __ldg(p.tiles + 3 * tile + 1),
+            rows = __ldg(p.tiles + 3 * tile + 2);
   const int nslabs = p.kp / 64;
   if (threadIdx.x == 0) {
 #pragma unroll
@@ -240,13 +246,21 @@ __global__ void __launch_bounds__(128 * (NC + 1), CB) WgmmaGemmKernel(const __gr
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(ConsumerRegs<NC, CB>()));
 
   const int warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-  const ExpertGroups wts = ExpertGroupsOf(p, e);
+  // The weight addressing and the chunk load are spelled out here, like the tile read above (see there).
+  const int nt_total = p.n >> 3;
+  const int64_t rg_bytes = int64_t(4) * p.kp;  // 8 rows * kp/2
+  const uint8_t* qe = p.q + int64_t(e) * nt_total * rg_bytes;
+  const uint8_t* se = p.sc + int64_t(e) * nt_total * p.chunks * 32;
   // Row group of (m64 block j, half r): rows rb + 8r .. +7, rb = this warp's first row.
   int rg[MW][2];
+  bool rv[MW][2];
 #pragma unroll
   for (int j = 0; j < MW; ++j)
 #pragma unroll
-    for (int r = 0; r < 2; ++r) rg[j][r] = ((blockIdx.x * NC + wg) * MW * 64 + j * 64 + warp * 16 + 8 * r) >> 3;
+    for (int r = 0; r < 2; ++r) {
+      rg[j][r] = ((blockIdx.x * NC + wg) * MW * 64 + j * 64 + warp * 16 + 8 * r) >> 3;
+      rv[j][r] = rg[j][r] < nt_total;
+    }
 
   float acc[MW][BN / 2];
 #pragma unroll
@@ -255,10 +269,25 @@ __global__ void __launch_bounds__(128 * (NC + 1), CB) WgmmaGemmKernel(const __gr
     for (int i = 0; i < BN / 2; ++i) acc[j][i] = 0.f;
 
   auto load_chunk = [&](int c, uint4 (&q)[MW][2], uint32_t (&sc)[MW][2]) {
+    const bool tail = c >= p.nfull;
 #pragma unroll
     for (int j = 0; j < MW; ++j)
 #pragma unroll
-      for (int r = 0; r < 2; ++r) LoadGroupChunk(p, wts, rg[j][r], c, lane, q[j][r], sc[j][r]);
+      for (int r = 0; r < 2; ++r) {
+        if (rv[j][r]) {
+          const uint8_t* base = qe + rg[j][r] * rg_bytes + int64_t(c) * 512;
+          if (!tail) {
+            q[j][r] = LdStream16(base + lane * 16);
+          } else {
+            const uint2 v = LdStream8(base + lane * 8);
+            q[j][r] = make_uint4(v.x, v.y, 0, 0);
+          }
+          sc[j][r] = __ldg(reinterpret_cast<const uint32_t*>(se + (int64_t(rg[j][r]) * p.chunks + c) * 32 + g * 4));
+        } else {
+          q[j][r] = make_uint4(0, 0, 0, 0);
+          sc[j][r] = 0x7F7F7F7Fu;
+        }
+      }
   };
 
   const uint32_t smem_base = SmemAddr(smem);

@@ -2,7 +2,7 @@
 // 13, 14 (MXSERVE_CUDA_MOE_PATH=wgmmass / wgmmass192 / wgmmass64: 128- / 192- / 64-row token
 // tiles). Correct on the GPU (run_all.sh ss) but slower than the register-A kernel at every
 // token count measured (512 .. 16384), so not in kAuto: the dequant warps bound it (WGMMA.md,
-// "The SS kernel on the GPU").
+// "Next", 0).
 //
 // Why: in the register-A kernel (moe_cuda_wgmma.cu) every consumer warp decodes its own weights
 // between its wgmma groups, and the accumulators of one m64 x N block cap the warpgroups per SM.
