@@ -1,8 +1,10 @@
 // What the two wgmma GEMMs share (moe_cuda_wgmma.cu: weights from registers, the A operand;
 // moe_cuda_wgmma_ss.cu: weights through shared memory, the B operand): the wgmma PTX wrappers,
-// the shared-memory descriptor, the tile read, the token-slab producer, one row group's weight
-// chunk, and the epilogue from an fp32 tile in shared memory. Private to kernels/cuda; sm_90a
-// only.
+// the shared-memory descriptor, the token-slab producer and the epilogue from an fp32 tile in
+// shared memory. The tile read and one row group's weight chunk (ReadWgmmaTile, ExpertGroupsOf,
+// LoadGroupChunk) are the SS kernel's only: the register-A kernel spells them out, because with
+// these ptxas emitted slower code for it (the comment at its tile read). Private to
+// kernels/cuda; sm_90a only.
 #pragma once
 
 #include <cuda_runtime.h>
