@@ -13,7 +13,7 @@
 # with each other decode kernel pinned), sanitize (compute-sanitizer
 # memcheck on two small shapes), bench (gpt-oss-120b + same-run baselines incl. triton_kernels'
 # matmul_ogs: one table),
-# paths (each kernel configuration pinned), decode (the decode kernel variants side by side),
+# paths (each kernel configuration pinned; PATH_SHAPE, PATH_TOKENS, PATHS), decode (the decode kernel variants side by side),
 # wgmmacfg (the wgmma configurations checked and timed), fused (the one-launch layer at <= 4
 # token-slots: checked per configuration, sanitizers, timed against the unfused kernels), stamps
 # (its phase timeline per configuration), ss (the weights-through-shared-memory wgmma kernel
@@ -83,10 +83,12 @@ for s in $steps; do
       PYTHONUNBUFFERED=1 PYTHONPATH=.triton_kernels${PYTHONPATH:+:$PYTHONPATH} python3 bench/gpu/baselines.py "$OUT/ours.csv" ${BENCH_SHAPES:-gpt-oss-120b} \
         ${BENCH_TOKENS:-1,4,16,64,256,1024,4096,16384} 2>&1 | tee "$OUT/table.txt" || rc=1 ;;
     paths)
-      # The same layer with each kernel configuration pinned (what kAuto's thresholds rest on).
+      # The same layer with each kernel configuration pinned (what kAuto's thresholds rest on);
+      # PATH_SHAPE picks another shape (kAuto's limits were set on gpt-oss-120b).
+      S=${PATH_SHAPE:-gpt-oss-120b}
       for P in ${PATHS:-decode decode16 mid prefill wgmma32 wgmma40 wgmma48 wgmma64 wgmma96 wgmma wgmma192 wgmma256}; do
         echo "## path $P"
-        MXSERVE_CUDA_MOE_PATH=$P $B/mxserve-bench-moe-gpu "/tmp/paths_$P.csv" gpt-oss-120b ${PATH_TOKENS:-16,256,1024,4096} | grep '^| gpt'
+        MXSERVE_CUDA_MOE_PATH=$P $B/mxserve-bench-moe-gpu "/tmp/paths_$P.csv" $S ${PATH_TOKENS:-16,256,1024,4096} | grep "^| $S "
       done 2>&1 | tee "$OUT/paths.txt" ;;
     decode)
       # The decode kernels side by side (what the defaults rest on): K-streamed TMA (4- and
