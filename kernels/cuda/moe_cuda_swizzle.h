@@ -23,6 +23,7 @@ MXSERVE_SWZ_HD uint32_t SwizzledOffset128(int n, int k) {
 // K (within the 64-K slab) of the first of the two bf16 in decoded register u (0..3) of k32 block
 // bb (0, 1) of the slab, for lane t (= lane & 3) of the upload layout: Decode4 leaves register
 // 2 st + h = k16 step st, k 2t + 8h (+0, +1) of the block (the mma.sync B / wgmma A fragment).
+// The reference the stmatrix addresses below are checked against (swizzle_test.cc).
 MXSERVE_SWZ_HD int SsDequantK(int bb, int u, int t) { return 32 * bb + 16 * (u >> 1) + 8 * (u & 1) + 2 * t; }
 
 // The address `lane` gives one stmatrix.m8n8.x4 that stores decoded registers 0..3 of k32 block

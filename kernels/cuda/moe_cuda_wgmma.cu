@@ -203,8 +203,8 @@ __global__ void __launch_bounds__(128 * (NC + 1), CB) WgmmaGemmKernel(const __gr
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
 
   // The tile read, the weight addressing and the chunk load are spelled out in this kernel rather
-  // than taken from moe_cuda_wgmma_common.cuh (ReadWgmmaTile, ExpertGroupsOf, LoadGroupChunk, as
-  // the SS kernel does): with those, the PTX was the same but for a few prologue instructions,
+  // than shared with the SS kernel (its ReadWgmmaTile, ExpertGroupsOf, LoadGroupChunk): with those
+  // helpers here, the PTX was the same but for a few prologue instructions,
   // yet ptxas emitted different code for 66 of the 96 instantiations and 4096 tokens (192-row
   // tiles) ran 4.5 % slower (ninth session, against the older build in the same call).
   const int tile = blockIdx.y;

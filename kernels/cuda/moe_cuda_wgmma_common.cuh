@@ -1,9 +1,8 @@
 // What the two wgmma GEMMs share (moe_cuda_wgmma.cu: weights from registers, the A operand;
 // moe_cuda_wgmma_ss.cu: weights through shared memory, the B operand): the wgmma PTX wrappers,
 // the shared-memory descriptor, the token-slab producer and the epilogue from an fp32 tile in
-// shared memory. The tile read and one row group's weight chunk (ReadWgmmaTile, ExpertGroupsOf,
-// LoadGroupChunk) are the SS kernel's only: the register-A kernel spells them out, because with
-// these ptxas emitted slower code for it (the comment at its tile read). Private to
+// shared memory. (The tile read and the weight-chunk load are written out in each kernel: shared,
+// ptxas emitted slower code for the register-A kernel; the comment at its tile read.) Private to
 // kernels/cuda; sm_90a only.
 #pragma once
 
@@ -32,19 +31,7 @@ __device__ __forceinline__ uint64_t SmemDesc(uint32_t addr) {
          (uint64_t(1) << 62);
 }
 
-// ---- operands ---------------------------------------------------------------------------------
-// Tile `tile` of the routing's list: held expert, first row, rows; false past the device count.
-struct WgmmaTile {
-  int e, row0, rows;
-};
-__device__ __forceinline__ bool ReadWgmmaTile(const GemmArgs& p, int tile, WgmmaTile& t) {
-  if (tile >= __ldg(p.ntiles)) return false;
-  t.e = __ldg(p.tiles + 3 * tile);
-  t.row0 = __ldg(p.tiles + 3 * tile + 1);
-  t.rows = __ldg(p.tiles + 3 * tile + 2);
-  return true;
-}
-
+// ---- the token operand ------------------------------------------------------------------------
 // Slab i of the tile's token rows into stage s of `stages` (kStageBytes each), completing on
 // full[s] (one thread; the stage must be free).
 template <uint32_t kStageBytes>
@@ -67,42 +54,6 @@ __device__ __forceinline__ void ProduceTokenSlabs(const CUtensorMap* tmap, uint8
     const int s = i % S;
     MbarWait(&empty[s], ((i / S) & 1) ^ 1);
     IssueTokenSlab<kStageBytes>(tmap, stages, full, s, i, row0);
-  }
-}
-
-// One expert's weights in the upload layout: its blocks and scales, the bytes of one 8-row group
-// (4 kp), and its 8-row groups (n / 8).
-struct ExpertGroups {
-  const uint8_t* q;
-  const uint8_t* sc;
-  int64_t rg_bytes;
-  int groups;
-};
-__device__ __forceinline__ ExpertGroups ExpertGroupsOf(const GemmArgs& p, int e) {
-  ExpertGroups w;
-  w.groups = p.n >> 3;
-  w.rg_bytes = int64_t(4) * p.kp;
-  w.q = p.q + int64_t(e) * w.groups * w.rg_bytes;
-  w.sc = p.sc + int64_t(e) * w.groups * p.chunks * 32;
-  return w;
-}
-
-// Chunk c of 8-row group rg of the expert: this lane's 16 bytes (8 in the 64-K tail chunk,
-// upper half zero) and its row's scale word; zeros and neutral scales past the matrix.
-__device__ __forceinline__ void LoadGroupChunk(const GemmArgs& p, const ExpertGroups& w, int rg, int c, int lane,
-                                               uint4& q, uint32_t& sc) {
-  if (rg < w.groups) {
-    const uint8_t* base = w.q + rg * w.rg_bytes + int64_t(c) * 512;
-    if (c < p.nfull) {
-      q = LdStream16(base + lane * 16);
-    } else {
-      const uint2 v = LdStream8(base + lane * 8);
-      q = make_uint4(v.x, v.y, 0, 0);
-    }
-    sc = __ldg(reinterpret_cast<const uint32_t*>(w.sc + (int64_t(rg) * p.chunks + c) * 32 + (lane >> 2) * 4));
-  } else {
-    q = make_uint4(0, 0, 0, 0);
-    sc = 0x7F7F7F7Fu;
   }
 }
 

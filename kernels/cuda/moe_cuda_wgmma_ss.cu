@@ -59,6 +59,55 @@ struct SsShape {
   static_assert(kCtas * kSmem <= (227u << 10), "kCtas CTAs per SM must fit");
 };
 
+// ---- operands (the register-A kernel writes these out itself: the comment at its tile read) ---
+// Tile `tile` of the routing's list: held expert, first row, rows; false past the device count.
+struct WgmmaTile {
+  int e, row0, rows;
+};
+__device__ __forceinline__ bool ReadWgmmaTile(const GemmArgs& p, int tile, WgmmaTile& t) {
+  if (tile >= __ldg(p.ntiles)) return false;
+  t.e = __ldg(p.tiles + 3 * tile);
+  t.row0 = __ldg(p.tiles + 3 * tile + 1);
+  t.rows = __ldg(p.tiles + 3 * tile + 2);
+  return true;
+}
+
+// One expert's weights in the upload layout: its blocks and scales, the bytes of one 8-row group
+// (4 kp), and its 8-row groups (n / 8).
+struct ExpertGroups {
+  const uint8_t* q;
+  const uint8_t* sc;
+  int64_t rg_bytes;
+  int groups;
+};
+__device__ __forceinline__ ExpertGroups ExpertGroupsOf(const GemmArgs& p, int e) {
+  ExpertGroups w;
+  w.groups = p.n >> 3;
+  w.rg_bytes = int64_t(4) * p.kp;
+  w.q = p.q + int64_t(e) * w.groups * w.rg_bytes;
+  w.sc = p.sc + int64_t(e) * w.groups * p.chunks * 32;
+  return w;
+}
+
+// Chunk c of 8-row group rg of the expert: this lane's 16 bytes (8 in the 64-K tail chunk,
+// upper half zero) and its row's scale word; zeros and neutral scales past the matrix.
+__device__ __forceinline__ void LoadGroupChunk(const GemmArgs& p, const ExpertGroups& w, int rg, int c, int lane,
+                                               uint4& q, uint32_t& sc) {
+  if (rg < w.groups) {
+    const uint8_t* base = w.q + rg * w.rg_bytes + int64_t(c) * 512;
+    if (c < p.nfull) {
+      q = LdStream16(base + lane * 16);
+    } else {
+      const uint2 v = LdStream8(base + lane * 8);
+      q = make_uint4(v.x, v.y, 0, 0);
+    }
+    sc = __ldg(reinterpret_cast<const uint32_t*>(w.sc + (int64_t(rg) * p.chunks + c) * 32 + (lane >> 2) * 4));
+  } else {
+    q = make_uint4(0, 0, 0, 0);
+    sc = 0x7F7F7F7Fu;
+  }
+}
+
 __device__ __forceinline__ void WgmmaSs128(float (&d)[64], uint64_t da, uint64_t db) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"

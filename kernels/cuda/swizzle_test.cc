@@ -2,7 +2,9 @@
 // the lanes of one 8-row group cover each (row, k) of a 64-K slab exactly once, and the byte
 // offsets are CuTe's Swizzle<3, 4, 3> of the row-major offset (what TMA's 128-byte swizzle
 // writes for the activations the same wgmma reads), pairs landing 4-byte aligned, one row per
-// 128 bytes, and a warp's store of one register conflict-free across the 32 banks.
+// 128 bytes. The kernel stores with stmatrix: its addresses must put every register pair where
+// the per-register placement (SsDequantK) does, one wavefront per 8 x 8 matrix. (The per-register
+// stores, the kernel's first version, were conflict-free too: the third test.)
 #include <set>
 #include <utility>
 
