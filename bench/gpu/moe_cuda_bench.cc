@@ -4,6 +4,10 @@
 // random batches) between reps,
 // median of reps. Prints a table and writes CSV (argv[1]) for bench/gpu/baselines.py.
 //   mxserve-bench-moe-gpu OUT.csv [shape,...] [tokens,...]
+// MXSERVE_BENCH_PATHS=auto,decode,wgmma32,... times each of those kernel configurations pinned
+// (internal::kPaths' names; auto: kAuto's choice) on the same uploaded layer, one row each (what
+// kAuto's cost model rests on); a path is skipped where it cannot be close: more than 4 tiles per
+// expert on average, or a tile 16 times the average rows per expert.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -67,7 +71,20 @@ int Main(int argc, char** argv) {
   }
   FILE* csv = std::fopen(argv[1], "w");
   if (!csv) return 1;
-  std::fprintf(csv, "shape,tokens,ms,weight_bytes,gbps,tflops\n");
+  std::fprintf(csv, "shape,tokens,ms,weight_bytes,gbps,tflops,path\n");
+  std::vector<int> paths = {-1};  // -1: kAuto (or MXSERVE_CUDA_MOE_PATH)
+  const bool pin_each = std::getenv("MXSERVE_BENCH_PATHS") != nullptr;
+  if (pin_each) {
+    paths.clear();
+    for (auto& n : Split(std::getenv("MXSERVE_BENCH_PATHS"))) {
+      const int p = n == "auto" ? -1 : kc::internal::PathNamed(n);
+      if (p < 0) {
+        std::fprintf(stderr, "MXSERVE_BENCH_PATHS: no path named '%s'\n", n.c_str());
+        return 2;
+      }
+      paths.push_back(p);
+    }
+  }
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
   std::printf("# %s, %d SMs, L2 %d MB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
@@ -85,7 +102,7 @@ int Main(int argc, char** argv) {
   }();
   uint32_t* sink = nullptr;
   CK(cudaMalloc(&sink, 4));
-  std::printf("| shape | tokens | ms | weight MB | GB/s | TFLOP/s |\n|---|---|---|---|---|---|\n");
+  std::printf("| shape | tokens | ms | weight MB | GB/s | TFLOP/s | path |\n|---|---|---|---|---|---|---|\n");
   for (const Shape& sh : all) {
     if (std::find(want.begin(), want.end(), sh.name) == want.end()) continue;
     auto hl = gpu_test::MakeLayer(sh.H, sh.I, sh.E, sh.bias, 1234);
@@ -98,7 +115,13 @@ int Main(int argc, char** argv) {
     std::vector<int> pool(sh.E);
     for (int e = 0; e < sh.E; ++e) pool[e] = e;
     kc::CudaMoeWorkspace ws;
-    for (int T : tokens) {
+    for (int T : tokens)
+    for (int path : paths) {
+      const double avg = double(T) * sh.k / sh.E;
+      if (path >= 0 && (avg > 4.0 * kc::internal::PathBm(path) || kc::internal::PathBm(path) > 16.0 * avg)) continue;
+      if (pin_each) kc::internal::SetForcedPath(path);
+      const int pinned = kc::internal::ForcedPath();
+      const char* path_name = pinned < 0 ? "auto" : kc::internal::kPaths[pinned].name;
       constexpr int kSets = 4;
       std::vector<cudaGraphExec_t> graphs(kSets);
       std::vector<void*> bufs;
@@ -160,8 +183,9 @@ int Main(int argc, char** argv) {
       const double med = ms[ms.size() / 2];
       const double flops = 6.0 * T * sh.k * double(sh.H) * sh.I;
       const double gbps = bytes / (med * 1e-3) / 1e9, tf = flops / (med * 1e-3) / 1e12;
-      std::printf("| %s | %d | %.4f | %.1f | %.0f | %.1f |\n", sh.name.c_str(), T, med, bytes / 1e6, gbps, tf);
-      std::fprintf(csv, "%s,%d,%.5f,%.0f,%.1f,%.2f\n", sh.name.c_str(), T, med, bytes, gbps, tf);
+      std::printf("| %s | %d | %.4f | %.1f | %.0f | %.1f | %s |\n", sh.name.c_str(), T, med, bytes / 1e6, gbps, tf,
+                  path_name);
+      std::fprintf(csv, "%s,%d,%.5f,%.0f,%.1f,%.2f,%s\n", sh.name.c_str(), T, med, bytes, gbps, tf, path_name);
       if (const char* pr = std::getenv("MXSERVE_CUDA_MOE_FUSED_PROBE"); pr != nullptr && std::string(pr) == "stamps") {
         std::printf("%s", kc::internal::FusedStampsReport().c_str());  // the last replay's phases
       }

@@ -1,6 +1,8 @@
 // MoeForwardCuda (the launch sequence) and CudaMoeRunner (host memory in and out through pinned
 // buffers on the runner's own stream).
 #include <algorithm>
+#include <array>
+#include <atomic>
 #include <cstdlib>
 #include <string>
 #include <cstring>
@@ -10,9 +12,47 @@
 #include "kernels/cuda/moe_cuda.h"
 #include "kernels/cuda/moe_cuda_gemm_args.h"
 #include "kernels/cuda/moe_cuda_launch.h"
+#include "kernels/cuda/moe_cuda_tile_choice.h"
 #include "kernels/cuda/moe_cuda_tiny_route.h"
 
 namespace mxserve::kernels::cuda {
+
+namespace internal {
+namespace {
+// -2: not read from the environment yet.
+std::atomic<int> forced_path{-2};
+}  // namespace
+
+int ForcedPath() {
+  int p = forced_path.load(std::memory_order_relaxed);
+  if (p == -2) {
+    const char* v = std::getenv("MXSERVE_CUDA_MOE_PATH");
+    p = v == nullptr ? -1 : PathNamed(v);
+    forced_path.store(p, std::memory_order_relaxed);
+  }
+  return p;
+}
+
+void SetForcedPath(int path) { forced_path.store(path < 0 ? -1 : path, std::memory_order_relaxed); }
+
+namespace {
+constexpr bool SameName(const char* a, const char* b) {
+  for (; *a != 0 && *a == *b; ++a, ++b) {
+  }
+  return *a == *b;
+}
+// Every configuration kAuto may choose is a path in kPaths with the tile height the model assumed.
+constexpr bool AutoTilesArePaths() {
+  for (const AutoTile& t : kAutoTiles) {
+    bool found = false;
+    for (const PathInfo& p : kPaths) found = found || (SameName(t.path, p.name) && t.rows == p.bm);
+    if (!found) return false;
+  }
+  return true;
+}
+static_assert(AutoTilesArePaths(), "kAutoTiles names a path not in kPaths, or with other tile rows");
+}  // namespace
+}  // namespace internal
 
 struct LayerAccess {
   static absl::Status Forward(const CudaMoeLayer& L, const CudaMoeBatch& b, float* out,
@@ -26,33 +66,18 @@ struct LayerAccess {
     const int H = L.hidden_, I = L.intermediate_, nh = std::max(1, L.num_held_);
     const int64_t pairs = int64_t(b.num_tokens) * b.top_k;
     int p = 0;
-    // MXSERVE_CUDA_MOE_PATH=<a name in internal::kPaths> pins the configuration (benchmarks).
-    static const int forced = [] {
-      const char* v = std::getenv("MXSERVE_CUDA_MOE_PATH");
-      return v == nullptr ? -1 : internal::PathNamed(v);
-    }();
+    const int forced = internal::ForcedPath();
     if (path == CudaMoePath::kAuto && forced >= 0) {
       p = forced;
     } else if (path == CudaMoePath::kAuto) {
-      const int64_t avg = pairs / std::max<int64_t>(1, std::min<int64_t>(nh, pairs));
-      // decode (8-row tiles) / decode16 (16) / wgmma 32-, 40-, 48-, 64-, 96-, 128-, 192-, 256-row
-      // tiles: from forced-path runs of gpt-oss-120b (docs/PERFORMANCE.md, "Tile heights",
-      // 2026-11-30 20:50 - 21:07 calls): the best tile is the smallest that holds nearly every
-      // expert's rows (uniform routing: about avg + 2.5 sqrt(avg)); past 224, 192-row tiles (three
-      // consumer warpgroups; 256 has two). A tile wider than an expert's rows wastes tensor work;
-      // an expert with more rows than a tile streams its weights twice.
-      namespace in = internal;
-      static constexpr std::pair<int64_t, int> kAutoPaths[] = {
-          {4, in::kPathDecode},    {15, in::kPathDecode16}, {22, in::kPathWgmma32},   {28, in::kPathWgmma40},
-          {42, in::kPathWgmma48},  {58, in::kPathWgmma64},  {84, in::kPathWgmma96},   {100, in::kPathWgmma},
-          {165, in::kPathWgmma192}, {224, in::kPathWgmma256}};
-      p = in::kPathWgmma192;  // past the last limit
-      for (const auto& [limit, path_at] : kAutoPaths) {
-        if (avg <= limit) {
-          p = path_at;
-          break;
-        }
-      }
+      // The cheapest tile height for this many token-slots per expert (moe_cuda_tile_choice.h).
+      static const auto auto_paths = [] {
+        std::array<int, internal::kNumAutoTiles> ids{};
+        for (int i = 0; i < internal::kNumAutoTiles; ++i) ids[i] = internal::PathNamed(internal::kAutoTiles[i].path);
+        return ids;
+      }();
+      const double mean = double(pairs) / double(std::max<int64_t>(1, std::min<int64_t>(nh, pairs)));
+      p = auto_paths[internal::ChooseAutoTile(mean)];
     } else {
       p = path == CudaMoePath::kDecode     ? internal::kPathDecode
           : path == CudaMoePath::kDecode16 ? internal::kPathDecode16

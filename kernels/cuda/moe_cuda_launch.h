@@ -79,6 +79,10 @@ inline int PathNamed(const std::string& name) {
     if (name == kPaths[p].name) return p;
   return -1;
 }
+// The path kAuto is pinned to (-1: none): MXSERVE_CUDA_MOE_PATH=<a name in kPaths>, read once,
+// or the last SetForcedPath (benchmarks time several paths in one process; -1 unpins).
+int ForcedPath();
+void SetForcedPath(int path);
 // Returns 0, or (wgmma paths) -1 when the driver has no tensor-map encoder / the CUresult of a
 // failed encode: then nothing was launched and the call must fail (the tiles fit no other kernel).
 // one_mul: the layer's scale bytes are all <= 128 (the folded-scale fast path).

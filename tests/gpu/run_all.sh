@@ -13,13 +13,13 @@
 # with each other decode kernel pinned), sanitize (compute-sanitizer
 # memcheck on two small shapes), bench (gpt-oss-120b + same-run baselines incl. triton_kernels'
 # matmul_ogs: one table),
-# paths (each kernel configuration pinned; PATH_SHAPE, PATH_TOKENS, PATHS), decode (the decode kernel variants side by side),
+# paths (each kernel configuration pinned, auto for kAuto; PATH_SHAPE, PATH_TOKENS, PATHS), decode (the decode kernel variants side by side),
 # wgmmacfg (the wgmma configurations checked and timed), fused (the one-launch layer at <= 4
 # token-slots: checked per configuration, sanitizers, timed against the unfused kernels), stamps
 # (its phase timeline per configuration), ss (the weights-through-shared-memory wgmma kernel
 # checked and timed), kstcfg (the K-streamed decode kernel's occupancy
 # variants checked and timed), ab (this build's bench against another build's, alternating),
-# shapes (20b, Kimi-K2-like, K3-like, with matmul_ogs), profile (ncu SpeedOfLight, one token),
+# shapes (20b, Kimi-K2-like, K3-like or SHAPE_NAMES, with matmul_ogs), profile (ncu SpeedOfLight, one token),
 # detail (ncu stall/issue/memory sections of one decode kernel), source (its per-instruction stall
 # samples), sass (machine code of all kernels).
 # Carrying .tcache (triton's compile cache, made by a first run) and
@@ -85,10 +85,11 @@ for s in $steps; do
     paths)
       # The same layer with each kernel configuration pinned (what kAuto's thresholds rest on);
       # PATH_SHAPE picks another shape (kAuto's limits were set on gpt-oss-120b).
-      S=${PATH_SHAPE:-gpt-oss-120b}
-      for P in ${PATHS:-decode decode16 mid prefill wgmma32 wgmma40 wgmma48 wgmma64 wgmma96 wgmma wgmma192 wgmma256}; do
-        echo "## path $P"
-        MXSERVE_CUDA_MOE_PATH=$P $B/mxserve-bench-moe-gpu "/tmp/paths_$P.csv" $S ${PATH_TOKENS:-16,256,1024,4096} | grep "^| $S "
+      # One process per shape: the layer is uploaded once and every path timed on it (the bench
+      # skips a path that cannot be close: MXSERVE_BENCH_PATHS in moe_cuda_bench.cc).
+      P=${PATHS:-decode decode16 mid prefill wgmma32 wgmma40 wgmma48 wgmma64 wgmma96 wgmma wgmma192 wgmma256}
+      for S in ${PATH_SHAPE:-gpt-oss-120b}; do
+        MXSERVE_BENCH_PATHS=${P// /,} $B/mxserve-bench-moe-gpu "$OUT/paths_$S.csv" $S ${PATH_TOKENS:-16,256,1024,4096} | grep "^| $S "
       done 2>&1 | tee "$OUT/paths.txt" ;;
     decode)
       # The decode kernels side by side (what the defaults rest on): K-streamed TMA (4- and
@@ -163,10 +164,12 @@ for s in $steps; do
       done 2>&1 | tee "$OUT/stamps.txt" ;;
     shapes)
       # The other layer shapes, with matmul_ogs (no bf16 grouped_mm: it costs too much device time).
-      $B/mxserve-bench-moe-gpu "$OUT/shapes.csv" gpt-oss-20b,kimi-k2-like,k3-latent ${SHAPE_TOKENS:-1,16,256,4096} \
+      # SHAPE_NAMES picks the shapes.
+      SN=${SHAPE_NAMES:-gpt-oss-20b,kimi-k2-like,k3-latent}
+      $B/mxserve-bench-moe-gpu "$OUT/shapes.csv" $SN ${SHAPE_TOKENS:-1,16,256,4096} \
         2>&1 | tee "$OUT/shapes.txt" || rc=1
       PYTHONUNBUFFERED=1 PYTHONPATH=.triton_kernels${PYTHONPATH:+:$PYTHONPATH} python3 bench/gpu/baselines.py --no-grouped \
-        "$OUT/shapes.csv" gpt-oss-20b,kimi-k2-like,k3-latent ${SHAPE_TOKENS:-1,16,256,4096} 2>&1 | tee "$OUT/table2.txt" || rc=1 ;;
+        "$OUT/shapes.csv" $SN ${SHAPE_TOKENS:-1,16,256,4096} 2>&1 | tee "$OUT/table2.txt" || rc=1 ;;
     profile)
       # Per-kernel time, DRAM and SM throughput for the first layers of the 1- and 64-token runs.
       ncu --clock-control none --section SpeedOfLight -k regex:'Gemm|Bulk|Kst|Route|Combine|Gather|Wgmma|Unpermute' -c ${NCU_COUNT:-20} \

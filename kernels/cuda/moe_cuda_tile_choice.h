@@ -1,0 +1,82 @@
+// kAuto's choice of kernel configuration (token rows per routing tile) from a cost model, not a
+// table of limits: host-only, no CUDA, so the CPU tests check it.
+//
+// The model. A tile of `rows` token rows streams one expert's weights once, so a call costs about
+//   (expected tiles per expert) x (the expert's weight bytes) x (the configuration's time per
+//   weight byte and tile),
+// and the bytes cancel when configurations are compared. Tiles per expert: E[ceil(X / rows)]
+// with X, an expert's token-slots, Poisson with the call's mean (uniform routing; the binomial
+// X ~ B(tokens, top_k / experts) has variance a little below its mean, 6 % below for K3's 16 of
+// 256). Time per weight byte and tile: fitted on H200 to 246 forced-path runs of the K3-like,
+// Kimi-K2-like and gpt-oss-120b layers (the mean over each configuration's runs; docs/PERFORMANCE.md,
+// tenth session: ms / (tiles x bytes) stays within -10 % / +12 % of it across shapes and token
+// counts). On those runs the chosen configuration is at most 4.2 % slower than the best one. Fitted
+// without the older gpt-oss-120b tile-height table, it picks that table's best tile at 17 of its
+// 18 token counts (the miss: 3 % slower, at 768 tokens).
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+namespace mxserve::kernels::cuda::internal {
+
+struct AutoTile {
+  const char* path;     // the configuration's name in kPaths (moe_cuda_launch.h)
+  int rows;             // its token rows per tile
+  double ps_per_byte;   // its time per weight byte and tile, picoseconds (H200)
+};
+
+// The configurations kAuto chooses among (the register-A wgmma kernel at 32 ... 256 rows and the
+// decode kernels at 8 and 16; the mid, prefill and weights-through-shared-memory paths lose
+// everywhere measured).
+inline constexpr AutoTile kAutoTiles[] = {
+    {"decode", 8, 0.327},     {"decode16", 16, 0.379}, {"wgmma32", 32, 0.515},  {"wgmma40", 40, 0.547},
+    {"wgmma48", 48, 0.580},   {"wgmma64", 64, 0.667},  {"wgmma96", 96, 0.795},  {"wgmma", 128, 0.919},
+    {"wgmma192", 192, 1.214}, {"wgmma256", 256, 1.624}};
+inline constexpr int kNumAutoTiles = sizeof(kAutoTiles) / sizeof(kAutoTiles[0]);
+
+// E[ceil(X / rows[i])] for X ~ Poisson(mean), for each of n tile heights (out[i]); 0 when
+// mean <= 0. The pmf by its ratio recurrence from the mode (no lgamma), over mode +- 12 sd + 10,
+// normalized over that window (the mass outside is below 1e-30).
+inline void ExpectedTilesPerExpert(double mean, const int* rows, int n, double* out) {
+  for (int i = 0; i < n; ++i) out[i] = 0;
+  if (!(mean > 0)) return;
+  const double sd = std::sqrt(mean);
+  const int64_t mode = static_cast<int64_t>(mean);
+  const int64_t lo = std::max<int64_t>(0, mode - static_cast<int64_t>(12 * sd) - 10);
+  const int64_t hi = mode + static_cast<int64_t>(12 * sd) + 10;
+  double total = 0;
+  auto add = [&](int64_t x, double w) {
+    total += w;
+    for (int i = 0; i < n; ++i) out[i] += w * static_cast<double>((x + rows[i] - 1) / rows[i]);
+  };
+  double w = 1;  // unnormalized pmf at the mode
+  add(mode, w);
+  for (int64_t x = mode; x > lo; --x) {  // pmf(x - 1) = pmf(x) x / mean
+    w *= static_cast<double>(x) / mean;
+    add(x - 1, w);
+  }
+  w = 1;
+  for (int64_t x = mode; x < hi; ++x) {  // pmf(x + 1) = pmf(x) mean / (x + 1)
+    w *= mean / static_cast<double>(x + 1);
+    add(x + 1, w);
+  }
+  for (int i = 0; i < n; ++i) out[i] /= total;
+}
+
+// The index in kAutoTiles of the cheapest configuration when the experts hold `mean`
+// token-slots each on average (the first of equals).
+inline int ChooseAutoTile(double mean) {
+  int rows[kNumAutoTiles];
+  double tiles[kNumAutoTiles];
+  for (int i = 0; i < kNumAutoTiles; ++i) rows[i] = kAutoTiles[i].rows;
+  ExpectedTilesPerExpert(mean, rows, kNumAutoTiles, tiles);
+  int best = 0;
+  for (int i = 1; i < kNumAutoTiles; ++i) {
+    if (tiles[i] * kAutoTiles[i].ps_per_byte < tiles[best] * kAutoTiles[best].ps_per_byte) best = i;
+  }
+  return best;
+}
+
+}  // namespace mxserve::kernels::cuda::internal

@@ -1,0 +1,163 @@
+// kAuto's tile choice (moe_cuda_tile_choice.h): the expected tiles per expert against the obvious
+// Poisson sum and against simulated uniform routing, and the choice against forced-path timings
+// measured on an H200 (tests/data/tile_paths).
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <random>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kernels/cuda/moe_cuda_tile_choice.h"
+
+namespace mxserve::kernels::cuda::internal {
+namespace {
+
+// The obvious twin: sum over x = 0 .. 40 mean + 400 of pmf(x) ceil(x / rows), pmf by lgamma.
+double SlowExpectedTiles(double mean, int rows) {
+  double s = 0;
+  const int64_t top = static_cast<int64_t>(40 * mean) + 400;
+  for (int64_t x = 0; x <= top; ++x) {
+    const double lp = double(x) * std::log(mean) - mean - std::lgamma(double(x) + 1);
+    s += std::exp(lp) * double((x + rows - 1) / rows);
+  }
+  return s;
+}
+
+TEST(TileChoice, ExpectedTilesMatchThePoissonSum) {
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<double> log_mean(std::log(0.05), std::log(3000.0));
+  for (int trial = 0; trial < 300; ++trial) {
+    const double mean = std::exp(log_mean(rng));
+    int rows[3] = {1 + int(rng() % 8), 8 * (1 + int(rng() % 32)), kAutoTiles[rng() % kNumAutoTiles].rows};
+    double got[3];
+    ExpectedTilesPerExpert(mean, rows, 3, got);
+    for (int i = 0; i < 3; ++i) {
+      const double want = SlowExpectedTiles(mean, rows[i]);
+      EXPECT_NEAR(got[i], want, 1e-9 * std::max(1.0, want)) << "mean " << mean << " rows " << rows[i];
+    }
+  }
+  double zero[1];
+  int eight[1] = {8};
+  ExpectedTilesPerExpert(0.0, eight, 1, zero);
+  EXPECT_EQ(zero[0], 0.0);
+}
+
+// Tokens each pick top_k distinct experts uniformly (what the model assumes): the mean of
+// ceil(count / rows) over experts and trials is within 3 % of the Poisson figure.
+TEST(TileChoice, PoissonMatchesSimulatedUniformRouting) {
+  struct Case {
+    int tokens, top_k, experts;
+  };
+  std::mt19937 rng(17);
+  for (const Case c : {Case{256, 16, 256}, Case{4096, 16, 256}, Case{1024, 4, 128}, Case{8192, 8, 384},
+                       Case{64, 4, 128}}) {
+    const double mean = double(c.tokens) * c.top_k / c.experts;
+    for (const AutoTile& t : kAutoTiles) {
+      double sim = 0;
+      constexpr int kTrials = 40;
+      std::vector<int> pick(c.experts);
+      for (int trial = 0; trial < kTrials; ++trial) {
+        std::vector<int> count(c.experts, 0);
+        for (int e = 0; e < c.experts; ++e) pick[e] = e;
+        for (int tok = 0; tok < c.tokens; ++tok) {
+          for (int j = 0; j < c.top_k; ++j) {  // partial Fisher-Yates on any permutation: top_k distinct
+            std::swap(pick[j], pick[j + rng() % (c.experts - j)]);
+            ++count[pick[j]];
+          }
+        }
+        for (int n : count) sim += double((n + t.rows - 1) / t.rows);
+      }
+      sim /= double(kTrials) * c.experts;
+      int rows[1] = {t.rows};
+      double model[1];
+      ExpectedTilesPerExpert(mean, rows, 1, model);
+      EXPECT_NEAR(model[0], sim, 0.03 * sim) << c.tokens << " tokens, top " << c.top_k << " of " << c.experts
+                                             << ", " << t.rows << " rows";
+    }
+  }
+}
+
+// shape -> tokens -> path -> fastest ms of that path there.
+using Timings = std::map<std::string, std::map<int, std::map<std::string, double>>>;
+
+Timings ReadTimings(const std::string& file) {
+  Timings out;
+  std::ifstream in(std::string(MXSERVE_TILE_PATHS_TESTDATA) + "/" + file);
+  EXPECT_TRUE(in.good()) << file;
+  std::string line;
+  std::getline(in, line);
+  std::vector<std::string> head;
+  {
+    std::stringstream ss(line);
+    for (std::string f; std::getline(ss, f, ',');) head.push_back(f);
+  }
+  auto col = [&](const std::string& name) { return int(std::find(head.begin(), head.end(), name) - head.begin()); };
+  const int shape = col("shape"), tokens = col("tokens"), ms = col("ms"), path = col("path");
+  while (std::getline(in, line)) {
+    std::vector<std::string> f;
+    std::stringstream ss(line);
+    for (std::string x; std::getline(ss, x, ',');) f.push_back(x);
+    if (f.size() != head.size()) continue;
+    double& slot = out[f[shape]][std::stoi(f[tokens])][f[path]];
+    const double v = std::stod(f[ms]);
+    slot = slot == 0 ? v : std::min(slot, v);
+  }
+  return out;
+}
+
+void ExpectNearBest(const std::string& file, const std::map<std::string, std::pair<int, int>>& shapes,
+                    double slack, int* misses) {
+  const Timings t = ReadTimings(file);
+  ASSERT_FALSE(t.empty()) << file;
+  for (const auto& [shape, by_tokens] : t) {
+    ASSERT_TRUE(shapes.count(shape)) << shape;
+    const auto [top_k, experts] = shapes.at(shape);
+    for (const auto& [tokens, by_path] : by_tokens) {
+      const auto best = std::min_element(by_path.begin(), by_path.end(),
+                                         [](const auto& a, const auto& b) { return a.second < b.second; });
+      const char* chosen = kAutoTiles[ChooseAutoTile(double(tokens) * top_k / experts)].path;
+      const auto it = by_path.find(chosen);
+      ASSERT_NE(it, by_path.end()) << file << ": " << shape << " at " << tokens << " tokens: kAuto chose " << chosen
+                                   << ", which was not timed";
+      EXPECT_LE(it->second, slack * best->second)
+          << file << ": " << shape << " at " << tokens << " tokens: kAuto chose " << chosen << " (" << it->second
+          << " ms), the fastest was " << best->first << " (" << best->second << " ms)";
+      *misses += it->first != best->first;
+    }
+  }
+}
+
+const std::map<std::string, std::pair<int, int>> kShapes = {
+    {"gpt-oss-120b", {4, 128}}, {"kimi-k2-like", {8, 384}}, {"k3-latent", {16, 256}}};
+
+TEST(TileChoice, WithinFivePercentOfTheFastestMeasured) {
+  int misses = 0;
+  for (const char* f : {"paths_gpt-oss-120b.csv", "paths_kimi-k2-like.csv", "paths_k3-latent.csv"}) {
+    ExpectNearBest(f, kShapes, 1.05, &misses);
+  }
+  EXPECT_LE(misses, 3);  // of 30 token counts: the rest pick the fastest
+}
+
+// A table the costs were not fitted to (another day's calls, another build of the kernels).
+TEST(TileChoice, WithinFivePercentOnAnEarlierTable) {
+  int misses = 0;
+  ExpectNearBest("tile_heights_2026-11-30_2050.csv", kShapes, 1.05, &misses);
+  EXPECT_LE(misses, 1);
+}
+
+TEST(TileChoice, FewSlotsTakeTheDecodeKernelAndManyTheWideTiles) {
+  EXPECT_STREQ(kAutoTiles[ChooseAutoTile(1.0)].path, "decode");
+  EXPECT_STREQ(kAutoTiles[ChooseAutoTile(4.0)].path, "decode");
+  EXPECT_STREQ(kAutoTiles[ChooseAutoTile(512.0)].path, "wgmma192");
+  std::set<int> seen;
+  for (double m = 0.5; m < 4000; m *= 1.1) seen.insert(kAutoTiles[ChooseAutoTile(m)].rows);
+  EXPECT_GE(seen.size(), 8u);  // the model uses most heights somewhere
+}
+
+}  // namespace
+}  // namespace mxserve::kernels::cuda::internal
