@@ -13,16 +13,16 @@
 // (24 group rows x the slice's bytes, from 2D tensor maps over all groups of all experts).
 //
 // Work split: a persistent CTA per SM walks a contiguous range of items (tile, 2 * kMt * kW
-// consecutive n8 groups: 192 weight rows with 8- and 32-row tiles (kMt 1, kW 12), 384 with 16-row
-// tiles (kMt 2)). Each item is streamed through S shared-memory stages in K slices of kCs chunks
+// consecutive n8 groups: 192 weight rows with 8-row tiles (kMt 1, kW 12), 384 with 16-row tiles
+// (kMt 2), 352 with 24- and 32-row tiles (kMt 2, kW 11)). Each item is streamed through S shared-memory stages in K slices of kCs chunks
 // (weights, scales and the tile's activation rows of that slice); a producer thread fills a stage
 // as soon as every consumer warp has released it. Consumer warp w multiplies its kMt m16 tiles of
 // the item (the A operand, decoded into its registers) with the tile's tokens (kNb n8 B operands:
-// tiles of 8, 16 or 32 token rows) slice by slice, then writes its rows x tokens. The default
+// tiles of 8, 16, 24 or 32 token rows) slice by slice, then writes its rows x tokens. The default
 // decode kernel for every tile size above 4 token-slots (moe_cuda_decode.cu): 8-row tiles in
-// 4-chunk slices, 16-row tiles in 3-chunk slices (LaunchKstNb says why), 32-row tiles in 4-chunk
-// slices where three stages fit, else 2. MXSERVE_CUDA_MOE_DECODE=kst pins 2-chunk slices and
-// kst4 4-chunk slices with one m16 tile per warp (benchmarks).
+// 4-chunk slices, 16-, 24- and 32-row tiles in 3-chunk slices (LaunchKstNb says why).
+// MXSERVE_CUDA_MOE_DECODE=kst pins 2-chunk slices and kst4 4-chunk slices with one m16 tile per
+// warp (benchmarks).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -369,6 +369,16 @@ int LaunchKstNb(const GemmArgs& a, bool gate_up, bool one_mul, int slice_chunks,
   // 0.68 / 0.72 ms at 256 tokens for w16 / x2 / x2w8, 18:36 call, kstcfg).
   // Also measured (docs/PERFORMANCE.md): 2-chunk slices (0.692), one m16 tile per warp in 3-chunk
   // slices (0.771), 6 warps with 4-chunk slices (0.959), 8 warps with 3-chunk slices (0.787).
+  // 24- and 32-row tiles likewise, with 11 consumer warps: at 12 (13 warps, so 4 on one
+  // scheduler: at most 128 registers) the down kernels spill; 11 need 146-168 registers.
+  // decode24 / mid at 11 against 12 warps, ms (2026-11-30 23:51 and 23:55 calls, `paths` step):
+  // 0.809 / 0.902 against 0.814 / 1.066 (gpt-oss-120b, 512 tokens), 2.015 / 2.214 against
+  // 2.046 / 2.558 (K3-like, 256), 3.903 / 4.212 against 4.039 / 4.856 (Kimi-K2-like, 768). With one
+  // m16 tile per warp (the 32-row default until then) mid lost to the 32-row wgmma tiles
+  // everywhere (gpt-oss-120b at 512 tokens: 1.263 against 0.904 ms, 23:46 call).
+  if constexpr (kNb >= 3) {
+    if (slice_chunks == 0) return LaunchKstCs<3, kNb, 2, 11>(a, gate_up, one_mul, max_tiles, stream);
+  }
   if constexpr (kNb == 2) {
     if (slice_chunks == 0) return LaunchKstCs<3, kNb, 2, 12>(a, gate_up, one_mul, max_tiles, stream);
   }
@@ -385,6 +395,7 @@ int LaunchDecodeKst(const GemmArgs& a, bool gate_up, bool one_mul, int slice_chu
   switch (tile_rows) {
     case 8: return LaunchKstNb<1>(a, gate_up, one_mul, slice_chunks, max_tiles, stream);
     case 16: return LaunchKstNb<2>(a, gate_up, one_mul, slice_chunks, max_tiles, stream);
+    case 24: return LaunchKstNb<3>(a, gate_up, one_mul, slice_chunks, max_tiles, stream);
     case 32: return LaunchKstNb<4>(a, gate_up, one_mul, slice_chunks, max_tiles, stream);
     default: return -1;
   }

@@ -479,9 +479,11 @@ int LaunchGemm(const GemmArgs& a, bool gate_up, int path, bool one_mul, int max_
   switch (path) {
     case kPathDecode: LaunchDecodeGemm(a, gate_up, false, one_mul, max_tiles, stream); break;
     case kPathDecode16: LaunchDecodeGemm(a, gate_up, true, one_mul, max_tiles, stream); break;
-    case kPathMid: {  // 32-row tiles: the K-streamed TMA kernel unless another decode kernel is pinned
-      if (const int slice = KstSlice(); slice >= 0 && LaunchDecodeKst(a, gate_up, one_mul, slice, 32, max_tiles,
-                                                                          stream) == 0) {
+    case kPathMid:       // 32-row tiles
+    case kPathDecode24: {  // 24: the K-streamed TMA kernel unless another decode kernel is pinned,
+                           // else (or where it cannot run) the mma.sync kernel of 32-row tiles
+      if (const int slice = KstSlice();
+          slice >= 0 && LaunchDecodeKst(a, gate_up, one_mul, slice, PathBm(path), max_tiles, stream) == 0) {
         break;
       }
       LaunchGemmT<2, 2, 2, 4>(a, gate_up, max_tiles, stream);

@@ -54,12 +54,12 @@ void LaunchSwizzle(const uint8_t* src_q, const uint8_t* src_s, uint8_t* dst_q, u
                    int n, int k, int kp, cudaStream_t stream);
 void LaunchRouting(const RoutingArgs& r, cudaStream_t stream);
 // The kernel configurations (LaunchGemm's `path`), in kPaths' order: decode with 8- or 16-row
-// tiles, mid (32, K-streamed), prefill (64, mma.sync), the wgmma kernel with register-A weights
+// tiles, mid (32, K-streamed), prefill (64, mma.sync), decode24 (24, K-streamed), the wgmma kernel with register-A weights
 // (moe_cuda_wgmma.cu) at 128 ... 192 token rows, and with the weights through shared memory
 // (moe_cuda_wgmma_ss.cu). The wgmma paths (>= kPathWgmma) read the gate_up operand in plain K
 // order (RoutingArgs::plain_k).
 enum Path : int {
-  kPathDecode, kPathDecode16, kPathMid, kPathPrefill,
+  kPathDecode, kPathDecode16, kPathMid, kPathPrefill, kPathDecode24,
   kPathWgmma, kPathWgmma64, kPathWgmma256, kPathWgmma48, kPathWgmma32, kPathWgmma40, kPathWgmma96, kPathWgmma192,
   kPathSs, kPathSs192, kPathSs64, kNumPaths
 };
@@ -69,7 +69,7 @@ struct PathInfo {
   int bm;
 };
 inline constexpr PathInfo kPaths[kNumPaths] = {
-    {"decode", 8},    {"decode16", 16},   {"mid", 32},        {"prefill", 64},   {"wgmma", 128},
+    {"decode", 8},    {"decode16", 16},   {"mid", 32},        {"prefill", 64},   {"decode24", 24},  {"wgmma", 128},
     {"wgmma64", 64},  {"wgmma256", 256},  {"wgmma48", 48},    {"wgmma32", 32},   {"wgmma40", 40},
     {"wgmma96", 96},  {"wgmma192", 192},  {"wgmmass", 128},   {"wgmmass192", 192}, {"wgmmass64", 64}};
 inline int PathBm(int path) { return kPaths[path].bm; }
@@ -97,7 +97,7 @@ int LaunchWgmmaGemm(const GemmArgs& a, bool gate_up, bool one_mul, int bn, int m
 int LaunchWgmmaSsGemm(const GemmArgs& a, bool gate_up, bool one_mul, int tokens, int max_tiles, cudaStream_t stream);
 void LaunchDecodeGemm(const GemmArgs& a, bool gate_up, bool rows16, bool one_mul, int max_tiles,
                       cudaStream_t stream);
-// The K-streamed TMA decode kernel (moe_cuda_decode_kst.cu; tiles of 8, 16 or 32 token rows,
+// The K-streamed TMA decode kernel (moe_cuda_decode_kst.cu; tiles of 8, 16, 24 or 32 token rows,
 // slices of 2 or 4 chunks, 0 = the most that keeps three stages): 0, or -1 when two stages do not
 // fit, the tile size is not one of those, or the driver has no tensor-map encoder, or the CUresult
 // of a failed encode (nothing launched in any of these cases).

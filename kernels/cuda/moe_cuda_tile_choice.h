@@ -8,11 +8,12 @@
 // with X, an expert's token-slots, Poisson with the call's mean (uniform routing; the binomial
 // X ~ B(tokens, top_k / experts) has variance a little below its mean, 6 % below for K3's 16 of
 // 256). Time per weight byte and tile: fitted on H200 to 246 forced-path runs of the K3-like,
-// Kimi-K2-like and gpt-oss-120b layers (the mean over each configuration's runs; docs/PERFORMANCE.md,
-// tenth session: ms / (tiles x bytes) stays within -10 % / +12 % of it across shapes and token
-// counts). On those runs the chosen configuration is at most 4.2 % slower than the best one. Fitted
-// without the older gpt-oss-120b tile-height table, it picks that table's best tile at 17 of its
-// 18 token counts (the miss: 3 % slower, at 768 tokens).
+// Kimi-K2-like and gpt-oss-120b layers (2026-11-30 23:36 call; the mean over each configuration's
+// runs; docs/PERFORMANCE.md, tenth session: ms / (tiles x bytes) stays within -10 % / +12 % of it
+// across shapes and token counts), decode24's below. On the runs in tests/data/tile_paths the
+// chosen configuration is at most 4.5 % slower than the fastest one timed (tile_choice_test
+// checks 5 %), and it picks the older gpt-oss-120b tile-height table's best tile (not fitted to)
+// at 17 of its 18 token counts (the miss: 3 % slower, at 768 tokens).
 #pragma once
 
 #include <algorithm>
@@ -27,14 +28,18 @@ struct AutoTile {
   double ps_per_byte;   // its time per weight byte and tile, picoseconds (H200)
 };
 
-// The configurations kAuto chooses among (the register-A wgmma kernel at 32 ... 256 rows and the
-// decode kernels at 8 and 16; the mid, prefill and weights-through-shared-memory paths lose
-// everywhere measured).
+// The configurations kAuto chooses among: the K-streamed decode kernel at 8, 16 and 24 rows and
+// the register-A wgmma kernel at 32 ... 256 (the prefill and weights-through-shared-memory paths
+// lose everywhere measured; mid, the decode kernel at 32 rows, is within a few % of wgmma32 either
+// way and stays out). decode24's cost: the mean of its 17 runs in the 23:51 and 23:55 calls
+// (tests/data/tile_paths/paths_decode24_2026-11-30_2351.csv; 0.389-0.488 by shape: its
+// cheapest on Kimi-K2-like, dearest on gpt-oss-120b).
 inline constexpr AutoTile kAutoTiles[] = {
-    {"decode", 8, 0.327},     {"decode16", 16, 0.379}, {"wgmma32", 32, 0.515},  {"wgmma40", 40, 0.547},
-    {"wgmma48", 48, 0.580},   {"wgmma64", 64, 0.667},  {"wgmma96", 96, 0.795},  {"wgmma", 128, 0.919},
-    {"wgmma192", 192, 1.214}, {"wgmma256", 256, 1.624}};
+    {"decode", 8, 0.327},    {"decode16", 16, 0.379}, {"decode24", 24, 0.439}, {"wgmma32", 32, 0.515},
+    {"wgmma40", 40, 0.547},  {"wgmma48", 48, 0.580},  {"wgmma64", 64, 0.667},  {"wgmma96", 96, 0.795},
+    {"wgmma", 128, 0.919},   {"wgmma192", 192, 1.214}, {"wgmma256", 256, 1.624}};
 inline constexpr int kNumAutoTiles = sizeof(kAutoTiles) / sizeof(kAutoTiles[0]);
+static_assert(kNumAutoTiles <= 32, "ChooseAutoTile's mask has 32 bits");
 
 // E[ceil(X / rows[i])] for X ~ Poisson(mean), for each of n tile heights (out[i]); 0 when
 // mean <= 0. The pmf by its ratio recurrence from the mode (no lgamma), over mode +- 12 sd + 10,
@@ -66,15 +71,17 @@ inline void ExpectedTilesPerExpert(double mean, const int* rows, int n, double* 
 }
 
 // The index in kAutoTiles of the cheapest configuration when the experts hold `mean`
-// token-slots each on average (the first of equals).
-inline int ChooseAutoTile(double mean) {
+// token-slots each on average (the first of equals), among those whose bit is set in `allowed`
+// (bit i: kAutoTiles[i]; tests compare with tables that timed only some); -1 if none is.
+inline int ChooseAutoTile(double mean, uint32_t allowed = ~0u) {
   int rows[kNumAutoTiles];
   double tiles[kNumAutoTiles];
   for (int i = 0; i < kNumAutoTiles; ++i) rows[i] = kAutoTiles[i].rows;
   ExpectedTilesPerExpert(mean, rows, kNumAutoTiles, tiles);
-  int best = 0;
-  for (int i = 1; i < kNumAutoTiles; ++i) {
-    if (tiles[i] * kAutoTiles[i].ps_per_byte < tiles[best] * kAutoTiles[best].ps_per_byte) best = i;
+  int best = -1;
+  for (int i = 0; i < kNumAutoTiles; ++i) {
+    if ((allowed >> i & 1u) == 0) continue;
+    if (best < 0 || tiles[i] * kAutoTiles[i].ps_per_byte < tiles[best] * kAutoTiles[best].ps_per_byte) best = i;
   }
   return best;
 }

@@ -180,12 +180,13 @@ int Main(int argc, char** argv) {
   const std::string only = argc > 1 ? argv[1] : "";
   std::vector<Shape> shapes = {
       // kAuto's tiles (moe_cuda_tile_choice.h) by token-slots per held expert, so that each is
-      // checked: decode16 at gpt-oss-120b 256 -> 8, half-held 77 -> 14; 32 rows at tiny-k1 300 ->
-      // 19, kimi-k2-like 1000 -> 21; 40 at tiny-pad 105 -> 26, gpt-oss-20b 200 -> 25; 48 at
-      // tiny-pad 129 -> 32, gpt-oss-20b 333 -> 42; 64 at gpt-oss-20b 400 -> 50; 96 at big-scales
-      // 300 -> 75, gpt-oss-120b 2049 -> 64; 128 at gpt-oss-20b 750 -> 94; 192 at 1024 -> 128 and
-      // 4097 -> 512; 256 at gpt-oss-20b 1600 -> 200, half-held 1031 -> 193.
-      {"tiny-pad", 96, 160, 8, 2, true, 6, false, {1, 2, 3, 17, 105, 129}},
+      // checked: decode16 at big-scales 40 -> 10, gpt-oss-120b 256 -> 8; decode24 at tiny-k1 300
+      // -> 19, half-held 77 -> 14, k3-latent 300 -> 19; 32 rows at tiny-pad 92 -> 23, kimi-k2-like
+      // 1000 -> 21; 40 at tiny-pad 105 -> 26, gpt-oss-20b 200 -> 25; 48 at tiny-pad 129 -> 32,
+      // gpt-oss-20b 333 -> 42; 64 at gpt-oss-20b 400 -> 50; 96 at big-scales 300 -> 75,
+      // gpt-oss-120b 2049 -> 64; 128 at gpt-oss-20b 750 -> 94; 192 at 1024 -> 128 and 4097 -> 512;
+      // 256 at gpt-oss-20b 1600 -> 200, half-held 1031 -> 193.
+      {"tiny-pad", 96, 160, 8, 2, true, 6, false, {1, 2, 3, 17, 92, 105, 129}},
       {"tiny-k1", 256, 128, 16, 1, true, 16, false, {1, 3, 4, 5, 300}},
       // Many skipped slots at one token (the fused path's held-slot mask).
       {"tiny-skip", 128, 96, 8, 4, true, 8, false, {1, 1, 1, 1}, 118, 10, 1.0f, 0.4},

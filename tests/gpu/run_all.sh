@@ -19,7 +19,7 @@
 # (its phase timeline per configuration), ss (the weights-through-shared-memory wgmma kernel
 # checked and timed), kstcfg (the K-streamed decode kernel's occupancy
 # variants checked and timed), ab (this build's bench against another build's, alternating),
-# shapes (20b, Kimi-K2-like, K3-like or SHAPE_NAMES, with matmul_ogs), profile (ncu SpeedOfLight, one token),
+# pinned (paths outside kAuto checked: PINNED), shapes (20b, Kimi-K2-like, K3-like or SHAPE_NAMES, with matmul_ogs), profile (ncu SpeedOfLight, one token),
 # detail (ncu stall/issue/memory sections of one decode kernel), source (its per-instruction stall
 # samples), sass (machine code of all kernels).
 # Carrying .tcache (triton's compile cache, made by a first run) and
@@ -134,6 +134,17 @@ for s in $steps; do
         "tiny-pad tiny-k1 half-held big-scales gpt-oss-20b" "$OUT/check_kst.txt"
       time_pinned MXSERVE_CUDA_MOE_KST_CFG "default ${KST_CFGS:-w16 x2 x2w8}" gpt-oss-120b \
         ${KST_TOKENS:-16,64,256,512} 2>&1 | tee "$OUT/kstcfg.txt" ;;
+    pinned)
+      # Paths kAuto may not take (PINNED, default decode24 and mid: the K-streamed decode kernel at
+      # 24 and 32 rows) checked with kAuto pinned to each, on the small shapes and gpt-oss-20b, and
+      # memcheck on half-held. MXSERVE_CUDA_MOE_KST_CFG passes through (w11: 11 consumer warps).
+      check_pinned MXSERVE_CUDA_MOE_PATH "${PINNED:-decode24 mid}" \
+        "${PINNED_SHAPES:-tiny-pad tiny-k1 tiny-skip half-held big-scales gpt-oss-20b}" "$OUT/check_pinned.txt"
+      for v in ${PINNED:-decode24 mid}; do
+        MXSERVE_CUDA_MOE_PATH=$v compute-sanitizer --tool memcheck --error-exitcode 9 $B/mxserve-gpu-moe-check half-held \
+          > "$OUT/memcheck_$v.txt" 2>&1 || rc=1
+        echo "memcheck $v: $(tail -n 1 "$OUT/memcheck_$v.txt")"
+      done ;;
     ss)
       # The weights-through-shared-memory wgmma kernel (paths 12-14: MXSERVE_CUDA_MOE_PATH=wgmmass,
       # wgmmass192, wgmmass64; not in kAuto): checked on the small shapes and gpt-oss-20b, memcheck,
