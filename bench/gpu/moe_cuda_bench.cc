@@ -8,11 +8,15 @@
 // (internal::kPaths' names; auto: kAuto's choice) on the same uploaded layer, one row each (what
 // kAuto's cost model rests on); a path is skipped where it cannot be close: more than 4 tiles per
 // expert on average, or a tile 16 times the average rows per expert.
+// MXSERVE_BENCH_SKEW=<sigma>: expert popularity log-normal(0, sigma) (seeded) instead of uniform,
+// each token's top_k distinct experts drawn by popularity. MXSERVE_BENCH_HOST_IDS=1 hands kAuto
+// the ids' host copy (as the worker does: it then counts each expert's slots).
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <random>
 #include <set>
 #include <sstream>
 #include <string>
@@ -45,6 +49,29 @@ struct Shape {
       std::exit(1);                                                      \
     }                                                                    \
   } while (0)
+
+// Redraws b.ids: each token's k distinct experts by popularity (log-normal(0, sigma) over E, the
+// same for every batch), keeping skipped (-1) slots.
+void SkewIds(gpu_test::HostBatch& b, int E, double sigma, uint64_t seed) {
+  std::mt19937_64 rng(seed), prng(1234);
+  std::lognormal_distribution<double> pop(0.0, sigma);
+  std::vector<double> w(E);
+  for (double& x : w) x = pop(prng);
+  std::discrete_distribution<int> pick(w.begin(), w.end());
+  for (int t = 0; t < b.tokens; ++t) {
+    for (int j = 0; j < b.k; ++j) {
+      if (b.ids[size_t(t) * b.k + j] < 0) continue;
+      int e;
+      bool dup;
+      do {  // distinct within the token (rejection: k is far below E)
+        e = pick(rng);
+        dup = false;
+        for (int i = 0; i < j; ++i) dup = dup || b.ids[size_t(t) * b.k + i] == e;
+      } while (dup);
+      b.ids[size_t(t) * b.k + j] = e;
+    }
+  }
+}
 
 std::vector<std::string> Split(const std::string& s) {
   std::vector<std::string> out;
@@ -85,6 +112,10 @@ int Main(int argc, char** argv) {
       paths.push_back(p);
     }
   }
+  const char* skew_env = std::getenv("MXSERVE_BENCH_SKEW");
+  const double skew = skew_env == nullptr ? 0.0 : std::atof(skew_env);
+  const char* host_env = std::getenv("MXSERVE_BENCH_HOST_IDS");
+  const bool host_ids = host_env != nullptr && std::string(host_env) == "1";
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
   std::printf("# %s, %d SMs, L2 %d MB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
@@ -130,6 +161,7 @@ int Main(int argc, char** argv) {
       CK(cudaMalloc(&dout, sizeof(float) * size_t(T) * sh.H));
       for (int r = 0; r < kSets; ++r) {
         gpu_test::HostBatch b = gpu_test::MakeBatch(T, sh.k, sh.H, pool, 0.0, 99 + r * 7919 + T);
+        if (skew > 0) SkewIds(b, sh.E, skew, 99 + r * 7919 + T);
         std::set<int> hit(b.ids.begin(), b.ids.end());
         bytes += double(hit.size()) * (*dl)->expert_weight_bytes() / kSets;
         float *dx, *dw;
@@ -142,6 +174,7 @@ int Main(int argc, char** argv) {
         CK(cudaMemcpy(dw, b.w.data(), 4 * b.w.size(), cudaMemcpyHostToDevice));
         CK(cudaMemcpy(dids, b.ids.data(), 4 * b.ids.size(), cudaMemcpyHostToDevice));
         kc::CudaMoeBatch db{T, sh.k, dx, dids, dw};
+        if (host_ids) db.host_expert_ids = b.ids.data();
         auto s = kc::MoeForwardCuda(**dl, db, dout, ws, st);  // sizes the workspace
         if (!s.ok()) {
           std::fprintf(stderr, "forward: %s\n", std::string(s.message()).c_str());

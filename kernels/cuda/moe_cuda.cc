@@ -106,6 +106,7 @@ absl::StatusOr<std::unique_ptr<CudaMoeLayer>> CudaMoeLayer::Upload(const MoeLaye
   }
   const int nh = static_cast<int>(held.size());
   L->num_held_ = nh;
+  L->local_ = local;
   const int ch_h = (L->kp_h_ + 127) / 128, ch_i = (L->kp_i_ + 127) / 128;
   const size_t gu_q = size_t(2 * I) * (L->kp_h_ / 2), gu_s = size_t(2 * I / 8) * ch_h * 32;
   const size_t dn_q = size_t(H) * (L->kp_i_ / 2), dn_s = size_t(H / 8) * ch_i * 32;

@@ -47,6 +47,7 @@ class CudaMoeLayer {
   bool small_scales_ = true;  // every scale byte <= 128 (no 0xFF): one-multiply decode
   size_t device_bytes_ = 0;
   int32_t* d_local_ = nullptr;        // [E] global id -> held index or -1
+  std::vector<int32_t> local_;        // its host copy (kAuto's slot counts)
   uint8_t* d_gu_q_ = nullptr;         // [held][2I/8][Kp_h/... ] swizzled nibbles
   uint8_t* d_gu_s_ = nullptr;         // [held][2I/8][chunks][8][4] E8M0
   float* d_gu_b_ = nullptr;           // [held][2I] (zeros when absent)
@@ -85,6 +86,9 @@ struct CudaMoeBatch {
   const float* x = nullptr;              // [T, H] device
   const int32_t* expert_ids = nullptr;   // [T, k] device, -1 = skip (ids already validated)
   const float* weights = nullptr;        // [T, k] device
+  // Optional: expert_ids' host copy. kAuto then sizes its tiles by each expert's slot count (the
+  // exact tile counts; skewed routing spreads them) instead of expecting uniform routing.
+  const int32_t* host_expert_ids = nullptr;
 };
 
 // Which kernel configuration to run (kAuto picks by token-slots per expert hit): decode =

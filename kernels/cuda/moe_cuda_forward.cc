@@ -7,6 +7,7 @@
 #include <string>
 #include <cstring>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cuda/moe_cuda.h"
@@ -21,7 +22,10 @@ namespace internal {
 namespace {
 // -2: not read from the environment yet.
 std::atomic<int> forced_path{-2};
+std::atomic<int> last_auto_path{-1};
 }  // namespace
+
+int LastAutoPath() { return last_auto_path.load(std::memory_order_relaxed); }
 
 int ForcedPath() {
   int p = forced_path.load(std::memory_order_relaxed);
@@ -76,8 +80,22 @@ struct LayerAccess {
         for (int i = 0; i < internal::kNumAutoTiles; ++i) ids[i] = internal::PathNamed(internal::kAutoTiles[i].path);
         return ids;
       }();
-      const double mean = double(pairs) / double(std::max<int64_t>(1, std::min<int64_t>(nh, pairs)));
-      p = auto_paths[internal::ChooseAutoTile(mean)];
+      int pick = -1;
+      if (b.host_expert_ids != nullptr) {  // the exact tile counts
+        thread_local std::vector<int32_t> counts;
+        counts.assign(nh, 0);
+        for (int64_t i = 0; i < pairs; ++i) {
+          const int32_t id = b.host_expert_ids[i];
+          if (id >= 0 && id < L.num_experts_ && L.local_[id] >= 0) ++counts[L.local_[id]];
+        }
+        pick = internal::ChooseAutoTileForCounts(counts.data(), nh);
+      }
+      if (pick < 0) {  // expected under uniform routing (or no held slot: any will do)
+        const double mean = double(pairs) / double(std::max<int64_t>(1, std::min<int64_t>(nh, pairs)));
+        pick = internal::ChooseAutoTile(mean);
+      }
+      p = auto_paths[pick];
+      internal::last_auto_path.store(p, std::memory_order_relaxed);
     } else {
       p = path == CudaMoePath::kDecode     ? internal::kPathDecode
           : path == CudaMoePath::kDecode16 ? internal::kPathDecode16
@@ -280,6 +298,7 @@ absl::Status CudaMoeRunner::Run(const CudaMoeLayer& layer, const MoeLayer& host_
   db.x = d_x_;
   db.expert_ids = d_ids_;
   db.weights = d_w_;
+  db.host_expert_ids = h_ids_;
   if (auto s = MoeForwardCuda(layer, db, d_out_, ws_, stream_); !s.ok()) return s;
   cudaMemcpyAsync(out_locked ? out : h_x_, d_out_, T * H * 4, cudaMemcpyDeviceToHost, stream_);
   if (auto s = CudaCheck(cudaStreamSynchronize(stream_), "MoeForwardCuda"); !s.ok()) return s;

@@ -83,6 +83,8 @@ inline int PathNamed(const std::string& name) {
 // or the last SetForcedPath (benchmarks time several paths in one process; -1 unpins).
 int ForcedPath();
 void SetForcedPath(int path);
+// The path kAuto last chose in this process (-1: none yet; the GPU check prints it).
+int LastAutoPath();
 // Returns 0, or (wgmma paths) -1 when the driver has no tensor-map encoder / the CUresult of a
 // failed encode: then nothing was launched and the call must fail (the tiles fit no other kernel).
 // one_mul: the layer's scale bytes are all <= 128 (the folded-scale fast path).

@@ -1,5 +1,7 @@
 // kAuto's choice of kernel configuration (token rows per routing tile) from a cost model, not a
-// table of limits: host-only, no CUDA, so the CPU tests check it.
+// table of limits: host-only, no CUDA, so the CPU tests check it. With the batch's expert ids on
+// the host (the worker's path: CudaMoeBatch::host_expert_ids) the tiles are counted exactly
+// (ChooseAutoTileForCounts); without them they are expected under uniform routing.
 //
 // The model. A tile of `rows` token rows streams one expert's weights once, so a call costs about
 //   (expected tiles per expert) x (the expert's weight bytes) x (the configuration's time per
@@ -82,6 +84,29 @@ inline int ChooseAutoTile(double mean, uint32_t allowed = ~0u) {
   for (int i = 0; i < kNumAutoTiles; ++i) {
     if ((allowed >> i & 1u) == 0) continue;
     if (best < 0 || tiles[i] * kAutoTiles[i].ps_per_byte < tiles[best] * kAutoTiles[best].ps_per_byte) best = i;
+  }
+  return best;
+}
+
+// The index in kAutoTiles of the cheapest configuration for these per-expert slot counts
+// (counts[e]: the slots routed to held expert e), its tiles counted exactly: the sum over
+// experts of ceil(count / rows), as the routing cuts them. Among those allowed (as above); -1
+// when no slot is counted or none is allowed.
+inline int ChooseAutoTileForCounts(const int32_t* counts, int n, uint32_t allowed = ~0u) {
+  int64_t tiles[kNumAutoTiles] = {};
+  bool any = false;
+  for (int e = 0; e < n; ++e) {
+    if (counts[e] <= 0) continue;
+    any = true;
+    for (int i = 0; i < kNumAutoTiles; ++i) tiles[i] += (counts[e] + kAutoTiles[i].rows - 1) / kAutoTiles[i].rows;
+  }
+  if (!any) return -1;
+  int best = -1;
+  for (int i = 0; i < kNumAutoTiles; ++i) {
+    if ((allowed >> i & 1u) == 0) continue;
+    if (best < 0 || double(tiles[i]) * kAutoTiles[i].ps_per_byte < double(tiles[best]) * kAutoTiles[best].ps_per_byte) {
+      best = i;
+    }
   }
   return best;
 }

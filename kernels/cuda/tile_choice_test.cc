@@ -82,6 +82,44 @@ TEST(TileChoice, PoissonMatchesSimulatedUniformRouting) {
   }
 }
 
+// The exact tile counts against the routing's construction (moe_cuda_kernels.cu's ScanKernel:
+// each expert's rows cut into tiles of `rows` from its first row), on random and skewed counts.
+TEST(TileChoice, CountsChooseTheCheapestOfTheRoutingsTiles) {
+  std::mt19937 rng(23);
+  for (int trial = 0; trial < 500; ++trial) {
+    const int n = 1 + int(rng() % 300);
+    std::vector<int32_t> counts(n);
+    const double scale = std::exp(std::uniform_real_distribution<double>(0, std::log(2000.0))(rng));
+    std::lognormal_distribution<double> skew(0.0, trial % 2 == 0 ? 0.2 : 1.2);
+    for (int32_t& c : counts) c = rng() % 5 == 0 ? 0 : int32_t(scale * skew(rng) * 0.5);
+    const uint32_t allowed = trial % 3 == 0 ? ~0u : uint32_t(rng()) | 1u;
+    int want = -1;
+    double want_cost = 0;
+    for (int i = 0; i < kNumAutoTiles; ++i) {
+      if (!(allowed >> i & 1u)) continue;
+      int64_t tiles = 0;
+      for (int32_t c : counts) {
+        for (int row = 0; row < c; row += kAutoTiles[i].rows) ++tiles;
+      }
+      const double cost = double(tiles) * kAutoTiles[i].ps_per_byte;
+      if (want < 0 || cost < want_cost) want = i, want_cost = cost;
+    }
+    bool any = false;
+    for (int32_t c : counts) any = any || c > 0;
+    EXPECT_EQ(ChooseAutoTileForCounts(counts.data(), n, allowed), any ? want : -1) << "trial " << trial;
+  }
+}
+
+// Skew spreads the experts' rows: 128 rows per expert fill one 128-row tile each; counts of 64
+// and 192 (the same mean) take three tiles per pair at 96 or 128 rows and two at 192, and the
+// 96-row ones are the cheapest (3 x 0.795 against 2 x 1.214 and 3 x 0.919).
+TEST(TileChoice, CountsSeeTheSkewThatTheMeanHides) {
+  std::vector<int32_t> even(64, 128), skewed(64);
+  for (int e = 0; e < 64; ++e) skewed[e] = e % 2 == 0 ? 64 : 192;
+  EXPECT_STREQ(kAutoTiles[ChooseAutoTileForCounts(even.data(), 64)].path, "wgmma");
+  EXPECT_STREQ(kAutoTiles[ChooseAutoTileForCounts(skewed.data(), 64)].path, "wgmma96");
+}
+
 // shape -> tokens -> path -> fastest ms of that path there.
 using Timings = std::map<std::string, std::map<int, std::map<std::string, double>>>;
 

@@ -23,6 +23,7 @@
 
 #include "kernels/cuda/moe_cuda.h"
 #include "kernels/cuda/moe_cuda_launch.h"      // FusedLaunches
+#include "kernels/cuda/moe_cuda_tile_choice.h"  // kAutoTiles
 #include "kernels/cuda/moe_cuda_tiny_route.h"  // ParseFusedPin
 #include "kernels/moe/moe.h"
 #include "tests/gpu/random_moe.h"
@@ -76,8 +77,10 @@ absl::Status RunForced(kc::CudaMoeLayer& dl, HostBatch& b, int T, int k, kc::Cud
   return s;
 }
 
+// path kAuto through the runner (host ids: kAuto counts each expert's slots), printed as
+// auto:<its choice>; with `pin`, kAuto pinned to that configuration (printed pin:<name>).
 void CheckCase(const Shape& sh, HostLayer& hl, kc::CudaMoeLayer& dl, kc::CudaMoeRunner& runner,
-               int T, kc::CudaMoePath path, uint64_t seed) {
+               int T, kc::CudaMoePath path, uint64_t seed, const char* pin = nullptr) {
   std::vector<int> pool;
   for (int e = 0; e < sh.E && int(pool.size()) < sh.pool; e += sh.half_held ? 2 : 1) pool.push_back(e);
   HostBatch b = gpu_test::MakeBatch(T, sh.k, sh.H, pool, sh.skip, seed);
@@ -86,9 +89,16 @@ void CheckCase(const Shape& sh, HostLayer& hl, kc::CudaMoeLayer& dl, kc::CudaMoe
   // Runner path (host memory in and out) with the chosen kernel path.
   absl::Status s;
   const uint64_t fused_before = kc::internal::FusedLaunches();
+  std::string label;
   if (path == kc::CudaMoePath::kAuto) {
+    const int before = kc::internal::ForcedPath();
+    if (pin != nullptr) kc::internal::SetForcedPath(kc::internal::PathNamed(pin));
     s = runner.Run(dl, hl.layer, b.batch(), out.data());
     if (s.ok()) s = runner.Run(dl, hl.layer, b.batch(), out2.data());
+    kc::internal::SetForcedPath(before);
+    const int chose = kc::internal::LastAutoPath();
+    label = pin != nullptr ? std::string("pin:") + pin
+                           : std::string("auto:") + (chose >= 0 ? kc::internal::kPaths[chose].name : "?");
   } else {
     s = RunForced(dl, b, T, sh.k, path, out, out2);
   }
@@ -118,11 +128,11 @@ void CheckCase(const Shape& sh, HostLayer& hl, kc::CudaMoeLayer& dl, kc::CudaMoe
     }
     twin_rel = std::sqrt(num / std::max(den, 1e-300));
   }
-  const char* pname = path == kc::CudaMoePath::kAuto ? "auto" : path == kc::CudaMoePath::kDecode ? "decode"
+  const char* pname = path == kc::CudaMoePath::kAuto ? label.c_str() : path == kc::CudaMoePath::kDecode ? "decode"
                       : path == kc::CudaMoePath::kDecode16 ? "decode16" : path == kc::CudaMoePath::kMid ? "mid"
                       : path == kc::CudaMoePath::kWgmma ? "wgmma" : "prefill";
   if (!s.ok()) {
-    std::printf("FAIL  %-14s T=%-6d k=%-2d path=%-8s error: %s\n", sh.name.c_str(), T, sh.k, pname,
+    std::printf("FAIL  %-14s T=%-6d k=%-2d path=%-14s error: %s\n", sh.name.c_str(), T, sh.k, pname,
                 std::string(s.message()).c_str());
     ++failures;
     return;
@@ -169,7 +179,7 @@ void CheckCase(const Shape& sh, HostLayer& hl, kc::CudaMoeLayer& dl, kc::CudaMoe
   const bool twin_ok = twin_rel <= 1e-3;
   const bool pass = finite && same && twin_ok && fused_ran && rel <= 1e-2 && worst <= 0.08;
   if (!pass) ++failures;
-  std::printf("%s  %-14s T=%-6d k=%-2d path=%-8s checked=%-3zu rel_l2=%.2e max_err/rms=%.2e %s%s%s%s\n",
+  std::printf("%s  %-14s T=%-6d k=%-2d path=%-14s checked=%-3zu rel_l2=%.2e max_err/rms=%.2e %s%s%s%s\n",
               pass ? "PASS" : "FAIL", sh.name.c_str(), T, sh.k, pname, sample.size(), rel, worst,
               same ? "deterministic" : "NOT-DETERMINISTIC", finite ? "" : " NON-FINITE",
               twin_ok ? "" : " FAR-FROM-THE-UNFUSED-PATH", fused_ran ? "" : " FUSED-NOT-LAUNCHED");
@@ -179,13 +189,9 @@ void CheckCase(const Shape& sh, HostLayer& hl, kc::CudaMoeLayer& dl, kc::CudaMoe
 int Main(int argc, char** argv) {
   const std::string only = argc > 1 ? argv[1] : "";
   std::vector<Shape> shapes = {
-      // kAuto's tiles (moe_cuda_tile_choice.h) by token-slots per held expert, so that each is
-      // checked: decode16 at big-scales 40 -> 10, gpt-oss-120b 256 -> 8; decode24 at tiny-k1 300
-      // -> 19, half-held 77 -> 14, k3-latent 300 -> 19; 32 rows at tiny-pad 92 -> 23, kimi-k2-like
-      // 1000 -> 21; 40 at tiny-pad 105 -> 26, gpt-oss-20b 200 -> 25; 48 at tiny-pad 129 -> 32,
-      // gpt-oss-20b 333 -> 42; 64 at gpt-oss-20b 400 -> 50; 96 at big-scales 300 -> 75,
-      // gpt-oss-120b 2049 -> 64; 128 at gpt-oss-20b 750 -> 94; 192 at 1024 -> 128 and 4097 -> 512;
-      // 256 at gpt-oss-20b 1600 -> 200, half-held 1031 -> 193.
+      // The token counts span kAuto's range (slots per held expert from 1 to 1024: decode at 8,
+      // 16 and 24 rows, then wgmma at 32 ... 256). Which configuration it takes follows each
+      // batch's slot counts (printed as auto:<path>); every candidate is also checked pinned.
       {"tiny-pad", 96, 160, 8, 2, true, 6, false, {1, 2, 3, 17, 92, 105, 129}},
       {"tiny-k1", 256, 128, 16, 1, true, 16, false, {1, 3, 4, 5, 300}},
       // Many skipped slots at one token (the fused path's held-slot mask).
@@ -224,6 +230,14 @@ int Main(int argc, char** argv) {
     std::printf("# %s: H=%d I=%d E=%d (held %d) k=%d bias=%d, %.2f GB on device, made+uploaded in %.1f s\n",
                 sh.name.c_str(), sh.H, sh.I, sh.E, (*dl_or)->num_held(), sh.k, sh.bias,
                 (*dl_or)->device_bytes() / 1e9, up_s);
+    // kAuto's choice follows each batch's slot counts, so which configurations it takes varies
+    // from run to run: each of its candidates is also checked pinned, on two shapes.
+    if (sh.name == "tiny-pad" || sh.name == "gpt-oss-20b") {
+      const int T = sh.name == "tiny-pad" ? 105 : 400;
+      for (const kc::internal::AutoTile& t : kc::internal::kAutoTiles) {
+        CheckCase(sh, *hl, **dl_or, runner, T, kc::CudaMoePath::kAuto, seed++, t.path);
+      }
+    }
     for (int T : sh.tokens) {
       CheckCase(sh, *hl, **dl_or, runner, T, kc::CudaMoePath::kAuto, seed++);
       CheckCase(sh, *hl, **dl_or, runner, T, kc::CudaMoePath::kWgmma, seed++);  // every count
