@@ -20,9 +20,8 @@ namespace mxserve::kernels::cuda {
 
 namespace internal {
 namespace {
-// -2: not read from the environment yet.
-std::atomic<int> forced_path{-2};
-std::atomic<int> last_auto_path{-1};
+std::atomic<int> forced_path{-2};    // ForcedPath; -2: not read from the environment yet
+std::atomic<int> last_auto_path{-1};  // LastAutoPath
 }  // namespace
 
 int LastAutoPath() { return last_auto_path.load(std::memory_order_relaxed); }
@@ -41,8 +40,7 @@ void SetForcedPath(int path) { forced_path.store(path < 0 ? -1 : path, std::memo
 
 namespace {
 constexpr bool SameName(const char* a, const char* b) {
-  for (; *a != 0 && *a == *b; ++a, ++b) {
-  }
+  while (*a != 0 && *a == *b) ++a, ++b;
   return *a == *b;
 }
 // Every configuration kAuto may choose is a path in kPaths with the tile height the model assumed.
@@ -59,6 +57,31 @@ static_assert(AutoTilesArePaths(), "kAutoTiles names a path not in kPaths, or wi
 }  // namespace internal
 
 struct LayerAccess {
+  // kAuto's configuration: the cheapest tile height (moe_cuda_tile_choice.h), from each held
+  // expert's slot count when the ids are on the host, else from the mean under uniform routing.
+  static int AutoPath(const CudaMoeLayer& L, const CudaMoeBatch& b, int64_t pairs, int nh) {
+    static const auto auto_paths = [] {
+      std::array<int, internal::kNumAutoTiles> ids{};
+      for (int i = 0; i < internal::kNumAutoTiles; ++i) ids[i] = internal::PathNamed(internal::kAutoTiles[i].path);
+      return ids;
+    }();
+    int pick = -1;
+    if (b.host_expert_ids != nullptr) {
+      thread_local std::vector<int32_t> counts;
+      counts.assign(nh, 0);
+      for (int64_t i = 0; i < pairs; ++i) {
+        const int32_t id = b.host_expert_ids[i];
+        if (id >= 0 && id < L.num_experts_ && L.local_[id] >= 0) ++counts[L.local_[id]];
+      }
+      pick = internal::ChooseAutoTileForCounts(counts.data(), nh);
+    }
+    if (pick < 0) {  // no host ids, or no held slot (then any will do)
+      const double mean = double(pairs) / double(std::max<int64_t>(1, std::min<int64_t>(nh, pairs)));
+      pick = internal::ChooseAutoTile(mean);
+    }
+    return auto_paths[pick];
+  }
+
   static absl::Status Forward(const CudaMoeLayer& L, const CudaMoeBatch& b, float* out,
                               CudaMoeWorkspace& ws, cudaStream_t stream, CudaMoePath path) {
     if (b.num_tokens < 0 || b.top_k < 1 || b.top_k > 32) {
@@ -74,27 +97,7 @@ struct LayerAccess {
     if (path == CudaMoePath::kAuto && forced >= 0) {
       p = forced;
     } else if (path == CudaMoePath::kAuto) {
-      // The cheapest tile height for this many token-slots per expert (moe_cuda_tile_choice.h).
-      static const auto auto_paths = [] {
-        std::array<int, internal::kNumAutoTiles> ids{};
-        for (int i = 0; i < internal::kNumAutoTiles; ++i) ids[i] = internal::PathNamed(internal::kAutoTiles[i].path);
-        return ids;
-      }();
-      int pick = -1;
-      if (b.host_expert_ids != nullptr) {  // the exact tile counts
-        thread_local std::vector<int32_t> counts;
-        counts.assign(nh, 0);
-        for (int64_t i = 0; i < pairs; ++i) {
-          const int32_t id = b.host_expert_ids[i];
-          if (id >= 0 && id < L.num_experts_ && L.local_[id] >= 0) ++counts[L.local_[id]];
-        }
-        pick = internal::ChooseAutoTileForCounts(counts.data(), nh);
-      }
-      if (pick < 0) {  // expected under uniform routing (or no held slot: any will do)
-        const double mean = double(pairs) / double(std::max<int64_t>(1, std::min<int64_t>(nh, pairs)));
-        pick = internal::ChooseAutoTile(mean);
-      }
-      p = auto_paths[pick];
+      p = AutoPath(L, b, pairs, nh);
       internal::last_auto_path.store(p, std::memory_order_relaxed);
     } else {
       p = path == CudaMoePath::kDecode     ? internal::kPathDecode
