@@ -332,13 +332,16 @@ int LaunchKstOcc(const GemmArgs& a, bool gate_up, bool one_mul, int max_tiles, c
 }
 
 // MXSERVE_CUDA_MOE_KST_CFG (benchmarks): w16 (16 consumer warps), x2 (two CTAs per SM of 12),
-// x2w8 (two of 8), x1 (one CTA of 12 at 8-row tiles too: the default until 2026-11-30); unset:
-// the defaults in LaunchKstNb.
+// x2w8 (two of 8), x1 (one CTA of 12 at 8-row tiles too: the default until 2026-11-30), w15 (16-row
+// tiles: 15 consumer warps of two m16 tiles, 119-125 registers, no spills: 16 warps per CTA keep
+// the 128-register cap that 13 have, with a quarter more warps to hide the decode's latency;
+// built in the tenth session after its device time was spent, not yet run); unset: the defaults
+// in LaunchKstNb.
 int KstCfg() {
   static const int v = [] {
     const char* e = std::getenv("MXSERVE_CUDA_MOE_KST_CFG");
     const std::string s = e == nullptr ? "" : e;
-    return s == "w16" ? 1 : s == "x2" ? 2 : s == "x2w8" ? 3 : s == "x1" ? 4 : 0;
+    return s == "w16" ? 1 : s == "x2" ? 2 : s == "x2w8" ? 3 : s == "x1" ? 4 : s == "w15" ? 5 : 0;
   }();
   return v;
 }
@@ -353,6 +356,9 @@ int LaunchKstNb(const GemmArgs& a, bool gate_up, bool one_mul, int slice_chunks,
       case 3: return LaunchKstOcc<kNb, 8, 2>(a, gate_up, one_mul, max_tiles, stream);
       default: break;
     }
+  }
+  if constexpr (kNb == 2) {  // w15: 15 consumer warps, two m16 tiles each (16 warps: 128 registers)
+    if (slice_chunks == 0 && KstCfg() == 5) return LaunchKstCs<3, kNb, 2, 15>(a, gate_up, one_mul, max_tiles, stream);
   }
   // 8-row tiles: two CTAs of 12 consumer warps per SM (x2), more warps to hide the decode's
   // latency: 0.0913 / 0.3434 / 0.4652 against 0.0942 / 0.3492 / 0.4812 ms at 4 / 32 / 64 tokens,

@@ -128,8 +128,9 @@ for s in $steps; do
       time_pinned MXSERVE_CUDA_MOE_FUSED "${FUSED_CFGS:-4x1 3x1 4x1w24 6x1w24 6x1w32} off" \
         gpt-oss-120b,gpt-oss-20b 1 2>&1 | tee "$OUT/fused.txt" ;;
     kstcfg)
-      # The K-streamed decode kernel's occupancy variants (MXSERVE_CUDA_MOE_KST_CFG: w16, x2, x2w8):
-      # each checked on the small shapes and gpt-oss-20b, then timed, alternating with the default.
+      # The K-streamed decode kernel's occupancy variants (MXSERVE_CUDA_MOE_KST_CFG: w16, x2, x2w8;
+      # w15, 16-row tiles only, not yet run: KST_CFGS=w15 KST_TOKENS=192,256,384): each checked on
+      # the small shapes and gpt-oss-20b, then timed, alternating with the default.
       check_pinned MXSERVE_CUDA_MOE_KST_CFG "${KST_CFGS:-w16 x2 x2w8}" \
         "tiny-pad tiny-k1 half-held big-scales gpt-oss-20b" "$OUT/check_kst.txt"
       time_pinned MXSERVE_CUDA_MOE_KST_CFG "default ${KST_CFGS:-w16 x2 x2w8}" gpt-oss-120b \
@@ -137,7 +138,7 @@ for s in $steps; do
     pinned)
       # Paths kAuto may not take (PINNED, default decode24 and mid: the K-streamed decode kernel at
       # 24 and 32 rows) checked with kAuto pinned to each, on the small shapes and gpt-oss-20b, and
-      # memcheck on half-held. MXSERVE_CUDA_MOE_KST_CFG passes through (w11: 11 consumer warps).
+      # memcheck on half-held. MXSERVE_CUDA_MOE_KST_CFG passes through.
       check_pinned MXSERVE_CUDA_MOE_PATH "${PINNED:-decode24 mid}" \
         "${PINNED_SHAPES:-tiny-pad tiny-k1 tiny-skip half-held big-scales gpt-oss-20b}" "$OUT/check_pinned.txt"
       for v in ${PINNED:-decode24 mid}; do
