@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
 """Machine-code size of every kernel of one .cu file at two revisions, compiled for sm_90a.
 
-usage: scripts/cubin-diff.py FILE.cu [REV_A [REV_B]]
+usage: scripts/cubin-diff.py [--rename-b REGEX REPL] FILE.cu [REV_A [REV_B]]
   REV_A defaults to HEAD, REV_B to the working tree ("-" also names the working tree).
+  --rename-b rewrites REV_B's kernel names (re.sub) before they are matched with REV_A's: for a
+  change that adds a template parameter, e.g. --rename-b 'ELb0EEEv' 'EEEv' when a last bool
+  parameter is added whose false keeps the old code.
 
 Prints each kernel whose text section differs in size between the two builds, then a count. The
 check for a refactor that should not change the kernels: the PTX can stay the same (modulo
@@ -59,14 +62,20 @@ def build(src_root, rel, tmp, tag):
 
 
 def main():
-    if len(sys.argv) < 2 or len(sys.argv) > 4:
+    args = sys.argv[1:]
+    rename = None
+    if len(args) >= 3 and args[0] == "--rename-b":
+        rename, args = (args[1], args[2]), args[3:]
+    if len(args) < 1 or len(args) > 3:
         sys.exit(__doc__)
-    rel = os.path.relpath(os.path.abspath(sys.argv[1]), ROOT)
-    rev_a = sys.argv[2] if len(sys.argv) > 2 else "HEAD"
-    rev_b = sys.argv[3] if len(sys.argv) > 3 else "-"
+    rel = os.path.relpath(os.path.abspath(args[0]), ROOT)
+    rev_a = args[1] if len(args) > 1 else "HEAD"
+    rev_b = args[2] if len(args) > 2 else "-"
     with tempfile.TemporaryDirectory() as tmp, ThreadPoolExecutor(2) as pool:
         roots = [tree_of(rev_a, tmp), tree_of(rev_b, tmp)]
         a, b = pool.map(lambda i: build(roots[i], rel, tmp, "ab"[i]), range(2))
+    if rename:
+        b = {re.sub(rename[0], rename[1], name): size for name, size in b.items()}
     changed = 0
     for name in sorted(set(a) | set(b)):
         sa, sb = a.get(name), b.get(name)

@@ -99,7 +99,7 @@ __device__ __forceinline__ void SliceChunkMma(float (&acc)[kMt][kNb][2][4], cons
 // of u64 (box kCs * 4 x kGroups). Boxes past a row's end (the tail slice) arrive zero-filled.
 // Tiles of up to 8 * kNb token rows (the routing's bm); each consumer warp owns kMt m16 tiles
 // (2 * kMt groups) of an item.
-template <bool kGateUp, bool kOneMul, int kCs, int kNb, int kMt, int kW, int kCb>
+template <bool kGateUp, bool kOneMul, int kCs, int kNb, int kMt, int kW, int kCb, bool kLate>
 __global__ void __launch_bounds__(32 * kW + 32, kCb) DecodeKstKernel(const __grid_constant__ CUtensorMap wmap,
                                                                       const __grid_constant__ CUtensorMap smap,
                                                                       const GemmArgs p, int S) {
@@ -170,11 +170,14 @@ __global__ void __launch_bounds__(32 * kW + 32, kCb) DecodeKstKernel(const __gri
       ga[m] = (item - tile * per_tile) * kGroups + lg;
       a_ok[m] = ga[m] < nt_total;
       b_ok[m] = ga[m] + 1 < nt_total;
-      // Epilogue operands, requested now: they arrive while the slices are multiplied.
+      // Epilogue operands, requested now: they arrive while the slices are multiplied (kLate:
+      // after them, below, so that their registers go to more warps).
       fa[m] = ga[m] * 8 + g;
       fb[m] = fa[m] + 8;
-      ba[m] = a_ok[m] ? __ldg(p.bias + int64_t(e) * p.n + fa[m]) : 0.f;
-      bb[m] = b_ok[m] ? __ldg(p.bias + int64_t(e) * p.n + fb[m]) : 0.f;
+      if constexpr (!kLate) {
+        ba[m] = a_ok[m] ? __ldg(p.bias + int64_t(e) * p.n + fa[m]) : 0.f;
+        bb[m] = b_ok[m] ? __ldg(p.bias + int64_t(e) * p.n + fb[m]) : 0.f;
+      }
       // Group B past the layer's rows (odd n / 8) reads group A's bytes: its mma rows are
       // independent and never stored.
       woff[m] = lg * (kCs * 512);
@@ -189,7 +192,7 @@ __global__ void __launch_bounds__(32 * kW + 32, kCb) DecodeKstKernel(const __gri
       const int t0 = 8 * j + 2 * t, t1 = t0 + 1;
       pair0[j] = pair1[j] = 0;
       w0[j] = w1[j] = 0.f;
-      if constexpr (!kGateUp) {
+      if constexpr (!kGateUp && !kLate) {
         if (t0 < rows) pair0[j] = __ldg(p.sorted + row0 + t0);
         if (t1 < rows) pair1[j] = __ldg(p.sorted + row0 + t1);
         if (t0 < rows) w0[j] = __ldg(p.route_w + pair0[j]);
@@ -237,6 +240,23 @@ __global__ void __launch_bounds__(32 * kW + 32, kCb) DecodeKstKernel(const __gri
       __syncwarp();
       if (lane == 0) MbarArrive(&empty[stage]);
     }
+    if constexpr (kLate) {
+#pragma unroll
+      for (int m = 0; m < kMt; ++m) {
+        ba[m] = a_ok[m] ? __ldg(p.bias + int64_t(e) * p.n + fa[m]) : 0.f;
+        bb[m] = b_ok[m] ? __ldg(p.bias + int64_t(e) * p.n + fb[m]) : 0.f;
+      }
+#pragma unroll
+      for (int j = 0; j < kNb; ++j) {  // the down epilogue's slots and routing weights
+        const int t0 = 8 * j + 2 * t, t1 = t0 + 1;
+        if constexpr (!kGateUp) {
+          if (t0 < rows) pair0[j] = __ldg(p.sorted + row0 + t0);
+          if (t1 < rows) pair1[j] = __ldg(p.sorted + row0 + t1);
+          if (t0 < rows) w0[j] = __ldg(p.route_w + pair0[j]);
+          if (t1 < rows) w1[j] = __ldg(p.route_w + pair1[j]);
+        }
+      }
+    }
 #pragma unroll
     for (int m = 0; m < kMt; ++m) {
       if (!a_ok[m]) break;  // warp-uniform; later tiles are past the layer too
@@ -259,13 +279,13 @@ template <int kCb>
 constexpr int KsSmemLimit() { return (228 << 10) / kCb - 2048; }
 static_assert(KsSmemLimit<1>() <= (227 << 10));
 
-template <bool kOneMul, int kCs, int kNb, int kMt, int kW, int kCb>
+template <bool kOneMul, int kCs, int kNb, int kMt, int kW, int kCb, bool kLate>
 void LaunchKstT(const CUtensorMap& wmap, const CUtensorMap& smap, const GemmArgs& a, bool gate_up, int max_tiles,
                 int stages, size_t smem, cudaStream_t stream) {
   static const bool raised = [] {
-    cudaFuncSetAttribute(DecodeKstKernel<true, kOneMul, kCs, kNb, kMt, kW, kCb>,
+    cudaFuncSetAttribute(DecodeKstKernel<true, kOneMul, kCs, kNb, kMt, kW, kCb, kLate>,
                          cudaFuncAttributeMaxDynamicSharedMemorySize, KsSmemLimit<kCb>());
-    cudaFuncSetAttribute(DecodeKstKernel<false, kOneMul, kCs, kNb, kMt, kW, kCb>,
+    cudaFuncSetAttribute(DecodeKstKernel<false, kOneMul, kCs, kNb, kMt, kW, kCb, kLate>,
                          cudaFuncAttributeMaxDynamicSharedMemorySize, KsSmemLimit<kCb>());
     return true;
   }();
@@ -274,8 +294,8 @@ void LaunchKstT(const CUtensorMap& wmap, const CUtensorMap& smap, const GemmArgs
   const int64_t items = int64_t(max_tiles) * ((a.n / 8 + kGroups - 1) / kGroups);
   // kCb CTAs per SM: the persistent grid times kCb, never more CTAs than items.
   const unsigned grid = unsigned(std::min<int64_t>(items, int64_t(PersistentGrid(items)) * kCb));
-  auto k = gate_up ? DecodeKstKernel<true, kOneMul, kCs, kNb, kMt, kW, kCb>
-                   : DecodeKstKernel<false, kOneMul, kCs, kNb, kMt, kW, kCb>;
+  auto k = gate_up ? DecodeKstKernel<true, kOneMul, kCs, kNb, kMt, kW, kCb, kLate>
+                   : DecodeKstKernel<false, kOneMul, kCs, kNb, kMt, kW, kCb, kLate>;
   LaunchPdl(k, dim3(std::max(grid, 1u)), dim3(32 * kW + 32), smem, stream, wmap, smap, a, stages);
 }
 
@@ -297,7 +317,7 @@ int Stages(int tile_rows, int rows) {
                              MakeKsGeom<kCs, kMt, kW>(std::min(tile_rows, std::max(1, rows))).stage_bytes);
 }
 
-template <int kCs, int kNb, int kMt, int kW, int kCb = 1>
+template <int kCs, int kNb, int kMt, int kW, int kCb = 1, bool kLate = false>
 int LaunchKstCs(const GemmArgs& a, bool gate_up, bool one_mul, int max_tiles, cudaStream_t stream) {
   constexpr int kGroups = 2 * kMt * kW;
   const KsGeom geo = MakeKsGeom<kCs, kMt, kW>(std::min(8 * kNb, std::max(1, a.rows)));
@@ -312,8 +332,8 @@ int LaunchKstCs(const GemmArgs& a, bool gate_up, bool one_mul, int max_tiles, cu
     return int(r);
   }
   const size_t smem = size_t(stages) * geo.stage_bytes;
-  if (one_mul) LaunchKstT<true, kCs, kNb, kMt, kW, kCb>(wmap, smap, a, gate_up, max_tiles, stages, smem, stream);
-  else LaunchKstT<false, kCs, kNb, kMt, kW, kCb>(wmap, smap, a, gate_up, max_tiles, stages, smem, stream);
+  if (one_mul) LaunchKstT<true, kCs, kNb, kMt, kW, kCb, kLate>(wmap, smap, a, gate_up, max_tiles, stages, smem, stream);
+  else LaunchKstT<false, kCs, kNb, kMt, kW, kCb, kLate>(wmap, smap, a, gate_up, max_tiles, stages, smem, stream);
   return 0;
 }
 
@@ -332,11 +352,9 @@ int LaunchKstOcc(const GemmArgs& a, bool gate_up, bool one_mul, int max_tiles, c
 }
 
 // MXSERVE_CUDA_MOE_KST_CFG (benchmarks): w16 (16 consumer warps), x2 (two CTAs per SM of 12),
-// x2w8 (two of 8), x1 (one CTA of 12 at 8-row tiles too: the default until 2026-11-30), w15 (16-row
-// tiles: 15 consumer warps of two m16 tiles, 119-125 registers, no spills: 16 warps per CTA keep
-// the 128-register cap that 13 have, with a quarter more warps to hide the decode's latency;
-// built in the tenth session after its device time was spent, not yet run); unset: the defaults
-// in LaunchKstNb.
+// x2w8 (two of 8), x1 (one CTA of 12 at 8-row tiles too: the default until 2026-11-30), w15 (16-
+// and 24-row tiles with 15 and 14 consumer warps: LaunchKstNb; built in the tenth session after
+// its device time was spent, not yet run); unset: the defaults in LaunchKstNb.
 int KstCfg() {
   static const int v = [] {
     const char* e = std::getenv("MXSERVE_CUDA_MOE_KST_CFG");
@@ -357,8 +375,17 @@ int LaunchKstNb(const GemmArgs& a, bool gate_up, bool one_mul, int slice_chunks,
       default: break;
     }
   }
-  if constexpr (kNb == 2) {  // w15: 15 consumer warps, two m16 tiles each (16 warps: 128 registers)
+  // w15: more consumer warps under the 128-register cap of 13-16 warps per CTA. 16-row tiles: 15
+  // warps of two m16 tiles (119-125 registers); 24 rows: 14 (two 3-chunk stages of 15 do not fit)
+  // with the epilogue operands loaded after the slices (kLate), which brings them to 128 with at
+  // most 8 bytes spilled (32 rows would spill 60-76 bytes: not built).
+  if constexpr (kNb == 2) {
     if (slice_chunks == 0 && KstCfg() == 5) return LaunchKstCs<3, kNb, 2, 15>(a, gate_up, one_mul, max_tiles, stream);
+  }
+  if constexpr (kNb == 3) {
+    if (slice_chunks == 0 && KstCfg() == 5) {
+      return LaunchKstCs<3, kNb, 2, 14, 1, true>(a, gate_up, one_mul, max_tiles, stream);
+    }
   }
   // 8-row tiles: two CTAs of 12 consumer warps per SM (x2), more warps to hide the decode's
   // latency: 0.0913 / 0.3434 / 0.4652 against 0.0942 / 0.3492 / 0.4812 ms at 4 / 32 / 64 tokens,

@@ -129,8 +129,8 @@ for s in $steps; do
         gpt-oss-120b,gpt-oss-20b 1 2>&1 | tee "$OUT/fused.txt" ;;
     kstcfg)
       # The K-streamed decode kernel's occupancy variants (MXSERVE_CUDA_MOE_KST_CFG: w16, x2, x2w8;
-      # w15, 16-row tiles only, not yet run: KST_CFGS=w15 KST_TOKENS=192,256,384): each checked on
-      # the small shapes and gpt-oss-20b, then timed, alternating with the default.
+      # w15, 16- and 24-row tiles, not yet run: see kernels/cuda/README.md): each checked on the
+      # small shapes and gpt-oss-20b, then timed, alternating with the default.
       check_pinned MXSERVE_CUDA_MOE_KST_CFG "${KST_CFGS:-w16 x2 x2w8}" \
         "tiny-pad tiny-k1 half-held big-scales gpt-oss-20b" "$OUT/check_kst.txt"
       time_pinned MXSERVE_CUDA_MOE_KST_CFG "default ${KST_CFGS:-w16 x2 x2w8}" gpt-oss-120b \
