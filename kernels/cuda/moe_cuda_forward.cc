@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <cstring>
@@ -31,6 +32,12 @@ int ForcedPath() {
   if (p == -2) {
     const char* v = std::getenv("MXSERVE_CUDA_MOE_PATH");
     p = v == nullptr ? -1 : PathNamed(v);
+    if (v != nullptr && p < 0) {  // a typo must not pass silently for a pinned run
+      std::string names;
+      for (const PathInfo& i : kPaths) names += std::string(names.empty() ? "" : ", ") + i.name;
+      std::fprintf(stderr, "mxserve: MXSERVE_CUDA_MOE_PATH=%s names no kernel configuration (%s); ignored\n", v,
+                   names.c_str());
+    }
     forced_path.store(p, std::memory_order_relaxed);
   }
   return p;
