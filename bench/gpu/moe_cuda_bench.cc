@@ -100,10 +100,11 @@ int Main(int argc, char** argv) {
   if (!csv) return 1;
   std::fprintf(csv, "shape,tokens,ms,weight_bytes,gbps,tflops,path\n");
   std::vector<int> paths = {-1};  // -1: kAuto (or MXSERVE_CUDA_MOE_PATH)
-  const bool pin_each = std::getenv("MXSERVE_BENCH_PATHS") != nullptr;
+  const char* paths_env = std::getenv("MXSERVE_BENCH_PATHS");
+  const bool pin_each = paths_env != nullptr;
   if (pin_each) {
     paths.clear();
-    for (auto& n : Split(std::getenv("MXSERVE_BENCH_PATHS"))) {
+    for (auto& n : Split(paths_env)) {
       const int p = n == "auto" ? -1 : kc::internal::PathNamed(n);
       if (p < 0 && n != "auto") {
         std::fprintf(stderr, "MXSERVE_BENCH_PATHS: no path named '%s'\n", n.c_str());

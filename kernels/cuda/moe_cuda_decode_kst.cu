@@ -240,6 +240,9 @@ __global__ void __launch_bounds__(32 * kW + 32, kCb) DecodeKstKernel(const __gri
       __syncwarp();
       if (lane == 0) MbarArrive(&empty[stage]);
     }
+    // The loads above, after the slices (kLate). Written out again rather than shared through a
+    // lambda: with one, ptxas emitted other code for 41 of the 84 existing kernels
+    // (scripts/cubin-diff.py), which the kernels' timings do not cover.
     if constexpr (kLate) {
 #pragma unroll
       for (int m = 0; m < kMt; ++m) {

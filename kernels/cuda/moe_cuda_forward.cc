@@ -46,17 +46,16 @@ int ForcedPath() {
 void SetForcedPath(int path) { forced_path.store(path < 0 ? -1 : path, std::memory_order_relaxed); }
 
 namespace {
-constexpr bool SameName(const char* a, const char* b) {
-  while (*a != 0 && *a == *b) ++a, ++b;
-  return *a == *b;
-}
+// kAutoTiles' paths (moe_cuda_tile_choice.h is CUDA-free, so it names them).
+constexpr std::array<int, kNumAutoTiles> kAutoPathIds = [] {
+  std::array<int, kNumAutoTiles> ids{};
+  for (int i = 0; i < kNumAutoTiles; ++i) ids[i] = PathNamed(kAutoTiles[i].path);
+  return ids;
+}();
 // Every configuration kAuto may choose is a path in kPaths with the tile height the model assumed.
 constexpr bool AutoTilesArePaths() {
-  for (const AutoTile& t : kAutoTiles) {
-    bool found = false;
-    for (const PathInfo& p : kPaths) found = found || (SameName(t.path, p.name) && t.rows == p.bm);
-    if (!found) return false;
-  }
+  for (int i = 0; i < kNumAutoTiles; ++i)
+    if (kAutoPathIds[i] < 0 || kPaths[kAutoPathIds[i]].bm != kAutoTiles[i].rows) return false;
   return true;
 }
 static_assert(AutoTilesArePaths(), "kAutoTiles names a path not in kPaths, or with other tile rows");
@@ -67,11 +66,6 @@ struct LayerAccess {
   // kAuto's configuration: the cheapest tile height (moe_cuda_tile_choice.h), from each held
   // expert's slot count when the ids are on the host, else from the mean under uniform routing.
   static int AutoPath(const CudaMoeLayer& L, const CudaMoeBatch& b, int64_t pairs, int nh) {
-    static const auto auto_paths = [] {
-      std::array<int, internal::kNumAutoTiles> ids{};
-      for (int i = 0; i < internal::kNumAutoTiles; ++i) ids[i] = internal::PathNamed(internal::kAutoTiles[i].path);
-      return ids;
-    }();
     int pick = -1;
     if (b.host_expert_ids != nullptr) {
       thread_local std::vector<int32_t> counts;
@@ -86,7 +80,7 @@ struct LayerAccess {
       const double mean = double(pairs) / double(std::max<int64_t>(1, std::min<int64_t>(nh, pairs)));
       pick = internal::ChooseAutoTile(mean);
     }
-    return auto_paths[pick];
+    return internal::kAutoPathIds[pick];
   }
 
   static absl::Status Forward(const CudaMoeLayer& L, const CudaMoeBatch& b, float* out,

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 
 namespace mxserve::kernels::cuda::internal {
@@ -73,8 +74,8 @@ inline constexpr PathInfo kPaths[kNumPaths] = {
     {"wgmma64", 64},  {"wgmma256", 256},  {"wgmma48", 48},    {"wgmma32", 32},   {"wgmma40", 40},
     {"wgmma96", 96},  {"wgmma192", 192},  {"wgmmass", 128},   {"wgmmass192", 192}, {"wgmmass64", 64}};
 inline int PathBm(int path) { return kPaths[path].bm; }
-// The path named `name`, or -1.
-inline int PathNamed(const std::string& name) {
+// The path named `name`, or -1 (constexpr: kAuto's candidates are looked up at compile time).
+constexpr int PathNamed(std::string_view name) {
   for (int p = 0; p < kNumPaths; ++p)
     if (name == kPaths[p].name) return p;
   return -1;

@@ -72,14 +72,10 @@ inline void ExpectedTilesPerExpert(double mean, const int* rows, int n, double* 
   for (int i = 0; i < n; ++i) out[i] /= total;
 }
 
-// The index in kAutoTiles of the cheapest configuration when the experts hold `mean`
-// token-slots each on average (the first of equals), among those whose bit is set in `allowed`
-// (bit i: kAutoTiles[i]; tests compare with tables that timed only some); -1 if none is.
-inline int ChooseAutoTile(double mean, uint32_t allowed = ~0u) {
-  int rows[kNumAutoTiles];
-  double tiles[kNumAutoTiles];
-  for (int i = 0; i < kNumAutoTiles; ++i) rows[i] = kAutoTiles[i].rows;
-  ExpectedTilesPerExpert(mean, rows, kNumAutoTiles, tiles);
+// The index of the cheapest configuration, tiles[i] x kAutoTiles[i].ps_per_byte (the first of
+// equals), among those whose bit is set in `allowed` (bit i: kAutoTiles[i]; tests compare with
+// tables that timed only some); -1 if none is.
+inline int CheapestAutoTile(const double (&tiles)[kNumAutoTiles], uint32_t allowed) {
   int best = -1;
   for (int i = 0; i < kNumAutoTiles; ++i) {
     if ((allowed >> i & 1u) == 0) continue;
@@ -88,27 +84,29 @@ inline int ChooseAutoTile(double mean, uint32_t allowed = ~0u) {
   return best;
 }
 
+// The index in kAutoTiles of the cheapest configuration when the experts hold `mean`
+// token-slots each on average, among those allowed (CheapestAutoTile).
+inline int ChooseAutoTile(double mean, uint32_t allowed = ~0u) {
+  int rows[kNumAutoTiles];
+  double tiles[kNumAutoTiles];
+  for (int i = 0; i < kNumAutoTiles; ++i) rows[i] = kAutoTiles[i].rows;
+  ExpectedTilesPerExpert(mean, rows, kNumAutoTiles, tiles);
+  return CheapestAutoTile(tiles, allowed);
+}
+
 // The index in kAutoTiles of the cheapest configuration for these per-expert slot counts
 // (counts[e]: the slots routed to held expert e), its tiles counted exactly: the sum over
 // experts of ceil(count / rows), as the routing cuts them. Among those allowed (as above); -1
 // when no slot is counted or none is allowed.
 inline int ChooseAutoTileForCounts(const int32_t* counts, int n, uint32_t allowed = ~0u) {
-  int64_t tiles[kNumAutoTiles] = {};
+  double tiles[kNumAutoTiles] = {};  // whole numbers, exact in a double
   bool any = false;
   for (int e = 0; e < n; ++e) {
     if (counts[e] <= 0) continue;
     any = true;
     for (int i = 0; i < kNumAutoTiles; ++i) tiles[i] += (counts[e] + kAutoTiles[i].rows - 1) / kAutoTiles[i].rows;
   }
-  if (!any) return -1;
-  int best = -1;
-  for (int i = 0; i < kNumAutoTiles; ++i) {
-    if ((allowed >> i & 1u) == 0) continue;
-    if (best < 0 || double(tiles[i]) * kAutoTiles[i].ps_per_byte < double(tiles[best]) * kAutoTiles[best].ps_per_byte) {
-      best = i;
-    }
-  }
-  return best;
+  return any ? CheapestAutoTile(tiles, allowed) : -1;
 }
 
 }  // namespace mxserve::kernels::cuda::internal

@@ -47,6 +47,12 @@ check_pinned() {
   echo "$(grep -c PASS "$4") PASS, $(grep -c FAIL "$4") FAIL"
   grep FAIL "$4" | head -5 && rc=1
 }
+# memcheck_pinned VAR VALUE: compute-sanitizer memcheck of the check on half-held with VAR=VALUE.
+memcheck_pinned() {
+  env "$1=$2" compute-sanitizer --tool memcheck --error-exitcode 9 $B/mxserve-gpu-moe-check half-held \
+    > "$OUT/memcheck_$2.txt" 2>&1 || rc=1
+  echo "memcheck $2: $(tail -n 1 "$OUT/memcheck_$2.txt")"
+}
 # time_pinned VAR "VALUES" SHAPES TOKENS: the bench with VAR set to each value in turn, twice
 # (alternating: drift shows as a difference between the rounds).
 time_pinned() {
@@ -83,9 +89,8 @@ for s in $steps; do
       PYTHONUNBUFFERED=1 PYTHONPATH=.triton_kernels${PYTHONPATH:+:$PYTHONPATH} python3 bench/gpu/baselines.py "$OUT/ours.csv" ${BENCH_SHAPES:-gpt-oss-120b} \
         ${BENCH_TOKENS:-1,4,16,64,256,1024,4096,16384} 2>&1 | tee "$OUT/table.txt" || rc=1 ;;
     paths)
-      # The same layer with each kernel configuration pinned (what kAuto's thresholds rest on);
-      # PATH_SHAPE picks another shape (kAuto's limits were set on gpt-oss-120b).
-      # One process per shape: the layer is uploaded once and every path timed on it (the bench
+      # The same layer with each kernel configuration pinned (what kAuto's cost model rests on:
+      # tests/data/tile_paths); PATH_SHAPE picks the shapes (space-separated). One process per shape: the layer is uploaded once and every path timed on it (the bench
       # skips a path that cannot be close: MXSERVE_BENCH_PATHS in moe_cuda_bench.cc).
       P=${PATHS:-decode decode16 mid prefill wgmma32 wgmma40 wgmma48 wgmma64 wgmma96 wgmma wgmma192 wgmma256}
       for S in ${PATH_SHAPE:-gpt-oss-120b}; do
@@ -141,20 +146,14 @@ for s in $steps; do
       # memcheck on half-held. MXSERVE_CUDA_MOE_KST_CFG passes through.
       check_pinned MXSERVE_CUDA_MOE_PATH "${PINNED:-decode24 mid}" \
         "${PINNED_SHAPES:-tiny-pad tiny-k1 tiny-skip half-held big-scales gpt-oss-20b}" "$OUT/check_pinned.txt"
-      for v in ${PINNED:-decode24 mid}; do
-        MXSERVE_CUDA_MOE_PATH=$v compute-sanitizer --tool memcheck --error-exitcode 9 $B/mxserve-gpu-moe-check half-held \
-          > "$OUT/memcheck_$v.txt" 2>&1 || rc=1
-        echo "memcheck $v: $(tail -n 1 "$OUT/memcheck_$v.txt")"
-      done ;;
+      for v in ${PINNED:-decode24 mid}; do memcheck_pinned MXSERVE_CUDA_MOE_PATH $v; done ;;
     ss)
       # The weights-through-shared-memory wgmma kernel (paths 12-14: MXSERVE_CUDA_MOE_PATH=wgmmass,
       # wgmmass192, wgmmass64; not in kAuto): checked on the small shapes and gpt-oss-20b, memcheck,
       # then timed against the register-A kernel's tiles, alternating.
       check_pinned MXSERVE_CUDA_MOE_PATH "wgmmass wgmmass192 wgmmass64" "tiny-pad tiny-k1 half-held big-scales gpt-oss-20b" \
         "$OUT/check_ss.txt"
-      MXSERVE_CUDA_MOE_PATH=wgmmass compute-sanitizer --tool memcheck --error-exitcode 9 $B/mxserve-gpu-moe-check half-held \
-        > "$OUT/memcheck_ss.txt" 2>&1 || rc=1
-      echo "memcheck wgmmass: $(tail -n 1 "$OUT/memcheck_ss.txt")"
+      memcheck_pinned MXSERVE_CUDA_MOE_PATH wgmmass
       { time_pinned MXSERVE_CUDA_MOE_PATH "wgmmass64 wgmma48 wgmma64" gpt-oss-120b ${SS_SMALL_TOKENS:-512,1024,1536}
         time_pinned MXSERVE_CUDA_MOE_PATH "wgmmass wgmmass192 wgmma wgmma192" gpt-oss-120b ${SS_TOKENS:-2048,4096,8192,16384}
       } 2>&1 | tee "$OUT/ss.txt" ;;
