@@ -355,14 +355,14 @@ int LaunchKstOcc(const GemmArgs& a, bool gate_up, bool one_mul, int max_tiles, c
 }
 
 // MXSERVE_CUDA_MOE_KST_CFG (benchmarks): w16 (16 consumer warps), x2 (two CTAs per SM of 12),
-// x2w8 (two of 8), x1 (one CTA of 12 at 8-row tiles too: the default until 2026-11-30), w15 (16-
-// and 24-row tiles with 15 and 14 consumer warps: LaunchKstNb; built in the tenth session after
-// its device time was spent, not yet run); unset: the defaults in LaunchKstNb.
+// x2w8 (two of 8), x1 (one CTA of 12 at 8-row tiles too: the default until 2026-11-30), w12
+// (16-row tiles at 12 consumer warps: the default until 2026-12-01), w14 (24-row tiles at 14
+// consumer warps); unset: the defaults in LaunchKstNb.
 int KstCfg() {
   static const int v = [] {
     const char* e = std::getenv("MXSERVE_CUDA_MOE_KST_CFG");
     const std::string s = e == nullptr ? "" : e;
-    return s == "w16" ? 1 : s == "x2" ? 2 : s == "x2w8" ? 3 : s == "x1" ? 4 : s == "w15" ? 5 : 0;
+    return s == "w16" ? 1 : s == "x2" ? 2 : s == "x2w8" ? 3 : s == "x1" ? 4 : s == "w12" ? 5 : s == "w14" ? 6 : 0;
   }();
   return v;
 }
@@ -378,15 +378,13 @@ int LaunchKstNb(const GemmArgs& a, bool gate_up, bool one_mul, int slice_chunks,
       default: break;
     }
   }
-  // w15: more consumer warps under the 128-register cap of 13-16 warps per CTA. 16-row tiles: 15
-  // warps of two m16 tiles (119-125 registers); 24 rows: 14 (two 3-chunk stages of 15 do not fit)
-  // with the epilogue operands loaded after the slices (kLate), which brings them to 128 with at
-  // most 8 bytes spilled (32 rows would spill 60-76 bytes: not built).
-  if constexpr (kNb == 2) {
-    if (slice_chunks == 0 && KstCfg() == 5) return LaunchKstCs<3, kNb, 2, 15>(a, gate_up, one_mul, max_tiles, stream);
-  }
+  // More consumer warps under the 128-register cap of 13-16 warps per CTA. 16-row tiles: 15 warps
+  // of two m16 tiles (119-125 registers), the default below. 24 rows: 14 (w14; two 3-chunk stages
+  // of 15 do not fit) with the epilogue operands loaded after the slices (kLate), which brings them
+  // to 128 with at most 8 bytes spilled; not the default: 0.95-1.02x the 11 warps' time (2026-12-01
+  // 01:13 call, medians of three alternating rounds; 32 rows would spill 60-76 bytes: not built).
   if constexpr (kNb == 3) {
-    if (slice_chunks == 0 && KstCfg() == 5) {
+    if (slice_chunks == 0 && KstCfg() == 6) {
       return LaunchKstCs<3, kNb, 2, 14, 1, true>(a, gate_up, one_mul, max_tiles, stream);
     }
   }
@@ -415,8 +413,15 @@ int LaunchKstNb(const GemmArgs& a, bool gate_up, bool one_mul, int slice_chunks,
   if constexpr (kNb >= 3) {
     if (slice_chunks == 0) return LaunchKstCs<3, kNb, 2, 11>(a, gate_up, one_mul, max_tiles, stream);
   }
+  // 16-row tiles at 15 consumer warps against 12 (w12), ms, medians of three alternating rounds
+  // (2026-12-01 01:13 call): 0.600 / 0.650 (gpt-oss-120b, 256 tokens), 0.861 / 0.928 (512),
+  // 2.180 / 2.370 (K3-like, 256), 3.150 / 3.303 (Kimi-K2-like, 512); 2-9 % faster at every count
+  // timed (gpt-oss-120b 64-512, K3-like 128-256, Kimi-K2-like 512-768).
   if constexpr (kNb == 2) {
-    if (slice_chunks == 0) return LaunchKstCs<3, kNb, 2, 12>(a, gate_up, one_mul, max_tiles, stream);
+    if (slice_chunks == 0) {
+      return KstCfg() == 5 ? LaunchKstCs<3, kNb, 2, 12>(a, gate_up, one_mul, max_tiles, stream)
+                           : LaunchKstCs<3, kNb, 2, 15>(a, gate_up, one_mul, max_tiles, stream);
+    }
   }
   // Auto: 4-chunk slices while three stages fit (fewer, larger copies), else 2-chunk.
   if (slice_chunks == 0) slice_chunks = Stages<4, 1, 12>(8 * kNb, a.rows) >= 3 ? 4 : 2;

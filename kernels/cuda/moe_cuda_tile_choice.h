@@ -35,9 +35,11 @@ struct AutoTile {
 // lose everywhere measured; mid, the decode kernel at 32 rows, is within a few % of wgmma32 either
 // way and stays out). decode24's cost: the mean of its 17 runs in the 23:51 and 23:55 calls
 // (tests/data/tile_paths/paths_decode24_2026-11-30_2351.csv; 0.389-0.488 by shape: its
-// cheapest on Kimi-K2-like, dearest on gpt-oss-120b).
+// cheapest on Kimi-K2-like, dearest on gpt-oss-120b). decode16's: the mean of its 22 runs at 15
+// consumer warps (2026-12-01 01:18 call, paths_decode16_2026-12-01_0118.csv; 0.312-0.365; at 12
+// warps, until then, 0.379); the same call's decode and wgmma32 runs give 0.303 and 0.516.
 inline constexpr AutoTile kAutoTiles[] = {
-    {"decode", 8, 0.327},    {"decode16", 16, 0.379}, {"decode24", 24, 0.439}, {"wgmma32", 32, 0.515},
+    {"decode", 8, 0.327},    {"decode16", 16, 0.340}, {"decode24", 24, 0.439}, {"wgmma32", 32, 0.515},
     {"wgmma40", 40, 0.547},  {"wgmma48", 48, 0.580},  {"wgmma64", 64, 0.667},  {"wgmma96", 96, 0.795},
     {"wgmma", 128, 0.919},   {"wgmma192", 192, 1.214}, {"wgmma256", 256, 1.624}};
 inline constexpr int kNumAutoTiles = sizeof(kAutoTiles) / sizeof(kAutoTiles[0]);

@@ -123,7 +123,8 @@ TEST(TileChoice, CountsSeeTheSkewThatTheMeanHides) {
 // shape -> tokens -> path -> fastest ms of that path there.
 using Timings = std::map<std::string, std::map<int, std::map<std::string, double>>>;
 
-Timings ReadTimings(const std::string& file) {
+// `superseded`: configurations whose kernel has changed since the table was timed (left out).
+Timings ReadTimings(const std::string& file, const std::set<std::string>& superseded) {
   Timings out;
   std::ifstream in(std::string(MXSERVE_TILE_PATHS_TESTDATA) + "/" + file);
   EXPECT_TRUE(in.good()) << file;
@@ -140,7 +141,7 @@ Timings ReadTimings(const std::string& file) {
     std::vector<std::string> f;
     std::stringstream ss(line);
     for (std::string x; std::getline(ss, x, ',');) f.push_back(x);
-    if (f.size() != head.size()) continue;
+    if (f.size() != head.size() || superseded.count(f[path])) continue;
     double& slot = out[f[shape]][std::stoi(f[tokens])][f[path]];
     const double v = std::stod(f[ms]);
     slot = slot == 0 ? v : std::min(slot, v);
@@ -155,9 +156,13 @@ int IndexOf(const std::string& path) {
   return 31;
 }
 
+// decode16 went from 12 to 15 consumer warps on 2026-12-01 (its cost refitted to the 01:18 call's
+// table); the earlier tables' decode16 rows time the 12-warp kernel.
+const std::set<std::string> kDecode16At12Warps = {"decode16"};
+
 void ExpectNearBest(const std::string& file, const std::map<std::string, std::pair<int, int>>& shapes,
-                    double slack, int* misses) {
-  const Timings t = ReadTimings(file);
+                    double slack, int* misses, const std::set<std::string>& superseded = kDecode16At12Warps) {
+  const Timings t = ReadTimings(file, superseded);
   ASSERT_FALSE(t.empty()) << file;
   for (const auto& [shape, by_tokens] : t) {
     ASSERT_TRUE(shapes.count(shape)) << shape;
@@ -200,7 +205,12 @@ TEST(TileChoice, WithinFivePercentOfTheFastestMeasured) {
   EXPECT_LE(misses, 3);  // of 30 token counts: the rest pick the fastest
   misses = 0;
   ExpectNearBest("paths_decode24_2026-11-30_2351.csv", kShapes, 1.05, &misses);
-  EXPECT_LE(misses, 5);  // of 17 (where mid, not one of kAuto's, was fastest, kAuto's best counts)
+  // Of 17 (where mid, not one of kAuto's, was fastest, kAuto's best counts); one (0.9 % off, at
+  // gpt-oss-120b's 256 tokens) where decode16's 12-warp row, now left out, was chosen before.
+  EXPECT_LE(misses, 6);
+  misses = 0;
+  ExpectNearBest("paths_decode16_2026-12-01_0118.csv", kShapes, 1.05, &misses, {});
+  EXPECT_LE(misses, 2);  // of 22
 }
 
 // A table the costs were not fitted to (another day's calls, another build of the kernels).
@@ -214,7 +224,10 @@ TEST(TileChoice, FewSlotsTakeTheDecodeKernelAndManyTheWideTiles) {
   EXPECT_STREQ(kAutoTiles[ChooseAutoTile(1.0)].path, "decode");
   EXPECT_STREQ(kAutoTiles[ChooseAutoTile(4.0)].path, "decode");
   EXPECT_STREQ(kAutoTiles[ChooseAutoTile(16.0)].path, "decode24");
-  EXPECT_STREQ(kAutoTiles[ChooseAutoTile(16.0, ~0u & ~(1u << 2))].path, "wgmma32");  // decode24 masked out
+  // decode24 masked out: 16-row tiles at 15 warps (K3-like at 256 tokens, 16 slots per expert:
+  // 2.183 ms against wgmma32's 2.294, paths_decode16_2026-12-01_0118.csv).
+  EXPECT_STREQ(kAutoTiles[ChooseAutoTile(16.0, ~0u & ~(1u << 2))].path, "decode16");
+  EXPECT_STREQ(kAutoTiles[ChooseAutoTile(16.0, ~0u & ~(3u << 1))].path, "wgmma32");  // and decode16
   EXPECT_EQ(ChooseAutoTile(16.0, 0u), -1);
   EXPECT_STREQ(kAutoTiles[ChooseAutoTile(512.0)].path, "wgmma192");
   std::set<int> seen;

@@ -134,7 +134,7 @@ for s in $steps; do
         gpt-oss-120b,gpt-oss-20b 1 2>&1 | tee "$OUT/fused.txt" ;;
     kstcfg)
       # The K-streamed decode kernel's occupancy variants (MXSERVE_CUDA_MOE_KST_CFG: w16, x2, x2w8;
-      # w15, 16- and 24-row tiles, not yet run: see kernels/cuda/README.md): each checked on the
+      # w12 and w14 at 16- and 24-row tiles, with PINNED paths: see kernels/cuda/README.md): each checked on the
       # small shapes and gpt-oss-20b, then timed, alternating with the default.
       check_pinned MXSERVE_CUDA_MOE_KST_CFG "${KST_CFGS:-w16 x2 x2w8}" \
         "tiny-pad tiny-k1 half-held big-scales gpt-oss-20b" "$OUT/check_kst.txt"
