@@ -13,8 +13,8 @@
 // (24 group rows x the slice's bytes, from 2D tensor maps over all groups of all experts).
 //
 // Work split: a persistent CTA per SM walks a contiguous range of items (tile, 2 * kMt * kW
-// consecutive n8 groups: 192 weight rows with 8-row tiles (kMt 1, kW 12), 384 with 16-row tiles
-// (kMt 2), 352 with 24- and 32-row tiles (kMt 2, kW 11)). Each item is streamed through S shared-memory stages in K slices of kCs chunks
+// consecutive n8 groups: 192 weight rows with 8-row tiles (kMt 1, kW 12), 480 with 16-row tiles
+// (kMt 2, kW 15), 352 with 24- and 32-row tiles (kMt 2, kW 11)). Each item is streamed through S shared-memory stages in K slices of kCs chunks
 // (weights, scales and the tile's activation rows of that slice); a producer thread fills a stage
 // as soon as every consumer warp has released it. Consumer warp w multiplies its kMt m16 tiles of
 // the item (the A operand, decoded into its registers) with the tile's tokens (kNb n8 B operands:
