@@ -105,7 +105,7 @@ int Main(int argc, char** argv) {
   if (pin_each) {
     paths.clear();
     for (auto& n : Split(paths_env)) {
-      const int p = n == "auto" ? -1 : kc::internal::PathNamed(n);
+      const int p = n == "auto" ? -1 : kc::internal::SpecNamed(n);
       if (p < 0 && n != "auto") {
         std::fprintf(stderr, "MXSERVE_BENCH_PATHS: no path named '%s'\n", n.c_str());
         return 2;
@@ -150,10 +150,12 @@ int Main(int argc, char** argv) {
     for (int T : tokens)
     for (int path : paths) {
       const double avg = double(T) * sh.k / sh.E;
-      if (path >= 0 && (avg > 4.0 * kc::internal::PathBm(path) || kc::internal::PathBm(path) > 16.0 * avg)) continue;
+      const int bm = path < 0 ? 0 : kc::internal::PathBm(kc::internal::SpecBig(path));
+      if (path >= 0 && (avg > 4.0 * bm || bm > 16.0 * avg)) continue;
       if (pin_each) kc::internal::SetForcedPath(path);
       const int pinned = kc::internal::ForcedPath();
-      const char* path_name = pinned < 0 ? "auto" : kc::internal::kPaths[pinned].name;
+      const std::string path_str = pinned < 0 ? "auto" : kc::internal::SpecName(pinned);
+      const char* path_name = path_str.c_str();
       constexpr int kSets = 4;
       std::vector<cudaGraphExec_t> graphs(kSets);
       std::vector<void*> bufs;

@@ -187,7 +187,9 @@ absl::Status CudaMoeWorkspace::Reserve(const CudaMoeLayer& layer, int num_tokens
   const size_t nh = std::max(1, layer.num_held());
   const size_t kph = RoundUp(layer.hidden(), 64), kpi = RoundUp(layer.intermediate(), 64);
   const size_t h = layer.hidden();
-  const size_t tiles = pairs / 8 + std::min(nh, pairs) + 1;  // smallest tile: 8 rows
+  // Smallest tile: 8 rows; twice that for two heights (two lists, the second at a host-known
+  // offset: LayerAccess::Forward).
+  const size_t tiles = 2 * (pairs / 8 + std::min(nh, pairs) + 1);
   if (pairs <= pairs_cap_ && nh <= experts_cap_ && kph <= kp_h_cap_ && kpi <= kp_i_cap_ &&
       h <= h_cap_ && tiles <= tiles_cap_) {
     return absl::OkStatus();
@@ -195,7 +197,7 @@ absl::Status CudaMoeWorkspace::Reserve(const CudaMoeLayer& layer, int num_tokens
   Free();
   absl::Status s;
   auto ok = [&](absl::Status st) { if (s.ok()) s = std::move(st); };
-  ok(Alloc(&d_counts_, 3 * nh + 2, "cudaMalloc(ws meta)"));
+  ok(Alloc(&d_counts_, 3 * nh + 3, "cudaMalloc(ws meta)"));
   ok(Alloc(&d_tiles_, 3 * tiles, "cudaMalloc(ws tiles)"));
   ok(Alloc(&d_sorted_, pairs, "cudaMalloc(ws sorted)"));
   ok(Alloc(&d_a_, pairs * kph, "cudaMalloc(ws a)"));

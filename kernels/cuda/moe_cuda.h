@@ -69,7 +69,7 @@ class CudaMoeWorkspace {
   friend struct LayerAccess;
   void Free();
   size_t pairs_cap_ = 0, experts_cap_ = 0, kp_h_cap_ = 0, kp_i_cap_ = 0, h_cap_ = 0;
-  int32_t* d_counts_ = nullptr;   // [E] counts, then [E] offsets, [E] cursors, [1] tile count
+  int32_t* d_counts_ = nullptr;   // [E] counts, then [E+1] offsets, [E] cursors, [1] tile count, [1] second-height tile count
   int32_t* d_tiles_ = nullptr;    // [max tiles][3] (held expert, row start, rows)
   int32_t* d_sorted_ = nullptr;   // [P] pair index (t*k+j) by sorted row
   uint16_t* d_a_ = nullptr;       // [P][Kp_h] bf16, permuted or plain (gate_up operand)

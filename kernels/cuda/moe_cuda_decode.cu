@@ -35,7 +35,12 @@ __global__ void __launch_bounds__(32 * kWarps, kMinBlocks) DecodeGemmKernel(cons
   const int e = __ldg(p.tiles + 3 * tile), row0 = __ldg(p.tiles + 3 * tile + 1),
             rows = __ldg(p.tiles + 3 * tile + 2);
   PdlLaunchDependents();
-  if (tile >= valid_tiles) return;
+  // A CTA without a tile still waits in down: a grid with none at all (a second tile height's
+  // list can be empty) must not complete before the GEMM before it, which its successors assume.
+  if (tile >= valid_tiles) {
+    if constexpr (!kGateUp) PdlWait();
+    return;
+  }
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int nt_total = p.n >> 3;
   const int nt = blockIdx.x * kWarps + warp;
@@ -196,7 +201,10 @@ __global__ void __launch_bounds__(128) DecodeBulkKernel(const GemmArgs p) {
   if constexpr (kGateUp) PdlWait();
   const int tile = blockIdx.y;
   const int valid_tiles = __ldg(p.ntiles);
-  if (tile >= valid_tiles) return;
+  if (tile >= valid_tiles) {  // down: waits all the same (DecodeGemmKernel says why)
+    if constexpr (!kGateUp) PdlWait();
+    return;
+  }
   const int e = __ldg(p.tiles + 3 * tile), row0 = __ldg(p.tiles + 3 * tile + 1),
             rows = __ldg(p.tiles + 3 * tile + 2);
   PdlLaunchDependents();

@@ -23,29 +23,7 @@ namespace internal {
 namespace {
 std::atomic<int> forced_path{-2};    // ForcedPath; -2: not read from the environment yet
 std::atomic<int> last_auto_path{-1};  // LastAutoPath
-}  // namespace
 
-int LastAutoPath() { return last_auto_path.load(std::memory_order_relaxed); }
-
-int ForcedPath() {
-  int p = forced_path.load(std::memory_order_relaxed);
-  if (p == -2) {
-    const char* v = std::getenv("MXSERVE_CUDA_MOE_PATH");
-    p = v == nullptr ? -1 : PathNamed(v);
-    if (v != nullptr && p < 0) {  // a typo must not pass silently for a pinned run
-      std::string names;
-      for (const PathInfo& i : kPaths) names += std::string(names.empty() ? "" : ", ") + i.name;
-      std::fprintf(stderr, "mxserve: MXSERVE_CUDA_MOE_PATH=%s names no kernel configuration (%s); ignored\n", v,
-                   names.c_str());
-    }
-    forced_path.store(p, std::memory_order_relaxed);
-  }
-  return p;
-}
-
-void SetForcedPath(int path) { forced_path.store(path < 0 ? -1 : path, std::memory_order_relaxed); }
-
-namespace {
 // kAutoTiles' paths (moe_cuda_tile_choice.h is CUDA-free, so it names them).
 constexpr std::array<int, kNumAutoTiles> kAutoPathIds = [] {
   std::array<int, kNumAutoTiles> ids{};
@@ -59,14 +37,73 @@ constexpr bool AutoTilesArePaths() {
   return true;
 }
 static_assert(AutoTilesArePaths(), "kAutoTiles names a path not in kPaths, or with other tile rows");
+
+// kAutoTiles' index of path p, or -1.
+int AutoIndex(int p) {
+  for (int i = 0; i < kNumAutoTiles; ++i)
+    if (kAutoPathIds[i] == p) return i;
+  return -1;
+}
+
+// MXSERVE_CUDA_MOE_MIX=off: kAuto takes one tile height (benchmarks compare).
+bool MixEnabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("MXSERVE_CUDA_MOE_MIX");
+    return v == nullptr || std::string(v) != "off";
+  }();
+  return on;
+}
 }  // namespace
+
+int SpecNamed(std::string_view name) {
+  const size_t plus = name.find('+');
+  if (plus == std::string_view::npos) return PathNamed(name);
+  const int big = PathNamed(name.substr(0, plus)), small = PathNamed(name.substr(plus + 1));
+  const int bi = AutoIndex(big), si = AutoIndex(small);
+  if (bi < 0 || si < 0 || kAutoTiles[si].rows >= kAutoTiles[bi].rows ||
+      kAutoTiles[si].family != kAutoTiles[bi].family || MixRmax(bi, si) == 0) {
+    return -1;
+  }
+  return MixSpec(big, small);
+}
+
+std::string SpecName(int spec) {
+  if (spec < 0) return "?";
+  const int small = SpecSmall(spec);
+  return std::string(kPaths[SpecBig(spec)].name) + (small < 0 ? "" : std::string("+") + kPaths[small].name);
+}
+
+int LastAutoPath() { return last_auto_path.load(std::memory_order_relaxed); }
+
+int ForcedPath() {
+  int p = forced_path.load(std::memory_order_relaxed);
+  if (p == -2) {
+    const char* v = std::getenv("MXSERVE_CUDA_MOE_PATH");
+    p = v == nullptr ? -1 : SpecNamed(v);
+    if (v != nullptr && p < 0) {  // a typo must not pass silently for a pinned run
+      std::string names;
+      for (const PathInfo& i : kPaths) names += std::string(names.empty() ? "" : ", ") + i.name;
+      std::fprintf(stderr,
+                   "mxserve: MXSERVE_CUDA_MOE_PATH=%s names no kernel configuration (%s, or two of kAuto's "
+                   "of one family joined by '+', the taller first); ignored\n",
+                   v, names.c_str());
+    }
+    forced_path.store(p, std::memory_order_relaxed);
+  }
+  return p;
+}
+
+void SetForcedPath(int spec) { forced_path.store(spec < 0 ? -1 : spec, std::memory_order_relaxed); }
+
 }  // namespace internal
 
 struct LayerAccess {
-  // kAuto's configuration: the cheapest tile height (moe_cuda_tile_choice.h), from each held
-  // expert's slot count when the ids are on the host, else from the mean under uniform routing.
-  static int AutoPath(const CudaMoeLayer& L, const CudaMoeBatch& b, int64_t pairs, int nh) {
-    int pick = -1;
+  // kAuto's configuration (a spec: one tile height or two, moe_cuda_tile_choice.h), from each
+  // held expert's slot count when the ids are on the host, else from the mean under uniform
+  // routing.
+  static int AutoSpec(const CudaMoeLayer& L, const CudaMoeBatch& b, int64_t pairs, int nh) {
+    const bool mix = internal::MixEnabled();
+    internal::AutoChoice c;
     if (b.host_expert_ids != nullptr) {
       thread_local std::vector<int32_t> counts;
       counts.assign(nh, 0);
@@ -74,13 +111,17 @@ struct LayerAccess {
         const int32_t id = b.host_expert_ids[i];
         if (id >= 0 && id < L.num_experts_ && L.local_[id] >= 0) ++counts[L.local_[id]];
       }
-      pick = internal::ChooseAutoTileForCounts(counts.data(), nh);
+      c = mix ? internal::ChooseAutoMixForCounts(counts.data(), nh, double(L.expert_weight_bytes()))
+              : internal::AutoChoice{internal::ChooseAutoTileForCounts(counts.data(), nh), -1, 0};
     }
-    if (pick < 0) {  // no host ids, or no held slot (then any will do)
-      const double mean = double(pairs) / double(std::max<int64_t>(1, std::min<int64_t>(nh, pairs)));
-      pick = internal::ChooseAutoTile(mean);
+    if (c.big < 0) {  // no host ids, or no held slot (then any will do)
+      const int64_t over = std::max<int64_t>(1, std::min<int64_t>(nh, pairs));  // the experts the mean is over
+      const double mean = double(pairs) / double(over);
+      c = mix ? internal::ChooseAutoMix(mean, double(over) * double(L.expert_weight_bytes()))
+              : internal::AutoChoice{internal::ChooseAutoTile(mean), -1, 0};
     }
-    return internal::kAutoPathIds[pick];
+    const int big = internal::kAutoPathIds[c.big];
+    return c.small < 0 ? big : internal::MixSpec(big, internal::kAutoPathIds[c.small]);
   }
 
   static absl::Status Forward(const CudaMoeLayer& L, const CudaMoeBatch& b, float* out,
@@ -93,25 +134,37 @@ struct LayerAccess {
     if (auto s = ws.Reserve(L, b.num_tokens, b.top_k); !s.ok()) return s;
     const int H = L.hidden_, I = L.intermediate_, nh = std::max(1, L.num_held_);
     const int64_t pairs = int64_t(b.num_tokens) * b.top_k;
-    int p = 0;
+    int spec = 0;
     const int forced = internal::ForcedPath();
     if (path == CudaMoePath::kAuto && forced >= 0) {
-      p = forced;
+      spec = forced;
     } else if (path == CudaMoePath::kAuto) {
-      p = AutoPath(L, b, pairs, nh);
-      internal::last_auto_path.store(p, std::memory_order_relaxed);
+      spec = AutoSpec(L, b, pairs, nh);
+      internal::last_auto_path.store(spec, std::memory_order_relaxed);
     } else {
-      p = path == CudaMoePath::kDecode     ? internal::kPathDecode
-          : path == CudaMoePath::kDecode16 ? internal::kPathDecode16
-          : path == CudaMoePath::kMid      ? internal::kPathMid
-          : path == CudaMoePath::kWgmma    ? internal::kPathWgmma
-                                           : internal::kPathPrefill;
+      spec = path == CudaMoePath::kDecode     ? internal::kPathDecode
+             : path == CudaMoePath::kDecode16 ? internal::kPathDecode16
+             : path == CudaMoePath::kMid      ? internal::kPathMid
+             : path == CudaMoePath::kWgmma    ? internal::kPathWgmma
+                                              : internal::kPathPrefill;
     }
-    // No tensor-map encoder in this driver: the mma.sync prefill kernel instead.
-    if (p >= internal::kPathWgmma && !internal::WgmmaAvailable()) p = internal::kPathPrefill;
+    int p = internal::SpecBig(spec), p2 = internal::SpecSmall(spec);
+    // No tensor-map encoder in this driver: the mma.sync prefill kernel instead (one height).
+    if (p >= internal::kPathWgmma && !internal::WgmmaAvailable()) {
+      p = internal::kPathPrefill;
+      p2 = -1;
+    }
     const int bm = internal::PathBm(p);
     const int64_t max_tiles = (pairs + bm - 1) / bm + std::min<int64_t>(nh, pairs);
-    if (max_tiles > 65535) {
+    // The second height's tiles: at most ceil(rmax / bm2) per held expert, listed after the
+    // first height's max_tiles (the workspace holds both: Reserve).
+    const int bm2 = p2 < 0 ? 0 : internal::PathBm(p2);
+    const int rmax = p2 < 0 ? 0 : internal::MixRmax(internal::AutoIndex(p), internal::AutoIndex(p2));
+    const int64_t max_tiles2 =
+        p2 < 0 ? 0
+               : std::min<int64_t>((pairs + bm2 - 1) / bm2 + std::min<int64_t>(nh, pairs),
+                                   std::min<int64_t>(nh, pairs) * ((rmax + bm2 - 1) / bm2));
+    if (max_tiles > 65535 || max_tiles2 > 65535) {
       return absl::InvalidArgumentError(absl::StrCat("MoeForwardCuda: ", pairs,
                                                      " token-slots is more than one launch takes"));
     }
@@ -131,6 +184,9 @@ struct LayerAccess {
     r.sorted = ws.d_sorted_;
     r.a = ws.d_a_;
     r.plain_k = p >= internal::kPathWgmma;  // the wgmma paths read plain K order
+    r.bm2 = bm2;
+    r.rmax = rmax;
+    r.tiles2 = ws.d_tiles_ + 3 * max_tiles;
     internal::GemmArgs g{};  // gate_up
     g.q = L.d_gu_q_;
     g.sc = L.d_gu_s_;
@@ -161,6 +217,9 @@ struct LayerAccess {
     d.y = ws.d_y_;
     d.sorted = ws.d_sorted_;
     d.route_w = b.weights;
+    internal::GemmArgs g2 = g, d2 = d;  // the second height's: its tile list and count
+    g2.tiles = d2.tiles = r.tiles2;
+    g2.ntiles = d2.ntiles = ws.d_counts_ + 3 * nh + 2;
     if (L.kp_i_ != I) {
       cudaMemsetAsync(ws.d_act_, 0, sizeof(uint16_t) * pairs * L.kp_i_, stream);
     }
@@ -185,13 +244,27 @@ struct LayerAccess {
                                               " GEMM could not describe its operands to the copy "
                                               "engine (cuTensorMapEncodeTiled: ", code, ")"));
     };
+    // Two heights: both gate_up GEMMs, then both down GEMMs (each waits for the one before it:
+    // the down GEMMs read what both gate_up GEMMs wrote).
     if (int r = internal::LaunchGemm(g, true, p, L.small_scales_, static_cast<int>(max_tiles), stream);
         r != 0) {
       return launch_failed(r, "gate_up");
     }
+    if (p2 >= 0) {
+      if (int r = internal::LaunchGemm(g2, true, p2, L.small_scales_, static_cast<int>(max_tiles2), stream);
+          r != 0) {
+        return launch_failed(r, "second gate_up");
+      }
+    }
     if (int r = internal::LaunchGemm(d, false, p, L.small_scales_, static_cast<int>(max_tiles), stream);
         r != 0) {
       return launch_failed(r, "down");
+    }
+    if (p2 >= 0) {
+      if (int r = internal::LaunchGemm(d2, false, p2, L.small_scales_, static_cast<int>(max_tiles2), stream);
+          r != 0) {
+        return launch_failed(r, "second down");
+      }
     }
     internal::LaunchCombine(ws.d_y_, b.expert_ids, L.d_local_, L.num_experts_, b.num_tokens, b.top_k,
                             H, out, stream);

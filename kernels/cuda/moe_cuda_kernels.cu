@@ -9,9 +9,11 @@
 #include <cstdint>
 #include <cstdlib>
 #include <string>
+#include <type_traits>
 
 #include "kernels/cuda/moe_cuda_gemm.cuh"
 #include "kernels/cuda/moe_cuda_launch.h"
+#include "kernels/cuda/moe_cuda_tile_choice.h"
 
 namespace mxserve::kernels::cuda::internal {
 
@@ -61,7 +63,8 @@ void LaunchSwizzle(const uint8_t* src_q, const uint8_t* src_s, uint8_t* dst_q, u
 }
 
 // ---- routing ---------------------------------------------------------------------------------
-// meta layout: counts [nh], offsets [nh + 1] (offsets[nh] = pairs), cursors [nh], ntiles [1].
+// meta layout: counts [nh], offsets [nh + 1] (offsets[nh] = pairs), cursors [nh], ntiles [1],
+// ntiles2 [1] (kMix: the small tiles' count).
 __global__ void CountKernel(const int32_t* __restrict__ ids, int pairs, const int32_t* __restrict__ local,
                             int num_experts, int32_t* __restrict__ counts) {
   const int p = blockIdx.x * blockDim.x + threadIdx.x;
@@ -73,45 +76,77 @@ __global__ void CountKernel(const int32_t* __restrict__ ids, int pairs, const in
 }
 
 // One block of 1024 threads: exclusive scans of counts and of tiles per expert; writes the tile
-// list (held expert, first row, rows).
+// list (held expert, first row, rows). kMix: each expert's tiles cut by SplitTiles, the big ones
+// into `tiles`, the small ones into `tiles2`.
+template <bool kMix>
 __global__ void __launch_bounds__(1024) ScanKernel(int32_t* __restrict__ meta, int nh, int bm,
-                                                   int32_t* __restrict__ tiles) {
-  __shared__ int32_t s_rows[1024], s_tiles[1024];
+                                                   int32_t* __restrict__ tiles, int bm2, int rmax,
+                                                   int32_t* __restrict__ tiles2) {
+  __shared__ int32_t s_rows[1024], s_tiles[1024], s_tiles2[kMix ? 1024 : 1];
   int32_t* counts = meta;
   int32_t* offsets = meta + nh;
   int32_t* ntiles = meta + 3 * nh + 1;
   const int per = (nh + 1023) / 1024;
   const int lo = threadIdx.x * per, hi = min(nh, lo + per);
-  int rows = 0, tl = 0;
+  int rows = 0, tl = 0, tl2 = 0;
   for (int h = lo; h < hi; ++h) {
     rows += counts[h];
-    tl += (counts[h] + bm - 1) / bm;
+    if constexpr (kMix) {
+      int nb, ns;
+      SplitTiles(counts[h], bm, bm2, rmax, &nb, &ns);
+      tl += nb;
+      tl2 += ns;
+    } else {
+      tl += (counts[h] + bm - 1) / bm;
+    }
   }
   s_rows[threadIdx.x] = rows;
   s_tiles[threadIdx.x] = tl;
+  if constexpr (kMix) s_tiles2[threadIdx.x] = tl2;
   __syncthreads();
   for (int d = 1; d < 1024; d <<= 1) {
     const int r = threadIdx.x >= d ? s_rows[threadIdx.x - d] : 0;
     const int q = threadIdx.x >= d ? s_tiles[threadIdx.x - d] : 0;
+    int q2 = 0;
+    if constexpr (kMix) q2 = threadIdx.x >= d ? s_tiles2[threadIdx.x - d] : 0;
     __syncthreads();
     s_rows[threadIdx.x] += r;
     s_tiles[threadIdx.x] += q;
+    if constexpr (kMix) s_tiles2[threadIdx.x] += q2;
     __syncthreads();
   }
   int row = s_rows[threadIdx.x] - rows, tile = s_tiles[threadIdx.x] - tl;
+  int tile2 = 0;
+  if constexpr (kMix) tile2 = s_tiles2[threadIdx.x] - tl2;
   for (int h = lo; h < hi; ++h) {
     offsets[h] = row;
     const int c = counts[h];
-    for (int i = 0; i < c; i += bm, ++tile) {
-      tiles[3 * tile] = h;
-      tiles[3 * tile + 1] = row + i;
-      tiles[3 * tile + 2] = min(bm, c - i);
+    if constexpr (kMix) {
+      int nb, ns;
+      SplitTiles(c, bm, bm2, rmax, &nb, &ns);
+      for (int i = 0; i < nb; ++i, ++tile) {
+        tiles[3 * tile] = h;
+        tiles[3 * tile + 1] = row + i * bm;
+        tiles[3 * tile + 2] = min(bm, c - i * bm);
+      }
+      for (int i = nb * bm; i < c; i += bm2, ++tile2) {
+        tiles2[3 * tile2] = h;
+        tiles2[3 * tile2 + 1] = row + i;
+        tiles2[3 * tile2 + 2] = min(bm2, c - i);
+      }
+    } else {
+      for (int i = 0; i < c; i += bm, ++tile) {
+        tiles[3 * tile] = h;
+        tiles[3 * tile + 1] = row + i;
+        tiles[3 * tile + 2] = min(bm, c - i);
+      }
     }
     row += c;
   }
   if (threadIdx.x == 1023) {
     offsets[nh] = s_rows[1023];
     *ntiles = s_tiles[1023];
+    if constexpr (kMix) ntiles[1] = s_tiles2[1023];
   }
 }
 
@@ -133,16 +168,18 @@ __global__ void PlaceKernel(const int32_t* __restrict__ ids, int pairs, const in
 constexpr int kSmallPairs = 8192;
 constexpr int kFusedGatherPairs = 64;
 
+template <bool kMix>
 __global__ void __launch_bounds__(1024) RouteSmallKernel(const int32_t* __restrict__ ids, int pairs,
                                                          const int32_t* __restrict__ local, int num_experts,
                                                          int nh, int bm, int32_t* __restrict__ meta,
                                                          int32_t* __restrict__ tiles, int32_t* __restrict__ sorted,
                                                          const float* __restrict__ x, int hidden, int kp_h,
                                                          int top_k, uint16_t* __restrict__ a, bool gather,
-                                                         bool plain) {
+                                                         bool plain, int bm2, int rmax, int32_t* __restrict__ tiles2) {
   // Rows and tiles per expert are scanned together, packed as rows | tiles << 16 (both totals
-  // stay below 2^16: pairs <= kSmallPairs, tiles <= pairs + nh).
-  using Scan = cub::BlockScan<int32_t, 1024>;
+  // stay below 2^16: pairs <= kSmallPairs, tiles <= pairs + nh); kMix: | small tiles << 32.
+  using Packed = std::conditional_t<kMix, int64_t, int32_t>;
+  using Scan = cub::BlockScan<Packed, 1024>;
   __shared__ typename Scan::TempStorage scan_tmp;
   __shared__ int32_t cnt[1024], cur[1024], s_total, s_sorted[kFusedGatherPairs];
   PdlLaunchDependents();  // the GEMM after us may take its place on the SMs; it waits for us
@@ -165,23 +202,44 @@ __global__ void __launch_bounds__(1024) RouteSmallKernel(const int32_t* __restri
   }
   __syncthreads();
   const int c = tid < nh ? cnt[tid] : 0;
-  const int tl = (c + bm - 1) / bm;
-  int packed = 0, total = 0;
-  Scan(scan_tmp).ExclusiveSum(c | (tl << 16), packed, total);
-  const int row = packed & 0xFFFF;
-  int tile = packed >> 16;
+  int tl, ns = 0;
+  if constexpr (kMix) {
+    SplitTiles(c, bm, bm2, rmax, &tl, &ns);
+  } else {
+    tl = (c + bm - 1) / bm;
+  }
+  Packed mine = c | (tl << 16), packed = 0, total = 0;
+  if constexpr (kMix) mine |= Packed(ns) << 32;
+  Scan(scan_tmp).ExclusiveSum(mine, packed, total);
+  const int row = int(packed & 0xFFFF);
+  int tile = int(packed >> 16) & 0xFFFF;
   if (tid < nh) {
     meta[nh + tid] = row;
-    for (int i = 0; i < c; i += bm, ++tile) {
-      tiles[3 * tile] = tid;
-      tiles[3 * tile + 1] = row + i;
-      tiles[3 * tile + 2] = min(bm, c - i);
+    if constexpr (kMix) {
+      for (int i = 0; i < tl; ++i, ++tile) {
+        tiles[3 * tile] = tid;
+        tiles[3 * tile + 1] = row + i * bm;
+        tiles[3 * tile + 2] = min(bm, c - i * bm);
+      }
+      int tile2 = int(packed >> 32);
+      for (int i = tl * bm; i < c; i += bm2, ++tile2) {
+        tiles2[3 * tile2] = tid;
+        tiles2[3 * tile2 + 1] = row + i;
+        tiles2[3 * tile2 + 2] = min(bm2, c - i);
+      }
+    } else {
+      for (int i = 0; i < c; i += bm, ++tile) {
+        tiles[3 * tile] = tid;
+        tiles[3 * tile + 1] = row + i;
+        tiles[3 * tile + 2] = min(bm, c - i);
+      }
     }
   }
   if (tid == 0) {
-    meta[2 * nh] = total & 0xFFFF;
-    meta[3 * nh + 1] = total >> 16;
-    s_total = total & 0xFFFF;
+    meta[2 * nh] = int(total & 0xFFFF);
+    meta[3 * nh + 1] = int(total >> 16) & 0xFFFF;
+    if constexpr (kMix) meta[3 * nh + 2] = int(total >> 32);
+    s_total = int(total & 0xFFFF);
   }
   __syncthreads();
   if (tid < nh) cnt[tid] = row;  // now: first row of each expert
@@ -247,18 +305,19 @@ void LaunchRouting(const RoutingArgs& r, cudaStream_t stream) {
   if (pairs == 0) return;
   if (pairs <= kSmallPairs && r.nh <= 1024) {
     const bool gather = pairs <= kFusedGatherPairs;
-    RouteSmallKernel<<<1, 1024, 0, stream>>>(r.ids, pairs, r.local, r.num_experts, r.nh, r.bm, r.meta,
-                                             r.tiles, r.sorted, r.x, r.hidden, r.kp_h, r.top_k, r.a, gather,
-                                             r.plain_k);
+    auto* route = r.bm2 > 0 ? RouteSmallKernel<true> : RouteSmallKernel<false>;
+    route<<<1, 1024, 0, stream>>>(r.ids, pairs, r.local, r.num_experts, r.nh, r.bm, r.meta, r.tiles, r.sorted,
+                                  r.x, r.hidden, r.kp_h, r.top_k, r.a, gather, r.plain_k, r.bm2, r.rmax, r.tiles2);
     if (!gather) {
       GatherKernel<<<pairs, 256, 0, stream>>>(r.x, r.hidden, r.kp_h, r.kp_h / 128, r.top_k, r.sorted,
                                               r.meta + 2 * r.nh, r.a, r.plain_k);
     }
     return;
   }
-  cudaMemsetAsync(r.meta, 0, sizeof(int32_t) * (3 * r.nh + 2), stream);
+  cudaMemsetAsync(r.meta, 0, sizeof(int32_t) * (3 * r.nh + 3), stream);
   CountKernel<<<(pairs + 255) / 256, 256, 0, stream>>>(r.ids, pairs, r.local, r.num_experts, r.meta);
-  ScanKernel<<<1, 1024, 0, stream>>>(r.meta, r.nh, r.bm, r.tiles);
+  auto* scan = r.bm2 > 0 ? ScanKernel<true> : ScanKernel<false>;
+  scan<<<1, 1024, 0, stream>>>(r.meta, r.nh, r.bm, r.tiles, r.bm2, r.rmax, r.tiles2);
   PlaceKernel<<<(pairs + 255) / 256, 256, 0, stream>>>(r.ids, pairs, r.local, r.num_experts, r.meta,
                                                        r.nh, r.sorted);
   GatherKernel<<<pairs, 256, 0, stream>>>(r.x, r.hidden, r.kp_h, r.kp_h / 128, r.top_k, r.sorted,

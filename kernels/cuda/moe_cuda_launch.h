@@ -44,8 +44,13 @@ struct RoutingArgs {
   const int32_t* local;
   const float* x;
   int tokens, top_k, num_experts, nh, bm, hidden, kp_h;
-  int32_t* meta;    // counts [nh], offsets [nh+1], cursors [nh], ntiles [1]
+  int32_t* meta;    // counts [nh], offsets [nh+1], cursors [nh], ntiles [1], ntiles2 [1]
   int32_t* tiles;
+  // Two tile heights (moe_cuda_tile_choice.h: SplitTiles): bm2 > 0 cuts each expert's remainder
+  // past its bm tiles, when at most rmax, into tiles of bm2 listed at tiles2 (their count in
+  // ntiles2); bm2 = 0: one height (tiles2 unused).
+  int bm2 = 0, rmax = 0;
+  int32_t* tiles2 = nullptr;
   int32_t* sorted;
   uint16_t* a;
   bool plain_k = false;  // gather in plain K order (the wgmma paths'), not the mma.sync permuted one
@@ -80,11 +85,21 @@ constexpr int PathNamed(std::string_view name) {
     if (name == kPaths[p].name) return p;
   return -1;
 }
-// The path kAuto is pinned to (-1: none): MXSERVE_CUDA_MOE_PATH=<a name in kPaths>, read once,
-// or the last SetForcedPath (benchmarks time several paths in one process; -1 unpins).
+// A path spec: one path, or two of kAuto's of one kernel family, the call's tiles cut in two
+// heights (moe_cuda_tile_choice.h: SplitTiles), named "<big>+<small>". -1: none.
+constexpr int MixSpec(int big, int small) { return big | ((small + 1) << 8); }
+constexpr int SpecBig(int spec) { return spec & 0xFF; }
+constexpr int SpecSmall(int spec) { return (spec >> 8) - 1; }
+// The spec named `name` (a path, or two joined by '+', which must be kAuto's and of one
+// family, the first taller), or -1.
+int SpecNamed(std::string_view name);
+std::string SpecName(int spec);
+// The spec kAuto is pinned to (-1: none): MXSERVE_CUDA_MOE_PATH=<a spec name>, read once, or the
+// last SetForcedPath (benchmarks time several paths in one process; -1 unpins).
+// MXSERVE_CUDA_MOE_MIX=off keeps kAuto to one height (benchmarks).
 int ForcedPath();
-void SetForcedPath(int path);
-// The path kAuto last chose in this process (-1: none yet; the GPU check prints it).
+void SetForcedPath(int spec);
+// The spec kAuto last chose in this process (-1: none yet; the GPU check prints it).
 int LastAutoPath();
 // Returns 0, or (wgmma paths) -1 when the driver has no tensor-map encoder / the CUresult of a
 // failed encode: then nothing was launched and the call must fail (the tiles fit no other kernel).

@@ -22,12 +22,21 @@
 #include <cmath>
 #include <cstdint>
 
+// SplitTiles is also the routing kernels' (moe_cuda_kernels.cu): one rule on both sides.
+#if defined(__CUDACC__)
+#define MXSERVE_TILE_HD __host__ __device__
+#else
+#define MXSERVE_TILE_HD
+#endif
+
 namespace mxserve::kernels::cuda::internal {
 
 struct AutoTile {
   const char* path;     // the configuration's name in kPaths (moe_cuda_launch.h)
   int rows;             // its token rows per tile
   double ps_per_byte;   // its time per weight byte and tile, picoseconds (H200)
+  int family;           // 0: the K-streamed decode kernel (permuted K), 1: wgmma (plain K); the
+                        // two heights of one call share one (the gathered operand's order)
 };
 
 // The configurations kAuto chooses among: the K-streamed decode kernel at 8, 16 and 24 rows and
@@ -39,38 +48,49 @@ struct AutoTile {
 // consumer warps (2026-12-01 01:18 call, paths_decode16_2026-12-01_0118.csv; 0.312-0.365; at 12
 // warps, until then, 0.379); the same call's decode and wgmma32 runs give 0.303 and 0.516.
 inline constexpr AutoTile kAutoTiles[] = {
-    {"decode", 8, 0.327},    {"decode16", 16, 0.340}, {"decode24", 24, 0.439}, {"wgmma32", 32, 0.515},
-    {"wgmma40", 40, 0.547},  {"wgmma48", 48, 0.580},  {"wgmma64", 64, 0.667},  {"wgmma96", 96, 0.795},
-    {"wgmma", 128, 0.919},   {"wgmma192", 192, 1.214}, {"wgmma256", 256, 1.624}};
+    {"decode", 8, 0.327, 0},   {"decode16", 16, 0.340, 0},  {"decode24", 24, 0.439, 0},
+    {"wgmma32", 32, 0.515, 1}, {"wgmma40", 40, 0.547, 1},   {"wgmma48", 48, 0.580, 1},
+    {"wgmma64", 64, 0.667, 1}, {"wgmma96", 96, 0.795, 1},   {"wgmma", 128, 0.919, 1},
+    {"wgmma192", 192, 1.214, 1}, {"wgmma256", 256, 1.624, 1}};
 inline constexpr int kNumAutoTiles = sizeof(kAutoTiles) / sizeof(kAutoTiles[0]);
 static_assert(kNumAutoTiles <= 32, "ChooseAutoTile's mask has 32 bits");
 
-// E[ceil(X / rows[i])] for X ~ Poisson(mean), for each of n tile heights (out[i]); 0 when
-// mean <= 0. The pmf by its ratio recurrence from the mode (no lgamma), over mode +- 12 sd + 10,
-// normalized over that window (the mass outside is below 1e-30).
-inline void ExpectedTilesPerExpert(double mean, const int* rows, int n, double* out) {
-  for (int i = 0; i < n; ++i) out[i] = 0;
-  if (!(mean > 0)) return;
+// Calls add(x, w) for X ~ Poisson(mean) over mode +- 12 sd + 10 with w the pmf at x up to one
+// factor, and returns the sum of the w (divide by it; the mass outside is below 1e-30). The pmf by
+// its ratio recurrence from the mode (no lgamma). mean > 0.
+template <typename Add>
+inline double PoissonEach(double mean, Add&& add) {
   const double sd = std::sqrt(mean);
   const int64_t mode = static_cast<int64_t>(mean);
   const int64_t lo = std::max<int64_t>(0, mode - static_cast<int64_t>(12 * sd) - 10);
   const int64_t hi = mode + static_cast<int64_t>(12 * sd) + 10;
   double total = 0;
-  auto add = [&](int64_t x, double w) {
-    total += w;
-    for (int i = 0; i < n; ++i) out[i] += w * static_cast<double>((x + rows[i] - 1) / rows[i]);
+  auto each = [&](int64_t x, double wx) {
+    total += wx;
+    add(x, wx);
   };
   double w = 1;  // unnormalized pmf at the mode
-  add(mode, w);
+  each(mode, w);
   for (int64_t x = mode; x > lo; --x) {  // pmf(x - 1) = pmf(x) x / mean
     w *= static_cast<double>(x) / mean;
-    add(x - 1, w);
+    each(x - 1, w);
   }
   w = 1;
   for (int64_t x = mode; x < hi; ++x) {  // pmf(x + 1) = pmf(x) mean / (x + 1)
     w *= mean / static_cast<double>(x + 1);
-    add(x + 1, w);
+    each(x + 1, w);
   }
+  return total;
+}
+
+// E[ceil(X / rows[i])] for X ~ Poisson(mean), for each of n tile heights (out[i]); 0 when
+// mean <= 0.
+inline void ExpectedTilesPerExpert(double mean, const int* rows, int n, double* out) {
+  for (int i = 0; i < n; ++i) out[i] = 0;
+  if (!(mean > 0)) return;
+  const double total = PoissonEach(mean, [&](int64_t x, double w) {
+    for (int i = 0; i < n; ++i) out[i] += w * static_cast<double>((x + rows[i] - 1) / rows[i]);
+  });
   for (int i = 0; i < n; ++i) out[i] /= total;
 }
 
@@ -109,6 +129,123 @@ inline int ChooseAutoTileForCounts(const int32_t* counts, int n, uint32_t allowe
     for (int i = 0; i < kNumAutoTiles; ++i) tiles[i] += (counts[e] + kAutoTiles[i].rows - 1) / kAutoTiles[i].rows;
   }
   return any ? CheapestAutoTile(tiles, allowed) : -1;
+}
+
+// ---- Two tile heights in one call ------------------------------------------------------------
+// An expert of X slots costs, in tiles of H rows alone, ceil(X / H) tiles; when X is a little
+// past a multiple of H the last, mostly empty tile costs as much as a full one. With a second,
+// smaller height h of the same kernel family the routing cuts floor(X / H) tiles of H and the
+// remainder r = X mod H into ceil(r / h) tiles of h, where those cost less than one more of H
+// (r <= MixRmax), else one more of H. The GEMMs then run twice each (the H tiles, then the h
+// tiles). A mix is taken where kMixRealized of the time the model says it saves is more than
+// kMixFixedUs: fitted to 20 same-call A/B runs of kAuto with and without mixes (2026-12-01 01:35
+// call, K3-like, Kimi-K2-like and gpt-oss-120b at 256-16384 tokens; docs/PERFORMANCE.md): the
+// runs saved 0.68x the model's figure less 27 us (least squares), and with 0.65 and 50 us every
+// one of the 20 is on the right side (the mix taken where it was faster).
+inline constexpr double kMixRealized = 0.65;
+inline constexpr double kMixFixedUs = 50.0;
+
+// kAuto's choice: kAutoTiles indices of the big height and of the small one (-1: one height), and
+// the largest remainder the small tiles take (0 without them).
+struct AutoChoice {
+  int big = -1, small = -1, rmax = 0;
+};
+
+// The largest remainder (< big's rows) whose tiles of small's rows cost less than one of big's:
+// n small tiles with n * c_small < c_big, n * rows_small rows; 0 when not even one does.
+constexpr int MixRmax(int big, int small) {
+  int n = 0;
+  while ((n + 1) * kAutoTiles[small].ps_per_byte < kAutoTiles[big].ps_per_byte) ++n;
+  return std::min(kAutoTiles[big].rows - 1, n * kAutoTiles[small].rows);
+}
+
+// Tiles of an expert of `count` slots under a choice: *nb of the big height, *ns of the small
+// (small_rows 0: one height). The big tiles take the expert's first nb * big_rows slots (the last
+// one partial when ns is 0), the small ones the rest.
+MXSERVE_TILE_HD inline void SplitTiles(int count, int big_rows, int small_rows, int rmax, int* nb, int* ns) {
+  *nb = count / big_rows;
+  const int r = count - *nb * big_rows;
+  *ns = 0;
+  if (r == 0) return;
+  if (small_rows > 0 && r <= rmax) {
+    *ns = (r + small_rows - 1) / small_rows;
+  } else {
+    ++*nb;
+  }
+}
+
+// The model's cost (ps per weight byte of one expert) of an expert of `count` slots under c.
+inline double ChoiceCost(const AutoChoice& c, int count) {
+  int nb = 0, ns = 0;
+  SplitTiles(count, kAutoTiles[c.big].rows, c.small < 0 ? 0 : kAutoTiles[c.small].rows, c.rmax, &nb, &ns);
+  return nb * kAutoTiles[c.big].ps_per_byte + (ns > 0 ? ns * kAutoTiles[c.small].ps_per_byte : 0.0);
+}
+
+// Below this mean the experts' slots rarely pass one tile and a second height cannot pay: the
+// mix is not searched (decode calls stay as cheap to plan as before).
+inline constexpr double kMixMinMean = 3.0;
+
+// Whether a mix the model says saves `saved` ps per byte of `bytes` is taken (kMixRealized).
+inline bool MixPays(double saved, double bytes) { return kMixRealized * saved * bytes * 1e-6 > kMixFixedUs; }
+
+// The one-height choice `single` (cost `single_cost`), or the two-height choice of one family
+// among the allowed that saves the most where that pays (MixPays). `cost` maps an AutoChoice to
+// its cost in ps per byte of `bytes`.
+template <typename Cost>
+inline AutoChoice CheapestMix(int single, double single_cost, double bytes, uint32_t allowed, Cost&& cost) {
+  AutoChoice best{single, -1, 0};
+  double best_cost = single_cost;
+  for (int i = 0; i < kNumAutoTiles; ++i) {
+    if ((allowed >> i & 1u) == 0) continue;
+    for (int j = 0; j < kNumAutoTiles; ++j) {
+      if ((allowed >> j & 1u) == 0 || kAutoTiles[j].rows >= kAutoTiles[i].rows ||
+          kAutoTiles[j].family != kAutoTiles[i].family) {
+        continue;
+      }
+      const AutoChoice c{i, j, MixRmax(i, j)};
+      if (c.rmax == 0) continue;
+      const double v = cost(c);
+      if (v < best_cost && MixPays(single_cost - v, bytes)) {
+        best = c;
+        best_cost = v;
+      }
+    }
+  }
+  return best;
+}
+
+// kAuto's choice, one height or two, when the experts hold `mean` slots each on average
+// (uniform routing: Poisson), among the allowed configurations; layer_bytes: the weight bytes of
+// the experts the mean is over. big -1 when none is allowed.
+inline AutoChoice ChooseAutoMix(double mean, double layer_bytes, uint32_t allowed = ~0u) {
+  const int single = ChooseAutoTile(mean, allowed);
+  if (single < 0 || !(mean >= kMixMinMean)) return AutoChoice{single, -1, 0};
+  auto expect = [mean](const AutoChoice& c) {
+    double v = 0;
+    const double total = PoissonEach(mean, [&](int64_t x, double w) { v += w * ChoiceCost(c, int(x)); });
+    return v / total;
+  };
+  return CheapestMix(single, expect(AutoChoice{single, -1, 0}), layer_bytes, allowed, expect);
+}
+
+// The same for these per-expert slot counts (exactly as the routing cuts them), each expert of
+// expert_bytes; big -1 when no slot is counted or none is allowed.
+inline AutoChoice ChooseAutoMixForCounts(const int32_t* counts, int n, double expert_bytes, uint32_t allowed = ~0u) {
+  const int single = ChooseAutoTileForCounts(counts, n, allowed);
+  if (single < 0) return AutoChoice{};
+  int64_t slots = 0, hit = 0;
+  for (int e = 0; e < n; ++e) {
+    slots += std::max(0, counts[e]);
+    hit += counts[e] > 0;
+  }
+  if (double(slots) < kMixMinMean * double(hit)) return AutoChoice{single, -1, 0};
+  auto sum = [&](const AutoChoice& c) {
+    double v = 0;
+    for (int e = 0; e < n; ++e)
+      if (counts[e] > 0) v += ChoiceCost(c, counts[e]);
+    return v;
+  };
+  return CheapestMix(single, sum(AutoChoice{single, -1, 0}), expert_bytes, allowed, sum);
 }
 
 }  // namespace mxserve::kernels::cuda::internal

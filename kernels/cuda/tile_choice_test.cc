@@ -235,5 +235,161 @@ TEST(TileChoice, FewSlotsTakeTheDecodeKernelAndManyTheWideTiles) {
   EXPECT_GE(seen.size(), 8u);  // the model uses most heights somewhere
 }
 
+// ---- Two tile heights ----
+
+// The obvious twin of the split rule: an expert's cost is the cheaper of ceil(X / H) big tiles
+// and floor(X / H) big tiles plus ceil(r / h) small ones, for every pair of one family and every
+// X up to three big tiles; and SplitTiles' tiles cover exactly X rows.
+TEST(TileChoice, SplitTakesTheCheaperWayForEveryCount) {
+  int pairs = 0;
+  for (int i = 0; i < kNumAutoTiles; ++i) {
+    for (int j = 0; j < kNumAutoTiles; ++j) {
+      const AutoTile &H = kAutoTiles[i], &h = kAutoTiles[j];
+      if (h.rows >= H.rows || h.family != H.family) continue;
+      ++pairs;
+      const AutoChoice c{i, j, MixRmax(i, j)};
+      for (int x = 0; x <= 3 * H.rows; ++x) {
+        const int r = x % H.rows;
+        const double all_big = ((x + H.rows - 1) / H.rows) * H.ps_per_byte;
+        const double with_small = (x / H.rows) * H.ps_per_byte + ((r + h.rows - 1) / h.rows) * h.ps_per_byte;
+        EXPECT_NEAR(ChoiceCost(c, x), std::min(all_big, with_small), 1e-12) << H.path << "+" << h.path << " x " << x;
+        int nb = 0, ns = 0;
+        SplitTiles(x, H.rows, h.rows, c.rmax, &nb, &ns);
+        EXPECT_GE(nb * H.rows + ns * h.rows, x);
+        EXPECT_LT(nb * H.rows + ns * h.rows - x, ns > 0 ? h.rows : H.rows) << "a whole empty tile";
+      }
+    }
+  }
+  EXPECT_EQ(pairs, 3 + 28);  // decode: 8/16/24; wgmma: 8 heights
+}
+
+// kAuto's mix under uniform routing against the obvious search: on simulated routings, every
+// pair of one family costed and taken where MixPays says so, the cheapest of those and of one
+// height alone within 3 % of kAuto's choice from the Poisson model, and equal to its choice from
+// the counts.
+TEST(TileChoice, MixIsTheCheapestThatPaysOnSimulatedRouting) {
+  struct Case {
+    int tokens, top_k, experts;
+    double expert_bytes;
+  };
+  std::mt19937 rng(23);
+  for (const Case cs : {Case{256, 16, 256, 17.5e6}, Case{4096, 16, 256, 17.5e6}, Case{1024, 4, 128, 13.2e6},
+                        Case{4096, 4, 128, 13.2e6}, Case{512, 4, 128, 13.2e6}, Case{8192, 8, 384, 23.4e6},
+                        Case{768, 8, 384, 23.4e6}}) {
+    std::vector<int32_t> counts(cs.experts, 0);
+    std::vector<int> perm(cs.experts);
+    for (int t = 0; t < cs.tokens; ++t) {
+      for (int e = 0; e < cs.experts; ++e) perm[e] = e;
+      for (int k = 0; k < cs.top_k; ++k) {
+        std::swap(perm[k], perm[k + rng() % (cs.experts - k)]);
+        ++counts[perm[k]];
+      }
+    }
+    const double mean = double(cs.tokens) * cs.top_k / cs.experts;
+    auto sim = [&](const AutoChoice& c) {
+      double v = 0;
+      for (int32_t n : counts) v += ChoiceCost(c, n);
+      return v;
+    };
+    double single = 1e300;
+    for (int i = 0; i < kNumAutoTiles; ++i) single = std::min(single, sim(AutoChoice{i, -1, 0}));
+    double best = single;
+    for (int i = 0; i < kNumAutoTiles; ++i) {
+      for (int j = 0; j < kNumAutoTiles; ++j) {
+        if (kAutoTiles[j].rows >= kAutoTiles[i].rows || kAutoTiles[j].family != kAutoTiles[i].family) continue;
+        const double v = sim(AutoChoice{i, j, MixRmax(i, j)});
+        if (kMixRealized * (single - v) * cs.expert_bytes * 1e-6 > kMixFixedUs) best = std::min(best, v);
+      }
+    }
+    const AutoChoice got = ChooseAutoMix(mean, cs.experts * cs.expert_bytes);
+    const std::string name = std::string(kAutoTiles[got.big].path) + (got.small < 0 ? "" : "+") +
+                             (got.small < 0 ? "" : kAutoTiles[got.small].path);
+    EXPECT_LE(sim(got), best * 1.03) << cs.tokens << " tokens: " << name;
+    const AutoChoice by_counts = ChooseAutoMixForCounts(counts.data(), cs.experts, cs.expert_bytes);
+    EXPECT_NEAR(sim(by_counts), best, 1e-9 * best) << cs.tokens << " tokens, by counts";
+  }
+}
+
+TEST(TileChoice, MixWhereTheLastTileIsMostlyEmpty) {
+  const double k3 = 256 * 17.5e6;  // K3-like: 256 experts of 17.5 MB
+  // K3-like at 256 tokens: 16 slots per expert on average, 24-row tiles with 16-row tails.
+  AutoChoice c = ChooseAutoMix(16.0, k3);
+  EXPECT_STREQ(kAutoTiles[c.big].path, "decode24");
+  ASSERT_GE(c.small, 0);
+  EXPECT_STREQ(kAutoTiles[c.small].path, "decode16");
+  EXPECT_EQ(c.rmax, 16);
+  // A little past 256 (K3-like at 4096 tokens): a wgmma pair.
+  c = ChooseAutoMix(256.0, k3);
+  ASSERT_GE(c.small, 0);
+  EXPECT_EQ(kAutoTiles[c.big].family, 1);
+  EXPECT_EQ(kAutoTiles[c.small].family, 1);
+  // The same on a layer 64 times smaller: the saving does not pay for two more launches.
+  EXPECT_EQ(ChooseAutoMix(256.0, k3 / 64).small, -1);
+  // gpt-oss-120b at 1024 tokens (32 slots per expert): the model's 6 % saving is 60 us, of which
+  // the runs realized none (01:35 call: 0.96x): one height.
+  EXPECT_EQ(ChooseAutoMix(32.0, 128 * 13.2e6).small, -1);
+  // Decode: one height (no mix searched below kMixMinMean).
+  for (double m : {0.5, 1.0, 2.0, 2.9}) {
+    c = ChooseAutoMix(m, 1e12);
+    EXPECT_EQ(c.small, -1) << m;
+    EXPECT_EQ(c.big, ChooseAutoTile(m)) << m;
+  }
+  // The allowed mask holds for both heights; with one allowed there is no mix.
+  c = ChooseAutoMix(16.0, k3, 1u << 2);
+  EXPECT_STREQ(kAutoTiles[c.big].path, "decode24");
+  EXPECT_EQ(c.small, -1);
+  // Counts: no slot at all.
+  const int32_t none[3] = {0, 0, 0};
+  EXPECT_EQ(ChooseAutoMixForCounts(none, 3, 1e9).big, -1);
+  // Exact counts a little past 256: one height at best three tiles of 96 (2.385 per expert, in the
+  // model's units); a mix one of 192 and a 96-row tail (2.009), over 64 experts of 17.5 MB.
+  std::vector<int32_t> past;
+  for (int i = 0; i < 16; ++i) past.insert(past.end(), {260, 270, 265, 258});
+  EXPECT_STREQ(kAutoTiles[ChooseAutoTileForCounts(past.data(), 64)].path, "wgmma96");
+  c = ChooseAutoMixForCounts(past.data(), 64, 17.5e6);
+  EXPECT_STREQ(kAutoTiles[c.big].path, "wgmma192");
+  ASSERT_GE(c.small, 0);
+  EXPECT_STREQ(kAutoTiles[c.small].path, "wgmma96");
+  EXPECT_EQ(ChooseAutoMixForCounts(past.data(), 4, 17.5e6).small, -1);  // 4 experts: 26 us saved
+}
+
+// The runs the mix rule was fitted to (tests/data/tile_paths/mix_ab_2026-12-01_0135.csv: kAuto
+// with and without mixes, alternating, medians of two): the rule takes a mix exactly where the
+// mix ran faster.
+TEST(TileChoice, MixTakenWhereItRanFaster) {
+  struct Layer {
+    int top_k, experts;
+    double bytes;  // all experts' weight bytes
+  };
+  const std::map<std::string, Layer> layers = {{"gpt-oss-120b", {4, 128, 1692.1e6}},
+                                               {"k3-latent", {16, 256, 4492.1e6}},
+                                               {"kimi-k2-like", {8, 384, 8984.2e6}}};
+  std::ifstream in(std::string(MXSERVE_TILE_PATHS_TESTDATA) + "/mix_ab_2026-12-01_0135.csv");
+  ASSERT_TRUE(in.good());
+  std::string line;
+  std::getline(in, line);
+  int rows = 0, faster = 0;
+  while (std::getline(in, line)) {
+    std::stringstream ss(line);
+    std::string shape, f;
+    std::getline(ss, shape, ',');
+    std::getline(ss, f, ',');
+    const int tokens = std::stoi(f);
+    std::getline(ss, f, ',');
+    const double one = std::stod(f);
+    std::getline(ss, f, ',');
+    const double mix = std::stod(f);
+    ASSERT_TRUE(layers.count(shape)) << shape;
+    const Layer& l = layers.at(shape);
+    const AutoChoice c = ChooseAutoMix(double(tokens) * l.top_k / l.experts, l.bytes);
+    EXPECT_EQ(c.small >= 0, mix < one) << shape << " at " << tokens << " tokens: " << one << " ms one height, "
+                                       << mix << " ms mixed";
+    ++rows;
+    faster += mix < one;
+  }
+  EXPECT_EQ(rows, 20);
+  EXPECT_EQ(faster, 17);
+}
+
 }  // namespace
 }  // namespace mxserve::kernels::cuda::internal
