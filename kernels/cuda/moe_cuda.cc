@@ -169,7 +169,12 @@ absl::StatusOr<std::unique_ptr<CudaMoeLayer>> CudaMoeLayer::Upload(const MoeLaye
 
 // ---- workspace ------------------------------------------------------------------------------
 
-CudaMoeWorkspace::~CudaMoeWorkspace() { Free(); }
+CudaMoeWorkspace::~CudaMoeWorkspace() {
+  Free();
+  if (fork_) cudaEventDestroy(fork_);
+  if (join_) cudaEventDestroy(join_);
+  if (side_) cudaStreamDestroy(side_);
+}
 
 void CudaMoeWorkspace::Free() {
   FreeDev(d_counts_);
@@ -204,6 +209,9 @@ absl::Status CudaMoeWorkspace::Reserve(const CudaMoeLayer& layer, int num_tokens
   ok(Alloc(&d_act_, pairs * kpi, "cudaMalloc(ws act)"));
   ok(Alloc(&d_y_, pairs * h, "cudaMalloc(ws y)"));
   ok(Alloc(&d_sync_, 2, "cudaMalloc(ws sync)"));
+  if (side_ == nullptr) ok(CudaCheck(cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking), "cudaStreamCreate(ws side)"));
+  if (fork_ == nullptr) ok(CudaCheck(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming), "cudaEventCreate(ws fork)"));
+  if (join_ == nullptr) ok(CudaCheck(cudaEventCreateWithFlags(&join_, cudaEventDisableTiming), "cudaEventCreate(ws join)"));
   if (s.ok()) ok(CudaCheck(cudaMemset(d_sync_, 0, 2 * sizeof(uint32_t)), "cudaMemset(ws sync)"));
   if (!s.ok()) {
     Free();

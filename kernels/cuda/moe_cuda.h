@@ -77,6 +77,11 @@ class CudaMoeWorkspace {
   float* d_y_ = nullptr;          // [P][H] per-slot outputs, weighted
   uint32_t* d_sync_ = nullptr;    // [2] the fused kernel's grid barrier (zeroed at allocation)
   size_t tiles_cap_ = 0;
+  // Two tile heights: the second height's GEMMs run on side_, forked after the routing (fork_)
+  // and joined before the combine (join_), beside the first's. Made with the first buffers (so
+  // not while a caller captures a graph), kept until the workspace goes.
+  cudaStream_t side_ = nullptr;
+  cudaEvent_t fork_ = nullptr, join_ = nullptr;
 };
 
 // A batch whose arrays live on the device.

@@ -45,14 +45,17 @@ int AutoIndex(int p) {
   return -1;
 }
 
-// MXSERVE_CUDA_MOE_MIX=off: kAuto takes one tile height (benchmarks compare).
-bool MixEnabled() {
-  static const bool on = [] {
-    const char* v = std::getenv("MXSERVE_CUDA_MOE_MIX");
-    return v == nullptr || std::string(v) != "off";
+// MXSERVE_CUDA_MOE_MIX (benchmarks compare): off: kAuto takes one tile height; serial: the
+// second height's GEMMs on the call's stream after the first's, not beside them on the side stream.
+int MixSetting() {
+  static const int v = [] {
+    const char* e = std::getenv("MXSERVE_CUDA_MOE_MIX");
+    const std::string s = e == nullptr ? "" : e;
+    return s == "off" ? 0 : s == "serial" ? 2 : 1;
   }();
-  return on;
+  return v;
 }
+bool MixEnabled() { return MixSetting() != 0; }
 }  // namespace
 
 int SpecNamed(std::string_view name) {
@@ -244,15 +247,24 @@ struct LayerAccess {
                                               " GEMM could not describe its operands to the copy "
                                               "engine (cuTensorMapEncodeTiled: ", code, ")"));
     };
-    // Two heights: both gate_up GEMMs, then both down GEMMs (each waits for the one before it:
-    // the down GEMMs read what both gate_up GEMMs wrote).
+    // Two heights: the tiles of each are rows of their own, so the second height's gate_up and
+    // down run on the side stream beside the first's (forked after the routing, joined before
+    // the combine): neither waits for the other's drain. (MXSERVE_CUDA_MOE_MIX=serial: after them
+    // on this stream.)
+    const bool side = p2 >= 0 && internal::MixSetting() == 1;
+    cudaStream_t s2 = side ? ws.side_ : stream;
+    if (side) {
+      if (auto e = CudaCheck(cudaEventRecord(ws.fork_, stream), "cudaEventRecord(fork)"); !e.ok()) return e;
+      if (auto e = CudaCheck(cudaStreamWaitEvent(ws.side_, ws.fork_, 0), "cudaStreamWaitEvent(fork)"); !e.ok()) {
+        return e;
+      }
+    }
     if (int r = internal::LaunchGemm(g, true, p, L.small_scales_, static_cast<int>(max_tiles), stream);
         r != 0) {
       return launch_failed(r, "gate_up");
     }
     if (p2 >= 0) {
-      if (int r = internal::LaunchGemm(g2, true, p2, L.small_scales_, static_cast<int>(max_tiles2), stream);
-          r != 0) {
+      if (int r = internal::LaunchGemm(g2, true, p2, L.small_scales_, static_cast<int>(max_tiles2), s2); r != 0) {
         return launch_failed(r, "second gate_up");
       }
     }
@@ -261,9 +273,14 @@ struct LayerAccess {
       return launch_failed(r, "down");
     }
     if (p2 >= 0) {
-      if (int r = internal::LaunchGemm(d2, false, p2, L.small_scales_, static_cast<int>(max_tiles2), stream);
-          r != 0) {
+      if (int r = internal::LaunchGemm(d2, false, p2, L.small_scales_, static_cast<int>(max_tiles2), s2); r != 0) {
         return launch_failed(r, "second down");
+      }
+    }
+    if (side) {
+      if (auto e = CudaCheck(cudaEventRecord(ws.join_, ws.side_), "cudaEventRecord(join)"); !e.ok()) return e;
+      if (auto e = CudaCheck(cudaStreamWaitEvent(stream, ws.join_, 0), "cudaStreamWaitEvent(join)"); !e.ok()) {
+        return e;
       }
     }
     internal::LaunchCombine(ws.d_y_, b.expert_ids, L.d_local_, L.num_experts_, b.num_tokens, b.top_k,

@@ -136,14 +136,17 @@ inline int ChooseAutoTileForCounts(const int32_t* counts, int n, uint32_t allowe
 // past a multiple of H the last, mostly empty tile costs as much as a full one. With a second,
 // smaller height h of the same kernel family the routing cuts floor(X / H) tiles of H and the
 // remainder r = X mod H into ceil(r / h) tiles of h, where those cost less than one more of H
-// (r <= MixRmax), else one more of H. The GEMMs then run twice each (the H tiles, then the h
-// tiles). A mix is taken where kMixRealized of the time the model says it saves is more than
-// kMixFixedUs: fitted to 20 same-call A/B runs of kAuto with and without mixes (2026-12-01 01:35
-// call, K3-like, Kimi-K2-like and gpt-oss-120b at 256-16384 tokens; docs/PERFORMANCE.md): the
-// runs saved 0.68x the model's figure less 27 us (least squares), and with 0.65 and 50 us every
-// one of the 20 is on the right side (the mix taken where it was faster).
+// (r <= MixRmax), else one more of H. The GEMMs then run once per height, the second height's
+// beside the first's on a side stream. A mix is taken where kMixRealized of the time the model
+// says it saves is more than kMixFixedUs. Measured on H200 (docs/PERFORMANCE.md, eleventh
+// session): with the second height after the first on one stream, 20 same-call A/B runs saved
+// 0.68x the model's figure less 27 us (least squares; 2026-12-01 01:35 call); on the side stream
+// the fixed part went (pinned mixes at gpt-oss-120b 384 / 768 / 1024 tokens, which had lost on
+// one stream, saved 18 / 53 / 40 us against the model's 41 / 37 / 60: 01:50 call), and with 0.65
+// and 10 us kAuto's mixes ran faster than one height at all 21 counts where it took them
+// (tests/data/tile_paths/mix_ab_2026-12-01_0151.csv, tile_choice_test).
 inline constexpr double kMixRealized = 0.65;
-inline constexpr double kMixFixedUs = 50.0;
+inline constexpr double kMixFixedUs = 10.0;
 
 // kAuto's choice: kAutoTiles indices of the big height and of the small one (-1: one height), and
 // the largest remainder the small tiles take (0 without them).
