@@ -124,22 +124,10 @@ __global__ void __launch_bounds__(1024) ScanKernel(int32_t* __restrict__ meta, i
     if constexpr (kMix) {
       int nb, ns;
       SplitTiles(c, bm, bm2, rmax, &nb, &ns);
-      for (int i = 0; i < nb; ++i, ++tile) {
-        tiles[3 * tile] = h;
-        tiles[3 * tile + 1] = row + i * bm;
-        tiles[3 * tile + 2] = min(bm, c - i * bm);
-      }
-      for (int i = nb * bm; i < c; i += bm2, ++tile2) {
-        tiles2[3 * tile2] = h;
-        tiles2[3 * tile2 + 1] = row + i;
-        tiles2[3 * tile2 + 2] = min(bm2, c - i);
-      }
+      tile = WriteTiles(tiles, tile, h, row, 0, min(nb * bm, c), bm);
+      tile2 = WriteTiles(tiles2, tile2, h, row, nb * bm, c, bm2);
     } else {
-      for (int i = 0; i < c; i += bm, ++tile) {
-        tiles[3 * tile] = h;
-        tiles[3 * tile + 1] = row + i;
-        tiles[3 * tile + 2] = min(bm, c - i);
-      }
+      tile = WriteTiles(tiles, tile, h, row, 0, c, bm);
     }
     row += c;
   }
@@ -216,23 +204,10 @@ __global__ void __launch_bounds__(1024) RouteSmallKernel(const int32_t* __restri
   if (tid < nh) {
     meta[nh + tid] = row;
     if constexpr (kMix) {
-      for (int i = 0; i < tl; ++i, ++tile) {
-        tiles[3 * tile] = tid;
-        tiles[3 * tile + 1] = row + i * bm;
-        tiles[3 * tile + 2] = min(bm, c - i * bm);
-      }
-      int tile2 = int(packed >> 32);
-      for (int i = tl * bm; i < c; i += bm2, ++tile2) {
-        tiles2[3 * tile2] = tid;
-        tiles2[3 * tile2 + 1] = row + i;
-        tiles2[3 * tile2 + 2] = min(bm2, c - i);
-      }
+      WriteTiles(tiles, tile, tid, row, 0, min(tl * bm, c), bm);
+      WriteTiles(tiles2, int(packed >> 32), tid, row, tl * bm, c, bm2);
     } else {
-      for (int i = 0; i < c; i += bm, ++tile) {
-        tiles[3 * tile] = tid;
-        tiles[3 * tile + 1] = row + i;
-        tiles[3 * tile + 2] = min(bm, c - i);
-      }
+      WriteTiles(tiles, tile, tid, row, 0, c, bm);
     }
   }
   if (tid == 0) {

@@ -177,6 +177,18 @@ MXSERVE_TILE_HD inline void SplitTiles(int count, int big_rows, int small_rows, 
   }
 }
 
+// Writes the tiles of rows [from, to) of held expert h, whose first row is `row`, `rows` rows
+// each (the last one partial), as (h, first row, rows) at list[3 * first] on; returns the next
+// index. The routing kernels write every tile list with it (SplitTiles gives from and to).
+MXSERVE_TILE_HD inline int WriteTiles(int32_t* list, int first, int h, int row, int from, int to, int rows) {
+  for (int i = from; i < to; i += rows, ++first) {
+    list[3 * first] = h;
+    list[3 * first + 1] = row + i;
+    list[3 * first + 2] = rows < to - i ? rows : to - i;
+  }
+  return first;
+}
+
 // The model's cost (ps per weight byte of one expert) of an expert of `count` slots under c.
 inline double ChoiceCost(const AutoChoice& c, int count) {
   int nb = 0, ns = 0;

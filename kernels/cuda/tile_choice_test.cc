@@ -263,6 +263,52 @@ TEST(TileChoice, SplitTakesTheCheaperWayForEveryCount) {
   EXPECT_EQ(pairs, 3 + 28);  // decode: 8/16/24; wgmma: 8 heights
 }
 
+// The routing kernels' tile lists (SplitTiles, then WriteTiles into two lists) against the
+// obvious twin: every slot of the expert in exactly one tile, in order, the big tiles first; each
+// tile within its height, and only each list's last tile of an expert partial.
+TEST(TileChoice, TileListsCoverEachExpertsRowsOnce) {
+  std::mt19937 rng(31);
+  for (int trial = 0; trial < 2000; ++trial) {
+    const int big = kAutoTiles[rng() % kNumAutoTiles].rows;
+    const int small = trial % 3 == 0 ? 0 : 8 * (1 + int(rng() % (big / 8)));
+    const int rmax = small == 0 ? 0 : int(rng() % big);
+    const int c = int(rng() % (4 * big + 3)), row = int(rng() % 1000), h = int(rng() % 300);
+    int nb = 0, ns = 0;
+    SplitTiles(c, big, small, rmax, &nb, &ns);
+    std::vector<int32_t> l1(3 * (nb + 1), -1), l2(3 * (ns + 1), -1);
+    int end1 = 0, end2 = 0;
+    if (small == 0) {
+      end1 = WriteTiles(l1.data(), 0, h, row, 0, c, big);
+    } else {
+      end1 = WriteTiles(l1.data(), 0, h, row, 0, std::min(nb * big, c), big);
+      end2 = WriteTiles(l2.data(), 0, h, row, nb * big, c, small);
+    }
+    ASSERT_EQ(end1, nb) << "c " << c << " big " << big << " small " << small << " rmax " << rmax;
+    ASSERT_EQ(end2, ns) << "c " << c << " big " << big << " small " << small << " rmax " << rmax;
+    int next = row;  // the next row a tile must start at
+    auto walk = [&](const std::vector<int32_t>& l, int n, int height) {
+      for (int i = 0; i < n; ++i) {
+        EXPECT_EQ(l[3 * i], h);
+        EXPECT_EQ(l[3 * i + 1], next);
+        EXPECT_GT(l[3 * i + 2], 0);
+        EXPECT_LE(l[3 * i + 2], height);
+        if (i + 1 < n) {
+          EXPECT_EQ(l[3 * i + 2], height) << "a partial tile before the list's last";
+        }
+        next += l[3 * i + 2];
+      }
+    };
+    walk(l1, nb, big);
+    walk(l2, ns, small);
+    EXPECT_EQ(next, row + c);
+    EXPECT_EQ(l1[3 * nb], -1);  // nothing written past the tiles
+    EXPECT_EQ(l2[3 * ns], -1);
+    if (ns > 0) {
+      EXPECT_LE(c - nb * big, rmax);
+    }
+  }
+}
+
 // kAuto's mix under uniform routing against the obvious search: on simulated routings, every
 // pair of one family costed and taken where MixPays says so, the cheapest of those and of one
 // height alone within 3 % of kAuto's choice from the Poisson model, and equal to its choice from
