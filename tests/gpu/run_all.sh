@@ -19,6 +19,8 @@
 # (its phase timeline per configuration), ss (the weights-through-shared-memory wgmma kernel
 # checked and timed), kstcfg (the K-streamed decode kernel's occupancy
 # variants checked and timed), ab (this build's bench against another build's, alternating),
+# envab (one environment variable's values side by side, alternating: AB_VAR, AB_VALUES,
+# AB_SHAPES of shape:tokens, AB_ROUNDS; then the medians),
 # pinned (paths outside kAuto checked: PINNED), shapes (20b, Kimi-K2-like, K3-like or SHAPE_NAMES, with matmul_ogs), profile (ncu SpeedOfLight, one token),
 # detail (ncu stall/issue/memory sections of one decode kernel), source (its per-instruction stall
 # samples), sass (machine code of all kernels).
@@ -92,10 +94,28 @@ for s in $steps; do
       # The same layer with each kernel configuration pinned (what kAuto's cost model rests on:
       # tests/data/tile_paths); PATH_SHAPE picks the shapes (space-separated). One process per shape: the layer is uploaded once and every path timed on it (the bench
       # skips a path that cannot be close: MXSERVE_BENCH_PATHS in moe_cuda_bench.cc).
+      # A PATH_SHAPE entry shape:tokens gives that shape its own token counts (else PATH_TOKENS).
       P=${PATHS:-decode decode16 mid prefill wgmma32 wgmma40 wgmma48 wgmma64 wgmma96 wgmma wgmma192 wgmma256}
-      for S in ${PATH_SHAPE:-gpt-oss-120b}; do
-        MXSERVE_BENCH_PATHS=${P// /,} $B/mxserve-bench-moe-gpu "$OUT/paths_$S.csv" $S ${PATH_TOKENS:-16,256,1024,4096} | grep "^| $S "
+      for E in ${PATH_SHAPE:-gpt-oss-120b}; do
+        S=${E%%:*}
+        T=${PATH_TOKENS:-16,256,1024,4096}
+        [ "$E" != "$S" ] && T=${E#*:}
+        MXSERVE_BENCH_PATHS=${P// /,} $B/mxserve-bench-moe-gpu "$OUT/paths_$S.csv" $S $T | grep "^| $S "
       done 2>&1 | tee "$OUT/paths.txt" ;;
+    envab)
+      # kAuto under each value of one environment variable (AB_VAR; AB_VALUES, "default" leaves
+      # the code's default), alternating, AB_ROUNDS rounds, one process per (round, value, shape)
+      # of AB_SHAPES (shape:tokens entries); then the medians per setting (bench/gpu/medians.py).
+      # E.g. AB_VAR=MXSERVE_CUDA_MOE_MIX AB_VALUES="off default" AB_SHAPES="k3-latent:256,4096".
+      for i in $(seq ${AB_ROUNDS:-2}); do
+        for v in ${AB_VALUES:?}; do
+          for E in ${AB_SHAPES:?}; do
+            env "${AB_VAR:?}=$v" $B/mxserve-bench-moe-gpu /tmp/envab.csv ${E%%:*} ${E#*:} 2>&1 | grep "^| ${E%%:*} " |
+              sed "s/^/$v /"
+          done
+        done
+      done | tee "$OUT/envab.txt"
+      python3 bench/gpu/medians.py "$OUT/envab.txt" | tee "$OUT/envab_medians.txt" ;;
     decode)
       # The decode kernels side by side (what the defaults rest on): K-streamed TMA (4- and
       # 2-chunk slices) / bulk / register ring, programmatic dependent launch on and off, ring
