@@ -253,35 +253,36 @@ struct LayerAccess {
     // on this stream.)
     const bool side = p2 >= 0 && internal::MixSetting() == 1;
     cudaStream_t s2 = side ? ws.side_ : stream;
+    // `after` waits for what `before` has enqueued so far.
+    auto order = [](cudaEvent_t ev, cudaStream_t before, cudaStream_t after) {
+      if (auto e = CudaCheck(cudaEventRecord(ev, before), "cudaEventRecord"); !e.ok()) return e;
+      return CudaCheck(cudaStreamWaitEvent(after, ev, 0), "cudaStreamWaitEvent");
+    };
     if (side) {
-      if (auto e = CudaCheck(cudaEventRecord(ws.fork_, stream), "cudaEventRecord(fork)"); !e.ok()) return e;
-      if (auto e = CudaCheck(cudaStreamWaitEvent(ws.side_, ws.fork_, 0), "cudaStreamWaitEvent(fork)"); !e.ok()) {
-        return e;
-      }
+      if (auto e = order(ws.fork_, stream, ws.side_); !e.ok()) return e;
     }
-    if (int r = internal::LaunchGemm(g, true, p, L.small_scales_, static_cast<int>(max_tiles), stream);
-        r != 0) {
-      return launch_failed(r, "gate_up");
-    }
-    if (p2 >= 0) {
-      if (int r = internal::LaunchGemm(g2, true, p2, L.small_scales_, static_cast<int>(max_tiles2), s2); r != 0) {
-        return launch_failed(r, "second gate_up");
-      }
-    }
-    if (int r = internal::LaunchGemm(d, false, p, L.small_scales_, static_cast<int>(max_tiles), stream);
-        r != 0) {
-      return launch_failed(r, "down");
-    }
-    if (p2 >= 0) {
-      if (int r = internal::LaunchGemm(d2, false, p2, L.small_scales_, static_cast<int>(max_tiles2), s2); r != 0) {
-        return launch_failed(r, "second down");
+    struct Gemm {
+      const internal::GemmArgs* args;
+      bool gate_up;
+      int path;
+      int64_t max_tiles;
+      cudaStream_t stream;
+      const char* which;
+    };
+    const Gemm gemms[] = {{&g, true, p, max_tiles, stream, "gate_up"},
+                          {&g2, true, p2, max_tiles2, s2, "second gate_up"},
+                          {&d, false, p, max_tiles, stream, "down"},
+                          {&d2, false, p2, max_tiles2, s2, "second down"}};
+    for (const Gemm& m : gemms) {
+      if (m.path < 0) continue;  // one height
+      if (int r = internal::LaunchGemm(*m.args, m.gate_up, m.path, L.small_scales_, static_cast<int>(m.max_tiles),
+                                       m.stream);
+          r != 0) {
+        return launch_failed(r, m.which);
       }
     }
     if (side) {
-      if (auto e = CudaCheck(cudaEventRecord(ws.join_, ws.side_), "cudaEventRecord(join)"); !e.ok()) return e;
-      if (auto e = CudaCheck(cudaStreamWaitEvent(stream, ws.join_, 0), "cudaStreamWaitEvent(join)"); !e.ok()) {
-        return e;
-      }
+      if (auto e = order(ws.join_, ws.side_, stream); !e.ok()) return e;
     }
     internal::LaunchCombine(ws.d_y_, b.expert_ids, L.d_local_, L.num_experts_, b.num_tokens, b.top_k,
                             H, out, stream);

@@ -21,6 +21,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <utility>
+#include <vector>
 
 // SplitTiles is also the routing kernels' (moe_cuda_kernels.cu): one rule on both sides.
 #if defined(__CUDACC__)
@@ -244,20 +246,33 @@ inline AutoChoice ChooseAutoMix(double mean, double layer_bytes, uint32_t allowe
 }
 
 // The same for these per-expert slot counts (exactly as the routing cuts them), each expert of
-// expert_bytes; big -1 when no slot is counted or none is allowed.
+// expert_bytes; big -1 when no slot is counted or none is allowed. On the worker's path per call:
+// the costs are sums over experts of a function of the count, so each distinct count is costed
+// once (a few dozen distinct counts for hundreds of experts).
 inline AutoChoice ChooseAutoMixForCounts(const int32_t* counts, int n, double expert_bytes, uint32_t allowed = ~0u) {
   const int single = ChooseAutoTileForCounts(counts, n, allowed);
   if (single < 0) return AutoChoice{};
-  int64_t slots = 0, hit = 0;
-  for (int e = 0; e < n; ++e) {
-    slots += std::max(0, counts[e]);
-    hit += counts[e] > 0;
+  thread_local std::vector<int32_t> sorted;
+  thread_local std::vector<std::pair<int32_t, int>> runs;  // (count > 0, experts with it)
+  sorted.assign(counts, counts + n);
+  std::sort(sorted.begin(), sorted.end());
+  runs.clear();
+  int64_t slots = 0;
+  for (const int32_t c : sorted) {
+    if (c <= 0) continue;
+    slots += c;
+    if (!runs.empty() && runs.back().first == c) {
+      ++runs.back().second;
+    } else {
+      runs.emplace_back(c, 1);
+    }
   }
+  int64_t hit = 0;
+  for (const auto& r : runs) hit += r.second;
   if (double(slots) < kMixMinMean * double(hit)) return AutoChoice{single, -1, 0};
-  auto sum = [&](const AutoChoice& c) {
+  auto sum = [](const AutoChoice& c) {
     double v = 0;
-    for (int e = 0; e < n; ++e)
-      if (counts[e] > 0) v += ChoiceCost(c, counts[e]);
+    for (const auto& [count, experts] : runs) v += experts * ChoiceCost(c, count);
     return v;
   };
   return CheapestMix(single, sum(AutoChoice{single, -1, 0}), expert_bytes, allowed, sum);

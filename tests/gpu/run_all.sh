@@ -55,14 +55,19 @@ memcheck_pinned() {
     > "$OUT/memcheck_$2.txt" 2>&1 || rc=1
   echo "memcheck $2: $(tail -n 1 "$OUT/memcheck_$2.txt")"
 }
-# time_pinned VAR "VALUES" SHAPES TOKENS: the bench with VAR set to each value in turn, twice
-# (alternating: drift shows as a difference between the rounds).
+# time_pinned VAR "VALUES" "SHAPE:TOKENS ..." [ROUNDS]: the bench with VAR set to each value in
+# turn ("default": the code's own), ROUNDS times (2; alternating: drift shows as a difference
+# between the rounds), each shape in its own process; each row prefixed by its value, which
+# bench/gpu/medians.py reads.
 time_pinned() {
-  local var=$1 i v
-  for i in 1 2; do
+  local var=$1 i v e
+  for i in $(seq ${4:-2}); do
     for v in $2; do
       echo "## $var=$v"
-      env "$var=$v" $B/mxserve-bench-moe-gpu /tmp/pinned.csv $3 $4 | grep '^| gpt'
+      for e in $3; do
+        env "$var=$v" $B/mxserve-bench-moe-gpu /tmp/pinned.csv ${e%%:*} ${e#*:} 2>&1 | grep "^| ${e%%:*} " |
+          sed "s/^/$v /"
+      done
     done
   done
 }
@@ -103,18 +108,11 @@ for s in $steps; do
         MXSERVE_BENCH_PATHS=${P// /,} $B/mxserve-bench-moe-gpu "$OUT/paths_$S.csv" $S $T | grep "^| $S "
       done 2>&1 | tee "$OUT/paths.txt" ;;
     envab)
-      # kAuto under each value of one environment variable (AB_VAR; AB_VALUES, "default" leaves
-      # the code's default), alternating, AB_ROUNDS rounds, one process per (round, value, shape)
-      # of AB_SHAPES (shape:tokens entries); then the medians per setting (bench/gpu/medians.py).
+      # kAuto under each value of one environment variable (AB_VAR, AB_VALUES), alternating,
+      # AB_ROUNDS rounds (time_pinned), AB_SHAPES of shape:tokens entries; then the medians per
+      # setting (bench/gpu/medians.py).
       # E.g. AB_VAR=MXSERVE_CUDA_MOE_MIX AB_VALUES="off default" AB_SHAPES="k3-latent:256,4096".
-      for i in $(seq ${AB_ROUNDS:-2}); do
-        for v in ${AB_VALUES:?}; do
-          for E in ${AB_SHAPES:?}; do
-            env "${AB_VAR:?}=$v" $B/mxserve-bench-moe-gpu /tmp/envab.csv ${E%%:*} ${E#*:} 2>&1 | grep "^| ${E%%:*} " |
-              sed "s/^/$v /"
-          done
-        done
-      done | tee "$OUT/envab.txt"
+      time_pinned "${AB_VAR:?}" "${AB_VALUES:?}" "${AB_SHAPES:?}" ${AB_ROUNDS:-2} | tee "$OUT/envab.txt"
       python3 bench/gpu/medians.py "$OUT/envab.txt" | tee "$OUT/envab_medians.txt" ;;
     decode)
       # The decode kernels side by side (what the defaults rest on): K-streamed TMA (4- and
@@ -151,15 +149,15 @@ for s in $steps; do
         echo "$T: $(tail -n 1 "$OUT/${T}_fused.txt")"
       done
       time_pinned MXSERVE_CUDA_MOE_FUSED "${FUSED_CFGS:-4x1 3x1 4x1w24 6x1w24 6x1w32} off" \
-        gpt-oss-120b,gpt-oss-20b 1 2>&1 | tee "$OUT/fused.txt" ;;
+        "gpt-oss-120b:1 gpt-oss-20b:1" 2>&1 | tee "$OUT/fused.txt" ;;
     kstcfg)
       # The K-streamed decode kernel's occupancy variants (MXSERVE_CUDA_MOE_KST_CFG: w16, x2, x2w8;
       # w12 and w14 at 16- and 24-row tiles, with PINNED paths: see kernels/cuda/README.md): each checked on the
       # small shapes and gpt-oss-20b, then timed, alternating with the default.
       check_pinned MXSERVE_CUDA_MOE_KST_CFG "${KST_CFGS:-w16 x2 x2w8}" \
         "tiny-pad tiny-k1 half-held big-scales gpt-oss-20b" "$OUT/check_kst.txt"
-      time_pinned MXSERVE_CUDA_MOE_KST_CFG "default ${KST_CFGS:-w16 x2 x2w8}" gpt-oss-120b \
-        ${KST_TOKENS:-16,64,256,512} 2>&1 | tee "$OUT/kstcfg.txt" ;;
+      time_pinned MXSERVE_CUDA_MOE_KST_CFG "default ${KST_CFGS:-w16 x2 x2w8}" \
+        "gpt-oss-120b:${KST_TOKENS:-16,64,256,512}" 2>&1 | tee "$OUT/kstcfg.txt" ;;
     pinned)
       # Paths kAuto may not take (PINNED, default decode24 and mid: the K-streamed decode kernel at
       # 24 and 32 rows) checked with kAuto pinned to each, on the small shapes and gpt-oss-20b, and
@@ -174,8 +172,8 @@ for s in $steps; do
       check_pinned MXSERVE_CUDA_MOE_PATH "wgmmass wgmmass192 wgmmass64" "tiny-pad tiny-k1 half-held big-scales gpt-oss-20b" \
         "$OUT/check_ss.txt"
       memcheck_pinned MXSERVE_CUDA_MOE_PATH wgmmass
-      { time_pinned MXSERVE_CUDA_MOE_PATH "wgmmass64 wgmma48 wgmma64" gpt-oss-120b ${SS_SMALL_TOKENS:-512,1024,1536}
-        time_pinned MXSERVE_CUDA_MOE_PATH "wgmmass wgmmass192 wgmma wgmma192" gpt-oss-120b ${SS_TOKENS:-2048,4096,8192,16384}
+      { time_pinned MXSERVE_CUDA_MOE_PATH "wgmmass64 wgmma48 wgmma64" "gpt-oss-120b:${SS_SMALL_TOKENS:-512,1024,1536}"
+        time_pinned MXSERVE_CUDA_MOE_PATH "wgmmass wgmmass192 wgmma wgmma192" "gpt-oss-120b:${SS_TOKENS:-2048,4096,8192,16384}"
       } 2>&1 | tee "$OUT/ss.txt" ;;
     ab)
       # This build against another build's bench (AB_BASE, default bin/mxserve-bench-moe-gpu-base
