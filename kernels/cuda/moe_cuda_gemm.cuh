@@ -91,6 +91,20 @@ __device__ __forceinline__ void MbarWait(uint64_t* bar, uint32_t parity) {
       : "memory");
 }
 
+// The same on a shared-memory address computed once (the generic-to-shared conversion inside
+// MbarWait / MbarArrive is redone at every call in a hot loop: the wgmma GEMM's).
+__device__ __forceinline__ void MbarWaitAt(uint32_t bar, uint32_t parity) {
+  asm volatile(
+      "{\n.reg .pred P1;\nLAB_WAIT:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 P1, [%0], %1;\n"
+      "@P1 bra DONE;\nbra LAB_WAIT;\nDONE:\n}" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+}
+__device__ __forceinline__ void MbarArriveAt(uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+
 __device__ __forceinline__ uint32_t Bf16x2Mul(uint32_t a, uint32_t b) {
   uint32_t d;
   asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
@@ -135,6 +149,22 @@ __device__ __forceinline__ void DecodeScaled(uint32_t w, uint32_t sword, int b, 
   Decode4(w, r);
   if constexpr (kOneMul) {
     const uint32_t m = FoldedScale(sword + 0x7E7E7E7Eu, b);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) r[j] = Bf16x2Mul(r[j], m);
+  } else {
+    const uint32_t m = ScaleBf16x2((sword >> (8 * b)) & 0xFFu);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) r[j] = Bf16x2Mul(Bf16x2Mul(r[j], 0x7E807E80u), m);
+  }
+}
+
+// DecodeScaled with the scale word's 0x7E per byte added once at load (kOneMul; the raw word
+// otherwise): what a loop that decodes four blocks of one scale word uses.
+template <bool kOneMul>
+__device__ __forceinline__ void DecodeScaledPre(uint32_t w, uint32_t sword, int b, uint32_t (&r)[4]) {
+  Decode4(w, r);
+  if constexpr (kOneMul) {
+    const uint32_t m = FoldedScale(sword, b);
 #pragma unroll
     for (int j = 0; j < 4; ++j) r[j] = Bf16x2Mul(r[j], m);
   } else {

@@ -36,125 +36,13 @@
 #include "kernels/cuda/moe_cuda_launch.h"
 #include "kernels/cuda/moe_cuda_tma.h"
 #include "kernels/cuda/moe_cuda_wgmma_common.cuh"
+#include "kernels/cuda/moe_cuda_wgmma_rs.cuh"
 
 namespace mxserve::kernels::cuda::internal {
 namespace {
 
-// (wgmma fence / commit / wait, SmemDesc and the epilogue are in moe_cuda_wgmma_common.cuh)
-template <int BN>
-__device__ __forceinline__ void WgmmaRs(float (&d)[BN / 2], uint32_t a0, uint32_t a1, uint32_t a2,
-                                        uint32_t a3, uint64_t desc);
-
-template <> __device__ __forceinline__ void WgmmaRs<32>(float (&d)[16], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint64_t desc) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
-      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, {%16,%17,%18,%19}, %20, p, 1, 1, 0;\n"
-      "}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
-}
-
-template <> __device__ __forceinline__ void WgmmaRs<40>(float (&d)[20], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint64_t desc) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %25, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n40k16.f32.bf16.bf16 "
-      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19}, {%20,%21,%22,%23}, %24, p, 1, 1, 0;\n"
-      "}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
-}
-
-template <> __device__ __forceinline__ void WgmmaRs<48>(float (&d)[24], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint64_t desc) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %29, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n48k16.f32.bf16.bf16 "
-      "{"
-      "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
-      "%16,%17,%18,%19,%20,%21,%22,%23"
-      "}, {%24,%25,%26,%27}, %28, p, 1, 1, 0;\n"
-      "}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
-}
-
-template <> __device__ __forceinline__ void WgmmaRs<64>(float (&d)[32], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint64_t desc) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
-      "{"
-      "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
-      "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31"
-      "}, {%32,%33,%34,%35}, %36, p, 1, 1, 0;\n"
-      "}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
-}
-
-template <> __device__ __forceinline__ void WgmmaRs<96>(float (&d)[48], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint64_t desc) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %53, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n96k16.f32.bf16.bf16 "
-      "{"
-      "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
-      "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"
-      "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47"
-      "}, {%48,%49,%50,%51}, %52, p, 1, 1, 0;\n"
-      "}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
-}
-
-template <> __device__ __forceinline__ void WgmmaRs<128>(float (&d)[64], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint64_t desc) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
-      "{"
-      "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
-      "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"
-      "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,"
-      "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63"
-      "}, {%64,%65,%66,%67}, %68, p, 1, 1, 0;\n"
-      "}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
-}
-
-template <> __device__ __forceinline__ void WgmmaRs<192>(float (&d)[96], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint64_t desc) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %101, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n192k16.f32.bf16.bf16 "
-      "{"
-      "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
-      "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"
-      "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,"
-      "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,"
-      "%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,"
-      "%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95"
-      "}, {%96,%97,%98,%99}, %100, p, 1, 1, 0;\n"
-      "}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
-}
-
-template <> __device__ __forceinline__ void WgmmaRs<256>(float (&d)[128], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint64_t desc) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
-      "{"
-      "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
-      "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"
-      "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,"
-      "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,"
-      "%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,"
-      "%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95,"
-      "%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110,%111,"
-      "%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127"
-      "}, {%128,%129,%130,%131}, %132, p, 1, 1, 0;\n"
-      "}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
-}
+// (wgmma fence / commit / wait, SmemDesc and the epilogue are in moe_cuda_wgmma_common.cuh;
+// WgmmaRs in moe_cuda_wgmma_rs.cuh)
 
 // ---- the GEMM ---------------------------------------------------------------------------------
 // NC consumer warpgroups and one producer warpgroup; setmaxnreg moves the producer's registers
@@ -247,19 +135,25 @@ __global__ void __launch_bounds__(128 * (NC + 1), CB) WgmmaGemmKernel(const __gr
 
   const int warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   // The weight addressing and the chunk load are spelled out here, like the tile read above (see there).
+  static_assert(D == 1, "the slab release below assumes one wgmma group left in flight");
   const int nt_total = p.n >> 3;
   const int64_t rg_bytes = int64_t(4) * p.kp;  // 8 rows * kp/2
-  const uint8_t* qe = p.q + int64_t(e) * nt_total * rg_bytes;
-  const uint8_t* se = p.sc + int64_t(e) * nt_total * p.chunks * 32;
-  // Row group of (m64 block j, half r): rows rb + 8r .. +7, rb = this warp's first row.
-  int rg[MW][2];
-  bool rv[MW][2];
+  // This lane's next chunk of (m64 block j, half r): full chunks 16 bytes at qp (the 64-K tail
+  // chunk 8 bytes at qp - 8 lane), the scale word at sp; both advance by a chunk per load. Row
+  // groups past n read row group 0 instead: their products only reach accumulator rows the
+  // epilogue never stores, and the loads need no branch. (Loop-carried pointers, not offsets from
+  // one base: ptxas recomputed such offsets from the thread index at every chunk.)
+  const uint8_t* qp[MW][2];
+  const uint8_t* sp[MW][2];
 #pragma unroll
   for (int j = 0; j < MW; ++j)
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      rg[j][r] = ((blockIdx.x * NC + wg) * MW * 64 + j * 64 + warp * 16 + 8 * r) >> 3;
-      rv[j][r] = rg[j][r] < nt_total;
+      int rg = ((blockIdx.x * NC + wg) * MW * 64 + j * 64 + warp * 16 + 8 * r) >> 3;
+      rg = rg < nt_total ? rg : 0;
+      const int64_t grp = int64_t(e) * nt_total + rg;
+      qp[j][r] = p.q + grp * rg_bytes + lane * 16;
+      sp[j][r] = p.sc + grp * p.chunks * 32 + g * 4;
     }
 
   float acc[MW][BN / 2];
@@ -268,29 +162,36 @@ __global__ void __launch_bounds__(128 * (NC + 1), CB) WgmmaGemmKernel(const __gr
 #pragma unroll
     for (int i = 0; i < BN / 2; ++i) acc[j][i] = 0.f;
 
+  // Loads chunk c (the next one in order) into q / sc.
   auto load_chunk = [&](int c, uint4 (&q)[MW][2], uint32_t (&sc)[MW][2]) {
     const bool tail = c >= p.nfull;
 #pragma unroll
     for (int j = 0; j < MW; ++j)
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
-        if (rv[j][r]) {
-          const uint8_t* base = qe + rg[j][r] * rg_bytes + int64_t(c) * 512;
-          if (!tail) {
-            q[j][r] = LdStream16(base + lane * 16);
-          } else {
-            const uint2 v = LdStream8(base + lane * 8);
-            q[j][r] = make_uint4(v.x, v.y, 0, 0);
-          }
-          sc[j][r] = __ldg(reinterpret_cast<const uint32_t*>(se + (int64_t(rg[j][r]) * p.chunks + c) * 32 + g * 4));
+        if (!tail) {
+          q[j][r] = LdStream16(qp[j][r]);
         } else {
-          q[j][r] = make_uint4(0, 0, 0, 0);
-          sc[j][r] = 0x7F7F7F7Fu;
+          const uint2 v = LdStream8(qp[j][r] - lane * 8);
+          q[j][r] = make_uint4(v.x, v.y, 0, 0);
         }
+        sc[j][r] = __ldg(reinterpret_cast<const uint32_t*>(sp[j][r]));
+        qp[j][r] += 512;
+        sp[j][r] += 32;
       }
   };
 
-  const uint32_t smem_base = SmemAddr(smem);
+  // The token-slab ring: slab i is in stage i % S, its phase (i / S) & 1; tracked as the loop
+  // goes rather than recomputed per block. The descriptor's low word and the barrier addresses
+  // are offsets from values computed once (the empty asm keeps ptxas from recomputing them from
+  // the shared-memory window at every block, as it did).
+  uint32_t dlo0 = uint32_t(SmemDesc(SmemAddr(smem)));
+  uint32_t full0 = SmemAddr(&full_bar[0]), empty0 = SmemAddr(&empty_bar[0]);
+  asm volatile("" : "+r"(dlo0), "+r"(full0), "+r"(empty0));
+  constexpr uint32_t kDescHi = (1024 >> 4) | (1u << 30);  // SmemDesc's high word
+  const bool leader = (threadIdx.x & 127) == 0;
+  int stage = 0;
+  uint32_t phase = 0;
   // Weights of chunk c live in register slot c % (PF + 1); chunk c + PF is requested when chunk
   // c starts (the loop is unrolled by PF + 1 so every slot index is a constant).
   uint4 qr[PF + 1][MW][2];
@@ -298,7 +199,6 @@ __global__ void __launch_bounds__(128 * (NC + 1), CB) WgmmaGemmKernel(const __gr
 #pragma unroll
   for (int d = 0; d < PF; ++d)
     if (d < p.chunks) load_chunk(d, qr[d], sr[d]);
-  // k32 block kb (global) belongs to slab kb >> 1; chunk c's first block is 4c.
   for (int c0 = 0; c0 < p.chunks; c0 += PF + 1) {
 #pragma unroll
     for (int d = 0; d <= PF; ++d) {
@@ -309,8 +209,15 @@ __global__ void __launch_bounds__(128 * (NC + 1), CB) WgmmaGemmKernel(const __gr
 #pragma unroll
         for (int b = 0; b < 4; ++b) {
           if (b < nb) {
-            const int kb = 4 * c + b, slab = kb >> 1, s = slab % S;
-            if ((b & 1) == 0) MbarWait(&full_bar[s], (slab / S) & 1);
+            if ((b & 1) == 0) MbarWaitAt(full0 + 8 * stage, phase);
+            if (kOneMul && b == 0) {
+              // The scale word's 0x7E per byte (DecodeScaledPre), added at the chunk's first use
+              // rather than at its load, which would wait for the load there.
+#pragma unroll
+              for (int j = 0; j < MW; ++j)
+#pragma unroll
+                for (int r = 0; r < 2; ++r) sr[d][j][r] += 0x7E7E7E7Eu;
+            }
             uint32_t ra[MW][2][4];
 #pragma unroll
             for (int j = 0; j < MW; ++j)
@@ -318,22 +225,27 @@ __global__ void __launch_bounds__(128 * (NC + 1), CB) WgmmaGemmKernel(const __gr
               for (int r = 0; r < 2; ++r) {
                 const uint4& qq = qr[d][j][r];
                 const uint32_t w = b == 0 ? qq.x : b == 1 ? qq.y : b == 2 ? qq.z : qq.w;
-                DecodeScaled<kOneMul>(w, sr[d][j][r], b, ra[j][r]);
+                DecodeScaledPre<kOneMul>(w, sr[d][j][r], b, ra[j][r]);
               }
             WgmmaFence();
+            // Stage bytes and the k16 step's 32-byte column, in the descriptor's 16-byte units.
+            const uint32_t dlo = dlo0 + stage * (kStageBytes >> 4) + (b & 1) * 4;
 #pragma unroll
             for (int st = 0; st < 2; ++st) {
-              const uint64_t desc = SmemDesc(smem_base + s * kStageBytes + ((b & 1) * 2 + st) * 32);
 #pragma unroll
               for (int j = 0; j < MW; ++j)
                 WgmmaRs<BN>(acc[j], ra[j][0][2 * st], ra[j][1][2 * st], ra[j][0][2 * st + 1],
-                            ra[j][1][2 * st + 1], desc);
+                            ra[j][1][2 * st + 1], (uint64_t(kDescHi) << 32) | (dlo + 2 * st));
             }
             WgmmaCommit();
-            WgmmaWait<D>();
-            // Blocks <= kb - D are complete: release a slab once its second block is.
-            const int done = kb - D;
-            if (done >= 0 && (done & 1) && (threadIdx.x & 127) == 0) MbarArrive(&empty_bar[(done >> 1) % S]);
+            WgmmaWait<1>();
+            if ((b & 1) == 0) {
+              // The previous block, the last of the slab before this one, is complete: release it.
+              if (leader && (c > 0 || b > 0)) MbarArriveAt(empty0 + 8 * (stage == 0 ? S - 1 : stage - 1));
+            } else if (++stage == S) {
+              stage = 0;
+              phase ^= 1;
+            }
           }
         }
       }
