@@ -220,7 +220,10 @@ for s in $steps; do
         --export /tmp/src --force-overwrite $B/mxserve-bench-moe-gpu /tmp/ncu.csv ${DETAIL_SHAPE:-gpt-oss-120b} ${DETAIL_TOKENS:-64} \
         > "$OUT/source_run.txt" 2>&1
       ncu --import /tmp/src.ncu-rep --page source --print-source sass --csv > "$OUT/source.csv" 2>&1
-      head -2 "$OUT/source.csv" | cut -c1-600; wc -l "$OUT/source.csv"; gzip -f "$OUT/source.csv" ;;
+      head -2 "$OUT/source.csv" | cut -c1-600; wc -l "$OUT/source.csv"; gzip -f "$OUT/source.csv"
+      # Its instruction mix per opcode (per k32 block of a warp for the wgmma GEMM: HGMMA / 2).
+      python3 bench/gpu/source_mix.py "$OUT/source.csv.gz" ${MIX_UNIT:-HGMMA 2} > "$OUT/source_mix.txt"
+      head -30 "$OUT/source_mix.txt" ;;
     sass)
       # The decode kernels' machine code (instruction mix of the inner loops), saved under $OUT.
       cuobjdump -sass bundle-cuda/bin/mxserve-bench-moe-gpu > "$OUT/all.sass" 2>&1
