@@ -195,6 +195,68 @@ void ExpectNearBest(const std::string& file, const std::map<std::string, std::pa
 const std::map<std::string, std::pair<int, int>> kShapes = {
     {"gpt-oss-120b", {4, 128}}, {"kimi-k2-like", {8, 384}}, {"k3-latent", {16, 256}}};
 
+// Each configuration's cost is the mean, over the runs it was fitted to, of ms / (experts x
+// E[tiles per expert] x bytes per expert) (bench/gpu/fit_tile_costs.py computes the same): the
+// constants in kAutoTiles are those means (to the rounding of their third decimal).
+std::map<std::string, std::vector<double>> PsPerByteOfRuns(const std::string& file,
+                                                           const std::set<std::string>& only) {
+  std::ifstream in(std::string(MXSERVE_TILE_PATHS_TESTDATA) + "/" + file);
+  EXPECT_TRUE(in.good()) << file;
+  std::string line;
+  std::getline(in, line);
+  std::vector<std::string> head;
+  {
+    std::stringstream ss(line);
+    for (std::string f; std::getline(ss, f, ',');) head.push_back(f);
+  }
+  auto col = [&](const std::string& name) { return int(std::find(head.begin(), head.end(), name) - head.begin()); };
+  const int shape = col("shape"), tokens = col("tokens"), ms = col("ms"), bytes = col("weight_bytes"),
+            path = col("path");
+  std::vector<std::vector<std::string>> rows;
+  std::map<std::string, double> per_expert;  // the largest weight_bytes / experts: every expert hit
+  while (std::getline(in, line)) {
+    std::vector<std::string> f;
+    std::stringstream ss(line);
+    for (std::string x; std::getline(ss, x, ',');) f.push_back(x);
+    if (f.size() != head.size()) continue;
+    const int experts = kShapes.at(f[shape]).second;
+    per_expert[f[shape]] = std::max(per_expert[f[shape]], std::stod(f[bytes]) / experts);
+    rows.push_back(f);
+  }
+  std::map<std::string, std::vector<double>> out;
+  for (const auto& f : rows) {
+    if (!only.count(f[path])) continue;
+    const auto [top_k, experts] = kShapes.at(f[shape]);
+    const int idx = IndexOf(f[path]);
+    EXPECT_LT(idx, kNumAutoTiles) << f[path];
+    double tiles = 0;
+    const int rows_of = kAutoTiles[idx].rows;
+    ExpectedTilesPerExpert(std::stod(f[tokens]) * top_k / experts, &rows_of, 1, &tiles);
+    out[f[path]].push_back(std::stod(f[ms]) * 1e9 / (experts * tiles * per_expert[f[shape]]));
+  }
+  return out;
+}
+
+TEST(TileChoice, CostsAreTheMeansOfTheirRuns) {
+  std::map<std::string, std::vector<double>> runs;
+  const std::set<std::string> wgmma = {"decode", "wgmma32", "wgmma40", "wgmma48", "wgmma64",
+                                       "wgmma96", "wgmma", "wgmma192", "wgmma256"};
+  for (const char* f : {"paths_gpt-oss-120b.csv", "paths_kimi-k2-like.csv", "paths_k3-latent.csv"}) {
+    for (auto& [path, v] : PsPerByteOfRuns(f, wgmma)) runs[path].insert(runs[path].end(), v.begin(), v.end());
+  }
+  runs["decode24"] = PsPerByteOfRuns("paths_decode24_2026-11-30_2351.csv", {"decode24"})["decode24"];
+  runs["decode16"] = PsPerByteOfRuns("paths_decode16_2026-12-01_0118.csv", {"decode16"})["decode16"];
+  ASSERT_EQ(runs.size(), size_t(kNumAutoTiles));
+  for (int i = 0; i < kNumAutoTiles; ++i) {
+    const auto& v = runs[kAutoTiles[i].path];
+    ASSERT_FALSE(v.empty()) << kAutoTiles[i].path;
+    double mean = 0;
+    for (double x : v) mean += x;
+    mean /= double(v.size());
+    EXPECT_NEAR(kAutoTiles[i].ps_per_byte, mean, 0.0025) << kAutoTiles[i].path << " over " << v.size() << " runs";
+  }
+}
+
 // Each table: kAuto's choice among the configurations it timed at a token count (the tables
 // before decode24 did not time it) against the fastest of all it timed there (mid included).
 TEST(TileChoice, WithinFivePercentOfTheFastestMeasured) {

@@ -100,6 +100,7 @@ for s in $steps; do
       # tests/data/tile_paths); PATH_SHAPE picks the shapes (space-separated). One process per shape: the layer is uploaded once and every path timed on it (the bench
       # skips a path that cannot be close: MXSERVE_BENCH_PATHS in moe_cuda_bench.cc).
       # A PATH_SHAPE entry shape:tokens gives that shape its own token counts (else PATH_TOKENS).
+      # bench/gpu/fit_tile_costs.py fits kAuto's costs to the CSVs it writes.
       P=${PATHS:-decode decode16 mid prefill wgmma32 wgmma40 wgmma48 wgmma64 wgmma96 wgmma wgmma192 wgmma256}
       for E in ${PATH_SHAPE:-gpt-oss-120b}; do
         S=${E%%:*}
