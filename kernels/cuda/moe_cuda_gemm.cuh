@@ -143,23 +143,9 @@ __device__ __forceinline__ uint32_t FoldedScale(uint32_t sw, int b) {
 }
 
 // Decodes one packed word into four bf16x2 registers (mma.sync B fragments, or wgmma A
-// fragments) scaled by block b's E8M0 scale of the scale word.
-template <bool kOneMul>
-__device__ __forceinline__ void DecodeScaled(uint32_t w, uint32_t sword, int b, uint32_t (&r)[4]) {
-  Decode4(w, r);
-  if constexpr (kOneMul) {
-    const uint32_t m = FoldedScale(sword + 0x7E7E7E7Eu, b);
-#pragma unroll
-    for (int j = 0; j < 4; ++j) r[j] = Bf16x2Mul(r[j], m);
-  } else {
-    const uint32_t m = ScaleBf16x2((sword >> (8 * b)) & 0xFFu);
-#pragma unroll
-    for (int j = 0; j < 4; ++j) r[j] = Bf16x2Mul(Bf16x2Mul(r[j], 0x7E807E80u), m);
-  }
-}
-
-// DecodeScaled with the scale word's 0x7E per byte added once at load (kOneMul; the raw word
-// otherwise): what a loop that decodes four blocks of one scale word uses.
+// fragments) scaled by block b's E8M0 scale of the scale word. DecodeScaledPre takes the scale
+// word with the fast path's 0x7E per byte already added (kOneMul; the raw word otherwise): what a
+// loop that decodes four blocks of one scale word uses.
 template <bool kOneMul>
 __device__ __forceinline__ void DecodeScaledPre(uint32_t w, uint32_t sword, int b, uint32_t (&r)[4]) {
   Decode4(w, r);
@@ -172,6 +158,10 @@ __device__ __forceinline__ void DecodeScaledPre(uint32_t w, uint32_t sword, int 
 #pragma unroll
     for (int j = 0; j < 4; ++j) r[j] = Bf16x2Mul(Bf16x2Mul(r[j], 0x7E807E80u), m);
   }
+}
+template <bool kOneMul>
+__device__ __forceinline__ void DecodeScaled(uint32_t w, uint32_t sword, int b, uint32_t (&r)[4]) {
+  DecodeScaledPre<kOneMul>(w, kOneMul ? sword + 0x7E7E7E7Eu : sword, b, r);
 }
 
 // Chunk c of an 8-row group from shared memory: a full 128-K chunk, or (kTail) the 64-K tail chunk.

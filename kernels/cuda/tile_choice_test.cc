@@ -123,25 +123,39 @@ TEST(TileChoice, CountsSeeTheSkewThatTheMeanHides) {
 // shape -> tokens -> path -> fastest ms of that path there.
 using Timings = std::map<std::string, std::map<int, std::map<std::string, double>>>;
 
-// `superseded`: configurations whose kernel has changed since the table was timed (left out).
-Timings ReadTimings(const std::string& file, const std::set<std::string>& superseded) {
-  Timings out;
+// A CSV of tests/data/tile_paths: its header's column names and its rows of that many fields.
+struct Csv {
+  std::vector<std::string> head;
+  std::vector<std::vector<std::string>> rows;
+  int Col(const std::string& name) const { return int(std::find(head.begin(), head.end(), name) - head.begin()); }
+};
+Csv ReadCsv(const std::string& file) {
+  Csv csv;
   std::ifstream in(std::string(MXSERVE_TILE_PATHS_TESTDATA) + "/" + file);
   EXPECT_TRUE(in.good()) << file;
-  std::string line;
-  std::getline(in, line);
-  std::vector<std::string> head;
-  {
-    std::stringstream ss(line);
-    for (std::string f; std::getline(ss, f, ',');) head.push_back(f);
-  }
-  auto col = [&](const std::string& name) { return int(std::find(head.begin(), head.end(), name) - head.begin()); };
-  const int shape = col("shape"), tokens = col("tokens"), ms = col("ms"), path = col("path");
-  while (std::getline(in, line)) {
+  auto split = [](const std::string& line) {
     std::vector<std::string> f;
     std::stringstream ss(line);
     for (std::string x; std::getline(ss, x, ',');) f.push_back(x);
-    if (f.size() != head.size() || superseded.count(f[path])) continue;
+    return f;
+  };
+  std::string line;
+  std::getline(in, line);
+  csv.head = split(line);
+  while (std::getline(in, line)) {
+    std::vector<std::string> f = split(line);
+    if (f.size() == csv.head.size()) csv.rows.push_back(std::move(f));
+  }
+  return csv;
+}
+
+// `superseded`: configurations whose kernel has changed since the table was timed (left out).
+Timings ReadTimings(const std::string& file, const std::set<std::string>& superseded) {
+  Timings out;
+  const Csv csv = ReadCsv(file);
+  const int shape = csv.Col("shape"), tokens = csv.Col("tokens"), ms = csv.Col("ms"), path = csv.Col("path");
+  for (const auto& f : csv.rows) {
+    if (superseded.count(f[path])) continue;
     double& slot = out[f[shape]][std::stoi(f[tokens])][f[path]];
     const double v = std::stod(f[ms]);
     slot = slot == 0 ? v : std::min(slot, v);
@@ -200,31 +214,15 @@ const std::map<std::string, std::pair<int, int>> kShapes = {
 // constants in kAutoTiles are those means (to the rounding of their third decimal).
 std::map<std::string, std::vector<double>> PsPerByteOfRuns(const std::string& file,
                                                            const std::set<std::string>& only) {
-  std::ifstream in(std::string(MXSERVE_TILE_PATHS_TESTDATA) + "/" + file);
-  EXPECT_TRUE(in.good()) << file;
-  std::string line;
-  std::getline(in, line);
-  std::vector<std::string> head;
-  {
-    std::stringstream ss(line);
-    for (std::string f; std::getline(ss, f, ',');) head.push_back(f);
-  }
-  auto col = [&](const std::string& name) { return int(std::find(head.begin(), head.end(), name) - head.begin()); };
-  const int shape = col("shape"), tokens = col("tokens"), ms = col("ms"), bytes = col("weight_bytes"),
-            path = col("path");
-  std::vector<std::vector<std::string>> rows;
+  const Csv csv = ReadCsv(file);
+  const int shape = csv.Col("shape"), tokens = csv.Col("tokens"), ms = csv.Col("ms"),
+            bytes = csv.Col("weight_bytes"), path = csv.Col("path");
   std::map<std::string, double> per_expert;  // the largest weight_bytes / experts: every expert hit
-  while (std::getline(in, line)) {
-    std::vector<std::string> f;
-    std::stringstream ss(line);
-    for (std::string x; std::getline(ss, x, ',');) f.push_back(x);
-    if (f.size() != head.size()) continue;
-    const int experts = kShapes.at(f[shape]).second;
-    per_expert[f[shape]] = std::max(per_expert[f[shape]], std::stod(f[bytes]) / experts);
-    rows.push_back(f);
+  for (const auto& f : csv.rows) {
+    per_expert[f[shape]] = std::max(per_expert[f[shape]], std::stod(f[bytes]) / kShapes.at(f[shape]).second);
   }
   std::map<std::string, std::vector<double>> out;
-  for (const auto& f : rows) {
+  for (const auto& f : csv.rows) {
     if (!only.count(f[path])) continue;
     const auto [top_k, experts] = kShapes.at(f[shape]);
     const int idx = IndexOf(f[path]);
