@@ -71,9 +71,13 @@ __device__ __forceinline__ void MbarExpectTx(uint64_t* bar, uint32_t bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(SmemAddr(bar)), "r"(bytes)
                : "memory");
 }
-__device__ __forceinline__ void MbarArrive(uint64_t* bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(SmemAddr(bar)) : "memory");
+// MbarWaitAt / MbarArriveAt take the barrier's shared-memory address, computed once by a caller
+// whose hot loop would otherwise redo the generic-to-shared conversion at every call (the wgmma
+// GEMM's); MbarWait / MbarArrive convert it themselves.
+__device__ __forceinline__ void MbarArriveAt(uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
 }
+__device__ __forceinline__ void MbarArrive(uint64_t* bar) { MbarArriveAt(SmemAddr(bar)); }
 // dst, src 16-byte aligned; bytes a multiple of 16.
 __device__ __forceinline__ void BulkCopyG2S(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {
   asm volatile(
@@ -82,17 +86,6 @@ __device__ __forceinline__ void BulkCopyG2S(void* dst, const void* src, uint32_t
       "l"(src), "r"(bytes), "r"(SmemAddr(bar))
       : "memory");
 }
-__device__ __forceinline__ void MbarWait(uint64_t* bar, uint32_t parity) {
-  asm volatile(
-      "{\n.reg .pred P1;\nLAB_WAIT:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 P1, [%0], %1;\n"
-      "@P1 bra DONE;\nbra LAB_WAIT;\nDONE:\n}" ::"r"(SmemAddr(bar)),
-      "r"(parity)
-      : "memory");
-}
-
-// The same on a shared-memory address computed once (the generic-to-shared conversion inside
-// MbarWait / MbarArrive is redone at every call in a hot loop: the wgmma GEMM's).
 __device__ __forceinline__ void MbarWaitAt(uint32_t bar, uint32_t parity) {
   asm volatile(
       "{\n.reg .pred P1;\nLAB_WAIT:\n"
@@ -101,9 +94,7 @@ __device__ __forceinline__ void MbarWaitAt(uint32_t bar, uint32_t parity) {
       "r"(parity)
       : "memory");
 }
-__device__ __forceinline__ void MbarArriveAt(uint32_t bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
-}
+__device__ __forceinline__ void MbarWait(uint64_t* bar, uint32_t parity) { MbarWaitAt(SmemAddr(bar), parity); }
 
 __device__ __forceinline__ uint32_t Bf16x2Mul(uint32_t a, uint32_t b) {
   uint32_t d;

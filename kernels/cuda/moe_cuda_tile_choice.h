@@ -257,18 +257,17 @@ inline AutoChoice ChooseAutoMixForCounts(const int32_t* counts, int n, double ex
   sorted.assign(counts, counts + n);
   std::sort(sorted.begin(), sorted.end());
   runs.clear();
-  int64_t slots = 0;
+  int64_t slots = 0, hit = 0;
   for (const int32_t c : sorted) {
     if (c <= 0) continue;
     slots += c;
+    ++hit;
     if (!runs.empty() && runs.back().first == c) {
       ++runs.back().second;
     } else {
       runs.emplace_back(c, 1);
     }
   }
-  int64_t hit = 0;
-  for (const auto& r : runs) hit += r.second;
   if (double(slots) < kMixMinMean * double(hit)) return AutoChoice{single, -1, 0};
   auto sum = [](const AutoChoice& c) {
     double v = 0;

@@ -185,10 +185,9 @@ __global__ void __launch_bounds__(128 * (NC + 1), CB) WgmmaGemmKernel(const __gr
   // goes rather than recomputed per block. The descriptor's low word and the barrier addresses
   // are offsets from values computed once (the empty asm keeps ptxas from recomputing them from
   // the shared-memory window at every block, as it did).
-  uint32_t dlo0 = uint32_t(SmemDesc(SmemAddr(smem)));
+  uint32_t dlo0 = SmemDescLo(SmemAddr(smem));
   uint32_t full0 = SmemAddr(&full_bar[0]), empty0 = SmemAddr(&empty_bar[0]);
   asm volatile("" : "+r"(dlo0), "+r"(full0), "+r"(empty0));
-  constexpr uint32_t kDescHi = (1024 >> 4) | (1u << 30);  // SmemDesc's high word
   const bool leader = (threadIdx.x & 127) == 0;
   int stage = 0;
   uint32_t phase = 0;
@@ -235,7 +234,7 @@ __global__ void __launch_bounds__(128 * (NC + 1), CB) WgmmaGemmKernel(const __gr
 #pragma unroll
               for (int j = 0; j < MW; ++j)
                 WgmmaRs<BN>(acc[j], ra[j][0][2 * st], ra[j][1][2 * st], ra[j][0][2 * st + 1],
-                            ra[j][1][2 * st + 1], (uint64_t(kDescHi) << 32) | (dlo + 2 * st));
+                            ra[j][1][2 * st + 1], SmemDescOf(dlo + 2 * st));
             }
             WgmmaCommit();
             WgmmaWait<1>();

@@ -25,11 +25,13 @@ template <int N>
 __device__ __forceinline__ void WgmmaWait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
 }
-// Shared-memory matrix descriptor: K-major, 128-byte swizzle, 8-row groups 1024 bytes apart.
-__device__ __forceinline__ uint64_t SmemDesc(uint32_t addr) {
-  return uint64_t((addr & 0x3FFFF) >> 4) | (uint64_t(1) << 16) | (uint64_t(1024 >> 4) << 32) |
-         (uint64_t(1) << 62);
-}
+// Shared-memory matrix descriptor: K-major, 128-byte swizzle, 8-row groups 1024 bytes apart. The
+// high word is the same for every address; the low word holds the address in 16-byte units, so a
+// loop may offset one low word computed once (the register-A GEMM's main loop does).
+inline constexpr uint32_t kSmemDescHi = (1024 >> 4) | (1u << 30);  // stride 1024 bytes, 128-byte swizzle
+__device__ __forceinline__ uint32_t SmemDescLo(uint32_t addr) { return ((addr & 0x3FFFF) >> 4) | (1u << 16); }
+__device__ __forceinline__ uint64_t SmemDescOf(uint32_t lo) { return (uint64_t(kSmemDescHi) << 32) | lo; }
+__device__ __forceinline__ uint64_t SmemDesc(uint32_t addr) { return SmemDescOf(SmemDescLo(addr)); }
 
 // ---- the token operand ------------------------------------------------------------------------
 // Slab i of the tile's token rows into stage s of `stages` (kStageBytes each), completing on

@@ -467,31 +467,20 @@ TEST(TileChoice, MixWhereTheLastTileIsMostlyEmpty) {
 // kAuto with and without mixes on one H200 (tests/data/tile_paths/mix_ab_2026-12-01_0151.csv:
 // alternating, medians of two): wherever the rule takes a mix, the mix ran faster.
 TEST(TileChoice, MixTakenWhereItRanFaster) {
-  struct Layer {
-    int top_k, experts;
-    double bytes;  // all experts' weight bytes
-  };
-  const std::map<std::string, Layer> layers = {{"gpt-oss-120b", {4, 128, 1692.1e6}},
-                                               {"k3-latent", {16, 256, 4492.1e6}},
-                                               {"kimi-k2-like", {8, 384, 8984.2e6}}};
-  std::ifstream in(std::string(MXSERVE_TILE_PATHS_TESTDATA) + "/mix_ab_2026-12-01_0151.csv");
-  ASSERT_TRUE(in.good());
-  std::string line;
-  std::getline(in, line);
+  // All experts' weight bytes per shape (top_k and experts: kShapes).
+  const std::map<std::string, double> bytes = {
+      {"gpt-oss-120b", 1692.1e6}, {"k3-latent", 4492.1e6}, {"kimi-k2-like", 8984.2e6}};
+  const Csv csv = ReadCsv("mix_ab_2026-12-01_0151.csv");
+  const int shape_col = csv.Col("shape"), tokens_col = csv.Col("tokens"), one_col = csv.Col("one_height_ms"),
+            mix_col = csv.Col("auto_ms");
   int rows = 0, taken = 0;
-  while (std::getline(in, line)) {
-    std::stringstream ss(line);
-    std::string shape, f;
-    std::getline(ss, shape, ',');
-    std::getline(ss, f, ',');
-    const int tokens = std::stoi(f);
-    std::getline(ss, f, ',');
-    const double one = std::stod(f);
-    std::getline(ss, f, ',');
-    const double with_mix = std::stod(f);
-    ASSERT_TRUE(layers.count(shape)) << shape;
-    const Layer& l = layers.at(shape);
-    const AutoChoice c = ChooseAutoMix(double(tokens) * l.top_k / l.experts, l.bytes);
+  for (const auto& f : csv.rows) {
+    const std::string& shape = f[shape_col];
+    const int tokens = std::stoi(f[tokens_col]);
+    const double one = std::stod(f[one_col]), with_mix = std::stod(f[mix_col]);
+    ASSERT_TRUE(bytes.count(shape) && kShapes.count(shape)) << shape;
+    const auto [top_k, experts] = kShapes.at(shape);
+    const AutoChoice c = ChooseAutoMix(double(tokens) * top_k / experts, bytes.at(shape));
     ++rows;
     if (c.small < 0) continue;  // the same configuration both ways
     ++taken;

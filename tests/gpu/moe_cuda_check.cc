@@ -92,12 +92,15 @@ void CheckCase(const Shape& sh, HostLayer& hl, kc::CudaMoeLayer& dl, kc::CudaMoe
   std::string label;
   if (path == kc::CudaMoePath::kAuto) {
     const int before = kc::internal::ForcedPath();
-    if (pin != nullptr && kc::internal::SpecNamed(pin) < 0) {
-      std::printf("FAIL  %-13s T=%-6d pin %s names no configuration\n", sh.name.c_str(), T, pin);
-      ++failures;
-      return;
+    if (pin != nullptr) {
+      const int spec = kc::internal::SpecNamed(pin);
+      if (spec < 0) {
+        std::printf("FAIL  %-13s T=%-6d pin %s names no configuration\n", sh.name.c_str(), T, pin);
+        ++failures;
+        return;
+      }
+      kc::internal::SetForcedPath(spec);
     }
-    if (pin != nullptr) kc::internal::SetForcedPath(kc::internal::SpecNamed(pin));
     s = runner.Run(dl, hl.layer, b.batch(), out.data());
     if (s.ok()) s = runner.Run(dl, hl.layer, b.batch(), out2.data());
     kc::internal::SetForcedPath(before);
