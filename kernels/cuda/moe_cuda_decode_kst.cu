@@ -302,18 +302,6 @@ void LaunchKstT(const CUtensorMap& wmap, const CUtensorMap& smap, const GemmArgs
   LaunchPdl(k, dim3(std::max(grid, 1u)), dim3(32 * kW + 32), smem, stream, wmap, smap, a, stages);
 }
 
-// A 2D u64 tensor map [rows][row_bytes / 8] with boxes of box_bytes x box_rows rows.
-CUresult EncodeRows(CUtensorMap* map, const uint8_t* base, int64_t rows, int64_t row_bytes, int box_bytes,
-                    int box_rows) {
-  const cuuint64_t dims[2] = {cuuint64_t(row_bytes / 8), cuuint64_t(rows)};
-  const cuuint64_t strides[1] = {cuuint64_t(row_bytes)};
-  const cuuint32_t box[2] = {cuuint32_t(box_bytes / 8), cuuint32_t(box_rows)};
-  const cuuint32_t estr[2] = {1, 1};
-  return TensorMapEncoder()(map, CU_TENSOR_MAP_DATA_TYPE_UINT64, 2, const_cast<uint8_t*>(base), dims, strides, box,
-                            estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
-                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-}
-
 template <int kCs, int kMt, int kW, int kCb = 1>
 int Stages(int tile_rows, int rows) {
   return std::min(kMaxS, KsSmemLimit<kCb>() /
@@ -430,6 +418,18 @@ int LaunchKstNb(const GemmArgs& a, bool gate_up, bool one_mul, int slice_chunks,
 }
 
 }  // namespace
+
+// A 2D u64 tensor map [rows][row_bytes / 8] with boxes of box_bytes x box_rows rows.
+CUresult EncodeRows(CUtensorMap* map, const uint8_t* base, int64_t rows, int64_t row_bytes, int box_bytes,
+                    int box_rows) {
+  const cuuint64_t dims[2] = {cuuint64_t(row_bytes / 8), cuuint64_t(rows)};
+  const cuuint64_t strides[1] = {cuuint64_t(row_bytes)};
+  const cuuint32_t box[2] = {cuuint32_t(box_bytes / 8), cuuint32_t(box_rows)};
+  const cuuint32_t estr[2] = {1, 1};
+  return TensorMapEncoder()(map, CU_TENSOR_MAP_DATA_TYPE_UINT64, 2, const_cast<uint8_t*>(base), dims, strides, box,
+                            estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
+                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+}
 
 int LaunchDecodeKst(const GemmArgs& a, bool gate_up, bool one_mul, int slice_chunks, int tile_rows, int max_tiles,
                     cudaStream_t stream) {

@@ -18,6 +18,12 @@ struct GemmArgs;
 // 128-byte swizzle (moe_cuda_wgmma.cu). 0, -1 without an encoder, else the failed CUresult.
 int EncodeActivationSlabs(const GemmArgs& a, int box_rows, CUtensorMap* map);
 
+// A 2D u64 tensor map over `rows` rows of row_bytes bytes at base, boxes of box_bytes x box_rows
+// rows, no swizzle (moe_cuda_decode_kst.cu: the upload layout's weight and scale rows, one row
+// per 8-row group).
+CUresult EncodeRows(CUtensorMap* map, const uint8_t* base, int64_t rows, int64_t row_bytes, int box_bytes,
+                    int box_rows);
+
 #ifdef __CUDACC__
 // One 2D box of `map` at element coordinates (c0, c1) into shared memory, completing on `bar`
 // (its bytes count toward the barrier's expected transaction bytes; out-of-bounds parts of the box

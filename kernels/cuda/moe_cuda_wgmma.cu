@@ -333,13 +333,13 @@ void LaunchCfg(const CUtensorMap& map, const GemmArgs& a, bool gate_up, bool one
 // (2 x 128 or 3 x 128 per CTA); each configuration is built only where it compiles without
 // spills in the registers ptxas compiles it for (LaunchRegs: n6 72, n5 80, nc4 96, nc3 128; n6
 // spills at 64, n5 at 96).
-enum WgmmaConfig { kDefault, kEpi, kNc2, kNc3, kNc4, kN5, kN6, kX2 };
+enum WgmmaConfig { kDefault, kEpi, kNc2, kNc3, kNc4, kN5, kN6, kX2, kTma };
 WgmmaConfig WgmmaCfg() {
   static const WgmmaConfig v = [] {
     const char* e = std::getenv("MXSERVE_CUDA_MOE_WGMMA_CFG");
     const std::string s = e == nullptr ? "" : e;
     return s == "nc2" ? kNc2 : s == "epi" ? kEpi : s == "nc3" ? kNc3 : s == "nc4" ? kNc4 : s == "n5" ? kN5
-         : s == "n6" ? kN6 : s == "x2" ? kX2 : kDefault;
+         : s == "n6" ? kN6 : s == "x2" ? kX2 : s == "tma" ? kTma : kDefault;
   }();
   return v;
 }
@@ -372,6 +372,7 @@ int EncodeActivationSlabs(const GemmArgs& a, int box_rows, CUtensorMap* map) {
 
 int LaunchWgmmaGemm(const GemmArgs& a, bool gate_up, bool one_mul, int bn, int max_tiles, cudaStream_t stream) {
   if (a.rows <= 0) return 0;
+  if (bn <= 48 && WgmmaCfg() == kTma) return LaunchWgmmaTmaGemm(a, gate_up, one_mul, bn, max_tiles, stream);
   CUtensorMap map;
   if (const int r = EncodeActivationSlabs(a, bn, &map); r != 0) return r;
   // Configurations run on the GPU (check + bench, see WGMMA.md): wgmma depth 1, weights one chunk
