@@ -110,9 +110,9 @@ int LaunchGemm(const GemmArgs& a, bool gate_up, int path, bool one_mul, int max_
 // CUresult, and nothing was enqueued.
 bool WgmmaAvailable();
 int LaunchWgmmaGemm(const GemmArgs& a, bool gate_up, bool one_mul, int bn, int max_tiles, cudaStream_t stream);
-// WORK IN PROGRESS (moe_cuda_wgmma_tma.cu): the same GEMM at bn = 32, 40, 48 with the weights
-// streamed by TMA into shared-memory stages; MXSERVE_CUDA_MOE_WGMMA_CFG=tma. Returns as
-// LaunchWgmmaGemm (-1 for another bn).
+// WORK IN PROGRESS (moe_cuda_wgmma_tma.cu): the same GEMM with the weights streamed by TMA into
+// shared-memory stages; MXSERVE_CUDA_MOE_WGMMA_CFG=tma. Returns as LaunchWgmmaGemm (-1 for a bn
+// that is not a wgmma tile height).
 int LaunchWgmmaTmaGemm(const GemmArgs& a, bool gate_up, bool one_mul, int bn, int max_tiles, cudaStream_t stream);
 // The weights-through-shared-memory variant (moe_cuda_wgmma_ss.cu; paths kPathSs .. kPathSs64,
 // tiles of `tokens` = 128, 192 or 64 token rows; not in kAuto): returns as LaunchWgmmaGemm.

@@ -372,7 +372,7 @@ int EncodeActivationSlabs(const GemmArgs& a, int box_rows, CUtensorMap* map) {
 
 int LaunchWgmmaGemm(const GemmArgs& a, bool gate_up, bool one_mul, int bn, int max_tiles, cudaStream_t stream) {
   if (a.rows <= 0) return 0;
-  if (bn <= 48 && WgmmaCfg() == kTma) return LaunchWgmmaTmaGemm(a, gate_up, one_mul, bn, max_tiles, stream);
+  if (WgmmaCfg() == kTma) return LaunchWgmmaTmaGemm(a, gate_up, one_mul, bn, max_tiles, stream);
   CUtensorMap map;
   if (const int r = EncodeActivationSlabs(a, bn, &map); r != 0) return r;
   // Configurations run on the GPU (check + bench, see WGMMA.md): wgmma depth 1, weights one chunk

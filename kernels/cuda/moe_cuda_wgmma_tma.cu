@@ -1,12 +1,13 @@
 // WORK IN PROGRESS (branch wip-wgmma-tma; not yet run on a GPU): the register-A wgmma GEMM of
-// moe_cuda_wgmma.cu for the narrow token tiles (32, 40, 48 rows; six consumer warpgroups), with
+// moe_cuda_wgmma.cu at every tile height (32 ... 256 token rows, the default configuration's
+// consumer warpgroups), with
 // the weights and scales streamed by TMA into shared-memory stages instead of each warp's
 // ld.global one chunk ahead. MXSERVE_CUDA_MOE_WGMMA_CFG=tma selects it.
 //
 // Why: after the leaner main loop (twelfth session) the warps of the register-A kernel wait most
 // for the weights (long-scoreboard stalls 3.8 per issued instruction at 1024 tokens of
 // gpt-oss-120b), and one more chunk of lookahead in registers (PF = 2) was slower. Here the lookahead
-// is the stage count (five chunks) and costs no registers; the kst decode kernel streams its
+// is the stage count (three to five chunks) and costs no registers; the kst decode kernel streams its
 // weights the same way (its tensor maps, EncodeRows).
 //
 // Stage (one 128-K chunk): the CTA's 8 NC row groups' weights (512 bytes each, the upload layout),
@@ -31,32 +32,50 @@
 namespace mxserve::kernels::cuda::internal {
 namespace {
 
-constexpr int kTNc = 6;                            // consumer warpgroups
-constexpr int kTLaunchRegs = 65536 / (128 * (kTNc + 1)) / 8 * 8;  // 72
-constexpr int kTProducerRegs = 24;
-constexpr int kTConsumerRegs = (kTLaunchRegs + (kTLaunchRegs - kTProducerRegs) / kTNc) / 8 * 8;  // 80
-static_assert(kTConsumerRegs == 80);
-constexpr int kTStages = 5;
-constexpr int kTGroups = 8 * kTNc;                 // 8-row groups of the CTA: 48
-constexpr uint32_t kTWBytes = kTGroups * 512;      // a chunk's weights
-constexpr uint32_t kTSBytes = kTGroups * 32;       // its scale words
-constexpr uint32_t kTTokOff = (kTWBytes + kTSBytes + 1023) / 1024 * 1024;
-template <int BN>
-constexpr uint32_t TStageBytes() { return kTTokOff + 2 * BN * 128; }
-template <int BN>
+// NC consumer warpgroups of 64 weight rows each, as moe_cuda_wgmma.cu's default configuration for
+// the tile height (32-48 rows: 6, 64: 5, 96 and 128: 4, 192: 3, 256: 2), and its register split.
+template <int NC>
+constexpr int TLaunchRegs() { return 65536 / (128 * (NC + 1)) / 8 * 8; }
+template <int NC>
+constexpr int TProducerRegs() { return NC >= 4 ? 24 : 40; }
+template <int NC>
+constexpr int TConsumerRegs() {
+  const int r = (TLaunchRegs<NC>() + (TLaunchRegs<NC>() - TProducerRegs<NC>()) / NC) / 8 * 8;
+  return r > 232 ? 232 : r;
+}
+static_assert(TConsumerRegs<6>() == 80 && TConsumerRegs<5>() == 88 && TConsumerRegs<4>() == 112 &&
+              TConsumerRegs<3>() == 152 && TConsumerRegs<2>() == 232);
+template <int NC>
+constexpr uint32_t TWBytes() { return 8 * NC * 512; }  // a chunk's weights: 8 NC row groups
+template <int NC>
+constexpr uint32_t TSBytes() { return 8 * NC * 32; }   // their scale words
+template <int NC>
+constexpr uint32_t TTokOff() { return (TWBytes<NC>() + TSBytes<NC>() + 1023) / 1024 * 1024; }
+template <int BN, int NC>
+constexpr uint32_t TStageBytes() { return TTokOff<NC>() + 2 * BN * 128; }
+// As many stages as fit in 220 KB, at most five.
+template <int BN, int NC>
+constexpr int TStages() {
+  const int s = int((220u << 10) / TStageBytes<BN, NC>());
+  return s > 5 ? 5 : s;
+}
+template <int BN, int NC>
 constexpr size_t TSmemBytes() {
-  const size_t stages = size_t(kTStages) * TStageBytes<BN>();
-  const size_t epilogue = size_t(BN) * (64 * kTNc + 4) * 4;
+  const size_t stages = size_t(TStages<BN, NC>()) * TStageBytes<BN, NC>();
+  const size_t epilogue = size_t(BN) * (64 * NC + 4) * 4;
   return (stages > epilogue ? stages : epilogue) + 1024;
 }
 
-template <int BN, bool kGateUp, bool kOneMul>
-__global__ void __launch_bounds__(128 * (kTNc + 1), 1) WgmmaTmaKernel(const __grid_constant__ CUtensorMap tmap,
+template <int BN, int NC, bool kGateUp, bool kOneMul>
+__global__ void __launch_bounds__(128 * (NC + 1), 1) WgmmaTmaKernel(const __grid_constant__ CUtensorMap tmap,
                                                                      const __grid_constant__ CUtensorMap wmap,
                                                                      const __grid_constant__ CUtensorMap smap,
                                                                      const GemmArgs p) {
-  constexpr int S = kTStages, NC = kTNc;
-  constexpr uint32_t kStage = TStageBytes<BN>(), kSlab = BN * 128;
+  constexpr int S = TStages<BN, NC>();
+  static_assert(S >= 2, "two stages must fit");
+  constexpr uint32_t kStage = TStageBytes<BN, NC>(), kSlab = BN * 128;
+  constexpr uint32_t kTWBytes = TWBytes<NC>(), kTSBytes = TSBytes<NC>(), kTTokOff = TTokOff<NC>();
+  constexpr int kTGroups = 8 * NC;
   constexpr int kCols = 64 * NC;
   extern __shared__ uint8_t smem_raw[];
   __shared__ __align__(8) uint64_t full_bar[S], empty_bar[S], epi_bar;
@@ -83,7 +102,7 @@ __global__ void __launch_bounds__(128 * (kTNc + 1), 1) WgmmaTmaKernel(const __gr
 
   const int wg = threadIdx.x >> 7;
   if (wg == NC) {  // producer warpgroup
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(kTProducerRegs));
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(TProducerRegs<NC>()));
     if (threadIdx.x == 128 * NC) {
       PrefetchTensorMap(&tmap);
       PrefetchTensorMap(&wmap);
@@ -120,7 +139,7 @@ __global__ void __launch_bounds__(128 * (kTNc + 1), 1) WgmmaTmaKernel(const __gr
     }
     return;
   }
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(kTConsumerRegs));
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(TConsumerRegs<NC>()));
 
   const int warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   // This warp's two row groups within a stage's weights and scales.
@@ -204,50 +223,56 @@ __global__ void __launch_bounds__(128 * (kTNc + 1), 1) WgmmaTmaKernel(const __gr
                                                  s_pair, s_w);
 }
 
-template <int BN, bool kGateUp, bool kOneMul>
+template <int BN, int NC, bool kGateUp, bool kOneMul>
 void LaunchTT(const CUtensorMap& tmap, const CUtensorMap& wmap, const CUtensorMap& smap, const GemmArgs& a,
               int max_tiles, cudaStream_t stream) {
-  static_assert(TSmemBytes<BN>() <= (227u << 10), "one CTA per SM must fit in shared memory");
-  auto kern = WgmmaTmaKernel<BN, kGateUp, kOneMul>;
+  static_assert(TSmemBytes<BN, NC>() <= (225u << 10), "one CTA per SM must fit in shared memory");
+  auto kern = WgmmaTmaKernel<BN, NC, kGateUp, kOneMul>;
   static const bool raised = [&] {
-    cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(TSmemBytes<BN>()));
+    cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(TSmemBytes<BN, NC>()));
     return true;
   }();
   (void)raised;
-  dim3 grid((a.n + 64 * kTNc - 1) / (64 * kTNc), max_tiles);
-  kern<<<grid, 128 * (kTNc + 1), TSmemBytes<BN>(), stream>>>(tmap, wmap, smap, a);
+  dim3 grid((a.n + 64 * NC - 1) / (64 * NC), max_tiles);
+  kern<<<grid, 128 * (NC + 1), TSmemBytes<BN, NC>(), stream>>>(tmap, wmap, smap, a);
 }
 
-template <int BN>
-void LaunchTBn(const CUtensorMap& tmap, const CUtensorMap& wmap, const CUtensorMap& smap, const GemmArgs& a,
-               bool gate_up, bool one_mul, int max_tiles, cudaStream_t stream) {
-  if (gate_up) {
-    one_mul ? LaunchTT<BN, true, true>(tmap, wmap, smap, a, max_tiles, stream)
-            : LaunchTT<BN, true, false>(tmap, wmap, smap, a, max_tiles, stream);
-  } else {
-    one_mul ? LaunchTT<BN, false, true>(tmap, wmap, smap, a, max_tiles, stream)
-            : LaunchTT<BN, false, false>(tmap, wmap, smap, a, max_tiles, stream);
+template <int BN, int NC>
+int LaunchTBn(const CUtensorMap& tmap, const GemmArgs& a, bool gate_up, bool one_mul, int max_tiles,
+              cudaStream_t stream) {
+  CUtensorMap wmap, smap;
+  const int64_t groups = int64_t(a.held) * (a.n / 8);
+  if (CUresult r = EncodeRows(&wmap, a.q, groups, int64_t(4) * a.kp, 512, 8 * NC); r != CUDA_SUCCESS) return int(r);
+  if (CUresult r = EncodeRows(&smap, a.sc, groups, int64_t(a.chunks) * 32, 32, 8 * NC); r != CUDA_SUCCESS) {
+    return int(r);
   }
+  if (gate_up) {
+    one_mul ? LaunchTT<BN, NC, true, true>(tmap, wmap, smap, a, max_tiles, stream)
+            : LaunchTT<BN, NC, true, false>(tmap, wmap, smap, a, max_tiles, stream);
+  } else {
+    one_mul ? LaunchTT<BN, NC, false, true>(tmap, wmap, smap, a, max_tiles, stream)
+            : LaunchTT<BN, NC, false, false>(tmap, wmap, smap, a, max_tiles, stream);
+  }
+  return 0;
 }
 
 }  // namespace
 
 int LaunchWgmmaTmaGemm(const GemmArgs& a, bool gate_up, bool one_mul, int bn, int max_tiles, cudaStream_t stream) {
   if (a.rows <= 0) return 0;
-  if (bn != 32 && bn != 40 && bn != 48) return -1;
-  CUtensorMap tmap, wmap, smap;
+  CUtensorMap tmap;
   if (const int r = EncodeActivationSlabs(a, bn, &tmap); r != 0) return r;
-  const int64_t groups = int64_t(a.held) * (a.n / 8);
-  if (CUresult r = EncodeRows(&wmap, a.q, groups, int64_t(4) * a.kp, 512, kTGroups); r != CUDA_SUCCESS) return int(r);
-  if (CUresult r = EncodeRows(&smap, a.sc, groups, int64_t(a.chunks) * 32, 32, kTGroups); r != CUDA_SUCCESS) {
-    return int(r);
-  }
   switch (bn) {
-    case 32: LaunchTBn<32>(tmap, wmap, smap, a, gate_up, one_mul, max_tiles, stream); break;
-    case 40: LaunchTBn<40>(tmap, wmap, smap, a, gate_up, one_mul, max_tiles, stream); break;
-    default: LaunchTBn<48>(tmap, wmap, smap, a, gate_up, one_mul, max_tiles, stream); break;
+    case 32: return LaunchTBn<32, 6>(tmap, a, gate_up, one_mul, max_tiles, stream);
+    case 40: return LaunchTBn<40, 6>(tmap, a, gate_up, one_mul, max_tiles, stream);
+    case 48: return LaunchTBn<48, 6>(tmap, a, gate_up, one_mul, max_tiles, stream);
+    case 64: return LaunchTBn<64, 5>(tmap, a, gate_up, one_mul, max_tiles, stream);
+    case 96: return LaunchTBn<96, 4>(tmap, a, gate_up, one_mul, max_tiles, stream);
+    case 128: return LaunchTBn<128, 4>(tmap, a, gate_up, one_mul, max_tiles, stream);
+    case 192: return LaunchTBn<192, 3>(tmap, a, gate_up, one_mul, max_tiles, stream);
+    case 256: return LaunchTBn<256, 2>(tmap, a, gate_up, one_mul, max_tiles, stream);
+    default: return -1;
   }
-  return 0;
 }
 
 }  // namespace mxserve::kernels::cuda::internal
