@@ -150,7 +150,6 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1) WgmmaTmaKernel(const __grid
 
   uint32_t base0 = SmemAddr(smem), full0 = SmemAddr(&full_bar[0]), empty0 = SmemAddr(&empty_bar[0]);
   asm volatile("" : "+r"(base0), "+r"(full0), "+r"(empty0));
-  constexpr uint32_t kDescHi = (1024 >> 4) | (1u << 30);  // SmemDesc's high word
   const bool leader = (threadIdx.x & 127) == 0;
   int stage = 0;
   uint32_t phase = 0;
@@ -173,7 +172,7 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1) WgmmaTmaKernel(const __grid
       asm volatile("ld.shared.u32 %0, [%1];" : "=r"(sw[r]) : "r"(sbase + kTWBytes + (lg + r) * 32 + g * 4));
       if (kOneMul) sw[r] += 0x7E7E7E7Eu;
     }
-    const uint32_t dlo0 = uint32_t(SmemDesc(sbase + kTTokOff));
+    const uint32_t dlo0 = SmemDescLo(sbase + kTTokOff);
 #pragma unroll
     for (int b = 0; b < 4; ++b) {
       if (b < 2 || full) {
@@ -189,7 +188,7 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1) WgmmaTmaKernel(const __grid
 #pragma unroll
         for (int st = 0; st < 2; ++st) {
           WgmmaRs<BN>(acc, ra[0][2 * st], ra[1][2 * st], ra[0][2 * st + 1], ra[1][2 * st + 1],
-                      (uint64_t(kDescHi) << 32) | (dlo + 2 * st));
+                      SmemDescOf(dlo + 2 * st));
         }
         WgmmaCommit();
         WgmmaWait<1>();
