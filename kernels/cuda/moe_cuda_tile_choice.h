@@ -49,11 +49,15 @@ struct AutoTile {
 // cheapest on Kimi-K2-like, dearest on gpt-oss-120b). decode16's: the mean of its 22 runs at 15
 // consumer warps (2026-12-01 01:18 call, paths_decode16_2026-12-01_0118.csv; 0.312-0.365; at 12
 // warps, until then, 0.379); the same call's decode and wgmma32 runs give 0.303 and 0.516.
+// decode's: the mean of its runs in the three paths_<shape>.csv (2026-11-30 23:35 call). The
+// wgmma heights': the means of their runs with the TMA-fed kernel (2026-12-01 04:43 and 04:44
+// calls, paths_tma_2026-12-01_0443.csv, three shapes; 0.390 at 32 rows, 0.515 before it and the
+// twelfth session's leaner loop; that table's decode runs give 0.314).
 inline constexpr AutoTile kAutoTiles[] = {
     {"decode", 8, 0.327, 0},   {"decode16", 16, 0.340, 0},  {"decode24", 24, 0.439, 0},
-    {"wgmma32", 32, 0.515, 1}, {"wgmma40", 40, 0.547, 1},   {"wgmma48", 48, 0.580, 1},
-    {"wgmma64", 64, 0.667, 1}, {"wgmma96", 96, 0.795, 1},   {"wgmma", 128, 0.919, 1},
-    {"wgmma192", 192, 1.214, 1}, {"wgmma256", 256, 1.624, 1}};
+    {"wgmma32", 32, 0.390, 1}, {"wgmma40", 40, 0.417, 1},   {"wgmma48", 48, 0.444, 1},
+    {"wgmma64", 64, 0.510, 1}, {"wgmma96", 96, 0.633, 1},   {"wgmma", 128, 0.756, 1},
+    {"wgmma192", 192, 1.112, 1}, {"wgmma256", 256, 1.518, 1}};
 inline constexpr int kNumAutoTiles = sizeof(kAutoTiles) / sizeof(kAutoTiles[0]);
 static_assert(kNumAutoTiles <= 32, "ChooseAutoTile's mask has 32 bits");
 

@@ -326,20 +326,23 @@ void LaunchCfg(const CUtensorMap& map, const GemmArgs& a, bool gate_up, bool one
 //   nc2  2 x 128, one CTA, epilogue operands loaded in the epilogue (the configuration until
 //        2026-11-30); epi the same with them fetched at the start;
 //   nc3, nc4, n5, n6   3, 4, 5, 6 x 64, one CTA.
-// The default (kDefault) per tile height: n6 at 32, 40 and 48 token rows (8th session: 5 % at
+// `ldg` (this file's default until 2026-12-01) per tile height: n6 at 32, 40 and 48 token rows (8th session: 5 % at
 // 768-1280 tokens against x2), n5 at 64 (3 % at 1536 against x2), nc4 at 96 and 128 (at 128 with
 // the weights loaded at the start of their chunk, PF = 0: 3-4 % at 3072-8192 against nc3), nc3
 // at 192 (PF = 0), epi at 256. More warpgroups per SM won over more weight rows per warpgroup
 // (2 x 128 or 3 x 128 per CTA); each configuration is built only where it compiles without
 // spills in the registers ptxas compiles it for (LaunchRegs: n6 72, n5 80, nc4 96, nc3 128; n6
 // spills at 64, n5 at 96).
-enum WgmmaConfig { kDefault, kEpi, kNc2, kNc3, kNc4, kN5, kN6, kX2, kTma };
+// Since 2026-12-01 the default is the TMA-fed kernel of moe_cuda_wgmma_tma.cu (5-10 % faster at
+// 1024-16384 tokens of gpt-oss-120b, 04:34 call); `ldg` selects this file's kernel in its default
+// configuration per tile height (the weights loaded by each warp one chunk ahead, as above).
+enum WgmmaConfig { kDefault, kLdg, kEpi, kNc2, kNc3, kNc4, kN5, kN6, kX2 };
 WgmmaConfig WgmmaCfg() {
   static const WgmmaConfig v = [] {
     const char* e = std::getenv("MXSERVE_CUDA_MOE_WGMMA_CFG");
     const std::string s = e == nullptr ? "" : e;
     return s == "nc2" ? kNc2 : s == "epi" ? kEpi : s == "nc3" ? kNc3 : s == "nc4" ? kNc4 : s == "n5" ? kN5
-         : s == "n6" ? kN6 : s == "x2" ? kX2 : s == "tma" ? kTma : kDefault;
+         : s == "n6" ? kN6 : s == "x2" ? kX2 : s == "ldg" ? kLdg : kDefault;
   }();
   return v;
 }
@@ -372,7 +375,7 @@ int EncodeActivationSlabs(const GemmArgs& a, int box_rows, CUtensorMap* map) {
 
 int LaunchWgmmaGemm(const GemmArgs& a, bool gate_up, bool one_mul, int bn, int max_tiles, cudaStream_t stream) {
   if (a.rows <= 0) return 0;
-  if (WgmmaCfg() == kTma) return LaunchWgmmaTmaGemm(a, gate_up, one_mul, bn, max_tiles, stream);
+  if (WgmmaCfg() == kDefault) return LaunchWgmmaTmaGemm(a, gate_up, one_mul, bn, max_tiles, stream);
   CUtensorMap map;
   if (const int r = EncodeActivationSlabs(a, bn, &map); r != 0) return r;
   // Configurations run on the GPU (check + bench, see WGMMA.md): wgmma depth 1, weights one chunk

@@ -1,8 +1,10 @@
-// WORK IN PROGRESS (branch wip-wgmma-tma; not yet run on a GPU): the register-A wgmma GEMM of
-// moe_cuda_wgmma.cu at every tile height (32 ... 256 token rows, the default configuration's
-// consumer warpgroups), with
-// the weights and scales streamed by TMA into shared-memory stages instead of each warp's
-// ld.global one chunk ahead. MXSERVE_CUDA_MOE_WGMMA_CFG=tma selects it.
+// The register-A wgmma GEMM of moe_cuda_wgmma.cu at every tile height (32 ... 256 token rows, the
+// `ldg` configuration's consumer warpgroups), with the weights and scales streamed by TMA into
+// shared-memory stages instead of each warp's ld.global one chunk ahead. The default since
+// 2026-12-01: checked in the 04:34 call (every wgmma path pinned, 1165 PASS, memcheck clean) and
+// 5-10 % faster than `ldg` at 1024-16384 tokens of gpt-oss-120b in the same call
+// (docs/PERFORMANCE.md, "Thirteenth session"). MXSERVE_CUDA_MOE_WGMMA_CFG=ldg (or a named
+// configuration) runs moe_cuda_wgmma.cu's kernel instead.
 //
 // Why: after the leaner main loop (twelfth session) the warps of the register-A kernel wait most
 // for the weights (long-scoreboard stalls 3.8 per issued instruction at 1024 tokens of

@@ -129,7 +129,7 @@ for s in $steps; do
     wgmmacfg)
       # The wgmma kernel's configurations side by side (MXSERVE_CUDA_MOE_WGMMA_CFG): each checked
       # on three shapes, then timed on the gpt-oss-120b layer.
-      for C in ${WGMMA_CFGS:-default nc2 epi nc4}; do
+      for C in ${WGMMA_CFGS:-default ldg nc2 epi nc4}; do
         echo "## MXSERVE_CUDA_MOE_WGMMA_CFG=$C"
         for S in tiny-pad half-held gpt-oss-120b; do
           MXSERVE_CUDA_MOE_WGMMA_CFG=$C $B/mxserve-gpu-moe-check $S 2>&1 | grep -E "^(PASS|FAIL)" | sed "s/^/$C /"
