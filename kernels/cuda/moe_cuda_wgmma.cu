@@ -45,23 +45,8 @@ namespace {
 // WgmmaRs in moe_cuda_wgmma_rs.cuh)
 
 // ---- the GEMM ---------------------------------------------------------------------------------
-// NC consumer warpgroups and one producer warpgroup; setmaxnreg moves the producer's registers
-// to the consumers. The CTA holds what it was launched with (LaunchRegs per thread, from
-// __launch_bounds__), so the consumers may grow only by what the producer gave back: asking for
-// more blocks setmaxnreg.inc forever (NC = 2: 168 -> 40 / 232, 3: 128 -> 40 / 152, 4: 96 -> 24 / 112;
-// 5: 80 -> 24 / 88, 6: 72 -> 24 / 80; CB = 2 CTAs per SM, NC = 2: 80 -> 24 / 104). ptxas, though, compiles every warp within
-// LaunchRegs, whatever setmaxnreg grants later: that bound is what decides spills (WGMMA.md).
-template <int NC, int CB>
-constexpr int LaunchRegs() { return 65536 / (128 * (NC + 1) * CB) / 8 * 8; }
-template <int NC, int CB>
-constexpr int ProducerRegs() { return NC >= 4 || CB > 1 ? 24 : 40; }
-template <int NC, int CB>
-constexpr int ConsumerRegs() {
-  const int r = (LaunchRegs<NC, CB>() + (LaunchRegs<NC, CB>() - ProducerRegs<NC, CB>()) / NC) / 8 * 8;
-  return r > 232 ? 232 : r;
-}
-static_assert(ConsumerRegs<2, 1>() == 232 && ConsumerRegs<3, 1>() == 152 && ConsumerRegs<4, 1>() == 112 &&
-              ConsumerRegs<5, 1>() == 88 && ConsumerRegs<6, 1>() == 80 && ConsumerRegs<2, 2>() == 104);
+// NC consumer warpgroups and one producer warpgroup, their registers split by setmaxnreg
+// (LaunchRegs / ProducerRegs / ConsumerRegs in moe_cuda_wgmma_common.cuh).
 
 // Shared-memory stages of 64 K x BN tokens.
 template <int BN>
@@ -117,17 +102,8 @@ __global__ void __launch_bounds__(128 * (NC + 1), CB) WgmmaGemmKernel(const __gr
     if (threadIdx.x == 128 * NC) {
       ProduceTokenSlabs<S, kStageBytes>(&tmap, smem, full_bar, empty_bar, nslabs, row0);
     } else if (kEpi && threadIdx.x >= 128 * NC + 32) {
-      const int h = threadIdx.x - (128 * NC + 32);
-      const int n0 = blockIdx.x * kCols;
-      for (int i = h; i < kCols; i += 96) s_bias[i] = n0 + i < p.n ? __ldg(p.bias + int64_t(e) * p.n + n0 + i) : 0.f;
-      if constexpr (!kGateUp) {
-        for (int i = h; i < BN; i += 96) {
-          const int pair = i < rows ? __ldg(p.sorted + row0 + i) : 0;
-          s_pair[i] = pair;
-          s_w[i] = i < rows ? __ldg(p.route_w + pair) : 0.f;
-        }
-      }
-      MbarArrive(&epi_bar);
+      FetchEpilogueOperands<BN, kCols, kGateUp>(p, e, row0, rows, blockIdx.x * kCols, threadIdx.x - (128 * NC + 32),
+                                                 s_bias, s_pair, s_w, &epi_bar);
     }
     return;
   }

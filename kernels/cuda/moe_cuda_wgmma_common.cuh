@@ -59,7 +59,45 @@ __device__ __forceinline__ void ProduceTokenSlabs(const CUtensorMap* tmap, uint8
   }
 }
 
+// ---- register split (the register-A kernels of moe_cuda_wgmma.cu and moe_cuda_wgmma_tma.cu) ----
+// NC consumer warpgroups and one producer warpgroup; setmaxnreg moves the producer's registers
+// to the consumers. The CTA holds what it was launched with (LaunchRegs per thread, from
+// __launch_bounds__), so the consumers may grow only by what the producer gave back: asking for
+// more blocks setmaxnreg.inc forever (NC = 2: 168 -> 40 / 232, 3: 128 -> 40 / 152, 4: 96 -> 24 / 112;
+// 5: 80 -> 24 / 88, 6: 72 -> 24 / 80; CB = 2 CTAs per SM, NC = 2: 80 -> 24 / 104). ptxas, though, compiles every warp within
+// LaunchRegs, whatever setmaxnreg grants later: that bound is what decides spills (WGMMA.md).
+template <int NC, int CB>
+constexpr int LaunchRegs() { return 65536 / (128 * (NC + 1) * CB) / 8 * 8; }
+template <int NC, int CB>
+constexpr int ProducerRegs() { return NC >= 4 || CB > 1 ? 24 : 40; }
+template <int NC, int CB>
+constexpr int ConsumerRegs() {
+  const int r = (LaunchRegs<NC, CB>() + (LaunchRegs<NC, CB>() - ProducerRegs<NC, CB>()) / NC) / 8 * 8;
+  return r > 232 ? 232 : r;
+}
+static_assert(ConsumerRegs<2, 1>() == 232 && ConsumerRegs<3, 1>() == 152 && ConsumerRegs<4, 1>() == 112 &&
+              ConsumerRegs<5, 1>() == 88 && ConsumerRegs<6, 1>() == 80 && ConsumerRegs<2, 2>() == 104);
+
 // ---- epilogue ---------------------------------------------------------------------------------
+// The epilogue's operands into shared memory at the CTA's start, by the producer warpgroup's
+// three idle warps (h = 0 ... 95): the kCols weight rows' bias from n0 on and, for down, each
+// token row's slot id and routing weight (rows past `rows`: 0). They then arrive on `epi_bar`
+// (count 96), on which the consumers wait before the epilogue.
+template <int BN, int kCols, bool kGateUp>
+__device__ __forceinline__ void FetchEpilogueOperands(const GemmArgs& p, int e, int row0, int rows, int n0, int h,
+                                                      float* s_bias, int32_t* s_pair, float* s_w,
+                                                      uint64_t* epi_bar) {
+  for (int i = h; i < kCols; i += 96) s_bias[i] = n0 + i < p.n ? __ldg(p.bias + int64_t(e) * p.n + n0 + i) : 0.f;
+  if constexpr (!kGateUp) {
+    for (int i = h; i < BN; i += 96) {
+      const int pair = i < rows ? __ldg(p.sorted + row0 + i) : 0;
+      s_pair[i] = pair;
+      s_w[i] = i < rows ? __ldg(p.route_w + pair) : 0.f;
+    }
+  }
+  MbarArrive(epi_bar);
+}
+
 // The fp32 tile [token col][local weight row nl] (kCols weight rows) in shared memory: a
 // float4-level XOR swizzle and a 4-word row pad, so that neither the accumulator fragments'
 // writes nor the row-wise reads conflict on banks.

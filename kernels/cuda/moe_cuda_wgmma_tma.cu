@@ -35,18 +35,8 @@ namespace mxserve::kernels::cuda::internal {
 namespace {
 
 // NC consumer warpgroups of 64 weight rows each, as moe_cuda_wgmma.cu's default configuration for
-// the tile height (32-48 rows: 6, 64: 5, 96 and 128: 4, 192: 3, 256: 2), and its register split.
-template <int NC>
-constexpr int TLaunchRegs() { return 65536 / (128 * (NC + 1)) / 8 * 8; }
-template <int NC>
-constexpr int TProducerRegs() { return NC >= 4 ? 24 : 40; }
-template <int NC>
-constexpr int TConsumerRegs() {
-  const int r = (TLaunchRegs<NC>() + (TLaunchRegs<NC>() - TProducerRegs<NC>()) / NC) / 8 * 8;
-  return r > 232 ? 232 : r;
-}
-static_assert(TConsumerRegs<6>() == 80 && TConsumerRegs<5>() == 88 && TConsumerRegs<4>() == 112 &&
-              TConsumerRegs<3>() == 152 && TConsumerRegs<2>() == 232);
+// the tile height (32-48 rows: 6, 64: 5, 96 and 128: 4, 192: 3, 256: 2), and its register split
+// (ProducerRegs / ConsumerRegs at one CTA per SM).
 template <int NC>
 constexpr uint32_t TWBytes() { return 8 * NC * 512; }  // a chunk's weights: 8 NC row groups
 template <int NC>
@@ -104,7 +94,7 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1) WgmmaTmaKernel(const __grid
 
   const int wg = threadIdx.x >> 7;
   if (wg == NC) {  // producer warpgroup
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(TProducerRegs<NC>()));
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(ProducerRegs<NC, 1>()));
     if (threadIdx.x == 128 * NC) {
       PrefetchTensorMap(&tmap);
       PrefetchTensorMap(&wmap);
@@ -127,21 +117,12 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1) WgmmaTmaKernel(const __grid
         }
       }
     } else if (threadIdx.x >= 128 * NC + 32) {
-      const int h = threadIdx.x - (128 * NC + 32);
-      const int n0 = blockIdx.x * kCols;
-      for (int i = h; i < kCols; i += 96) s_bias[i] = n0 + i < p.n ? __ldg(p.bias + int64_t(e) * p.n + n0 + i) : 0.f;
-      if constexpr (!kGateUp) {
-        for (int i = h; i < BN; i += 96) {
-          const int pair = i < rows ? __ldg(p.sorted + row0 + i) : 0;
-          s_pair[i] = pair;
-          s_w[i] = i < rows ? __ldg(p.route_w + pair) : 0.f;
-        }
-      }
-      MbarArrive(&epi_bar);
+      FetchEpilogueOperands<BN, kCols, kGateUp>(p, e, row0, rows, blockIdx.x * kCols, threadIdx.x - (128 * NC + 32),
+                                                 s_bias, s_pair, s_w, &epi_bar);
     }
     return;
   }
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(TConsumerRegs<NC>()));
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(ConsumerRegs<NC, 1>()));
 
   const int warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   // This warp's two row groups within a stage's weights and scales.
