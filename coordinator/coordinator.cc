@@ -213,6 +213,7 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(CoordinatorOptio
   // Workers on this host (local ones, or --workers at a loopback address started with
   // --allow_shared_memory): tensors through /dev/shm. Others keep bytes (WorkerClient decides).
   ro.client.shared_memory = options.expert_shared_memory;
+  ro.client.copy_pool = p.pool;  // idle while the experts run: it copies their tensors
   if (options.expert_shared_memory) {
     if (const int n = RemoveStaleSharedRegions(); n > 0) {
       Log(absl::StrCat("removed ", n, " shared-memory objects left by coordinators that died"));

@@ -1,8 +1,10 @@
 #include "worker/tensor_wire.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
+#include "core/thread_pool.h"
 
 namespace mxserve {
 
@@ -45,6 +47,25 @@ const uint16_t* AsBf16(const char* p, size_t n, std::vector<uint16_t>* tmp) {
   return tmp->data();
 }
 
+// f(begin, end) over element ranges that cover [0, n): one range on the calling thread for a
+// small tensor or no pool, else up to pool->size() ranges of 64-element multiples (whole cache
+// lines on both sides) of at least kParallelWireBytes / 2 floats' bytes each.
+template <typename F>
+void ForRanges(size_t n, ThreadPool* pool, const F& f) {
+  const size_t bytes = n * 4;
+  if (pool == nullptr || pool->size() <= 1 || bytes < kParallelWireBytes) {
+    if (n > 0) f(size_t(0), n);
+    return;
+  }
+  const size_t parts = std::min<size_t>(size_t(pool->size()), bytes / (kParallelWireBytes / 2));
+  const size_t step = (n / parts + 63) / 64 * 64;
+  const int64_t count = static_cast<int64_t>((n + step - 1) / step);
+  pool->ParallelFor(count, [&](int64_t i) {
+    const size_t b = size_t(i) * step;
+    f(b, std::min(n, b + step));
+  });
+}
+
 }  // namespace
 
 void EncodeTensor(const float* x, size_t n, v1::TensorDType dtype, std::string* out) {
@@ -53,10 +74,15 @@ void EncodeTensor(const float* x, size_t n, v1::TensorDType dtype, std::string* 
 }
 
 void EncodeTensorTo(const float* x, size_t n, v1::TensorDType dtype, char* out) {
+  EncodeTensorTo(x, n, dtype, out, nullptr);
+}
+
+void EncodeTensorTo(const float* x, size_t n, v1::TensorDType dtype, char* out, ThreadPool* pool) {
   if (dtype == v1::TENSOR_DTYPE_BF16) {
-    FloatsToBf16(x, n, reinterpret_cast<uint16_t*>(out));
-  } else if (n > 0) {
-    std::memcpy(out, x, n * 4);
+    uint16_t* h = reinterpret_cast<uint16_t*>(out);
+    ForRanges(n, pool, [&](size_t b, size_t e) { FloatsToBf16(x + b, e - b, h + b); });
+  } else {
+    ForRanges(n, pool, [&](size_t b, size_t e) { std::memcpy(out + 4 * b, x + b, (e - b) * 4); });
   }
 }
 
@@ -86,12 +112,17 @@ void DecodeTensorInto(const std::string& bytes, size_t n, v1::TensorDType dtype,
 }
 
 void DecodeTensorInto(const char* p, size_t n, v1::TensorDType dtype, float* out) {
+  DecodeTensorInto(p, n, dtype, out, nullptr);
+}
+
+void DecodeTensorInto(const char* p, size_t n, v1::TensorDType dtype, float* out, ThreadPool* pool) {
   if (dtype == v1::TENSOR_DTYPE_F32) {
-    if (n > 0) std::memcpy(out, p, n * 4);
+    ForRanges(n, pool, [&](size_t b, size_t e) { std::memcpy(out + b, p + 4 * b, (e - b) * 4); });
     return;
   }
   std::vector<uint16_t> tmp;
-  Bf16ToFloats(AsBf16(p, n, &tmp), n, out);
+  const uint16_t* h = AsBf16(p, n, &tmp);
+  ForRanges(n, pool, [&](size_t b, size_t e) { Bf16ToFloats(h + b, e - b, out + b); });
 }
 
 }  // namespace mxserve

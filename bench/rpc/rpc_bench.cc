@@ -21,6 +21,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "coordinator/router/worker_client.h"
+#include "core/thread_pool.h"
 #include "grpcpp/grpcpp.h"
 #include "worker/expert_service.h"
 #include "worker/tensor_wire.h"
@@ -159,6 +160,7 @@ int Main(double seconds_per_point) {
   }
   (*server)->SetServing(true);
 
+  auto copy_pool = std::make_shared<ThreadPool>(0);  // one thread per core, as the coordinator's
   std::printf("## RunExperts round trip over loopback gRPC vs raw TCP\n\n");
   std::printf("%s. gpt-oss-20b-shaped call: hidden %d, top-%d of %d experts, layer 0. The worker's\n"
               "executor writes zeros (transport, (de)serialisation and validation only; no MoE\n"
@@ -168,17 +170,22 @@ int Main(double seconds_per_point) {
               "counts over one 127.0.0.1 socket pair, TCP_NODELAY. Median of >= 5 calls per row, ~%.1f s each;\n"
               "GB/s counts request + response bytes. no-transport = the same encode, protobuf\n"
               "serialise/parse, validation and decode on both sides, in one thread, no socket.\n"
-              "shm = the stream client with shared_memory (tensors in /dev/shm, the call on gRPC).\n\n",
-              Cpu().c_str(), kHidden, kTopK, kExperts, grpc::Version().c_str(), seconds_per_point);
-  std::printf("| tokens | wire | request B | response B | gRPC unary µs | gRPC stream µs | stream GB/s | shm µs | no-transport µs | raw TCP µs | raw TCP GB/s | stream / TCP |\n");
-  std::printf("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+              "shm = the stream client with shared_memory (tensors in /dev/shm, the call on gRPC),\n"
+              "copying the tensors with its calling thread; shm pool = the same with a copy pool of\n"
+              "%d threads (the coordinator passes its dense pool: WorkerClientOptions::copy_pool).\n\n",
+              Cpu().c_str(), kHidden, kTopK, kExperts, grpc::Version().c_str(), seconds_per_point,
+              copy_pool->size());
+  std::printf("| tokens | wire | request B | response B | gRPC unary µs | gRPC stream µs | stream GB/s | shm µs | shm pool µs | no-transport µs | raw TCP µs | raw TCP GB/s | stream / TCP |\n");
+  std::printf("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   const absl::Duration budget = absl::Seconds(seconds_per_point);
   for (v1::TensorDType wire : {v1::TENSOR_DTYPE_F32, v1::TENSOR_DTYPE_BF16}) {
     // The production client (calls on one RunExpertsStream) and the unary one (--expert_call_stream=false).
     auto client = WorkerClient::Create((*server)->address(), {.wire_dtype = wire});
     auto unary = WorkerClient::Create((*server)->address(), {.wire_dtype = wire, .stream = false});
     auto shm = WorkerClient::Create((*server)->address(), {.wire_dtype = wire, .shared_memory = true});
-    if (!client.ok() || !unary.ok() || !shm.ok() ||
+    auto shm_pool = WorkerClient::Create((*server)->address(),
+                                         {.wire_dtype = wire, .shared_memory = true, .copy_pool = copy_pool});
+    if (!client.ok() || !unary.ok() || !shm.ok() || !shm_pool.ok() ||
         !(*client)->WaitReady(absl::Now() + absl::Seconds(10)).ok()) {
       std::fprintf(stderr, "worker not ready\n");
       return 1;
@@ -224,7 +231,8 @@ int Main(double seconds_per_point) {
       Timing u = timed(**unary);
       Timing g = timed(**client);
       Timing sh = timed(**shm);
-      if (failed || !(*shm)->using_shared_memory()) return 1;
+      Timing shp = timed(**shm_pool);
+      if (failed || !(*shm)->using_shared_memory() || !(*shm_pool)->using_shared_memory()) return 1;
       // The same work with no transport: client encode + serialise, server parse + validate +
       // answer + serialise, client parse + decode. What is left of the gRPC time is gRPC's own.
       // Messages and buffers are reused across iterations, as the client and server threads do.
@@ -253,9 +261,9 @@ int Main(double seconds_per_point) {
           budget);
       Timing r = RawTcp(req_b, resp_b, budget);
       const double bytes = static_cast<double>(req_b + resp_b);
-      std::printf("| %d | %s | %zu | %zu | %.0f | %.0f | %.2f | %.0f | %.0f | %.0f | %.2f | %.1f× |\n", T,
+      std::printf("| %d | %s | %zu | %zu | %.0f | %.0f | %.2f | %.0f | %.0f | %.0f | %.0f | %.2f | %.1f× |\n", T,
                   wire == v1::TENSOR_DTYPE_F32 ? "F32" : "BF16", req_b, resp_b, u.median_us, g.median_us,
-                  bytes / g.median_us / 1e3, sh.median_us, p.median_us, r.median_us,
+                  bytes / g.median_us / 1e3, sh.median_us, shp.median_us, p.median_us, r.median_us,
                   bytes / r.median_us / 1e3, g.median_us / r.median_us);
       std::fflush(stdout);
     }

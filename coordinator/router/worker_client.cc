@@ -165,11 +165,8 @@ absl::Status WorkerClient::CheckAndDecode(const ExpertCall& call, const v1::RunE
         "; expected ", T, " tokens of ", H, " x ", esize, " bytes")));
   }
   if (T * H == 0) return absl::OkStatus();
-  if (in_shm) {
-    DecodeTensorInto(shm_out, T * H, options_.wire_dtype, out);
-  } else {
-    DecodeTensorInto(resp.output(), T * H, options_.wire_dtype, out);
-  }
+  DecodeTensorInto(in_shm ? shm_out : resp.output().data(), T * H, options_.wire_dtype, out,
+                   options_.copy_pool.get());
   return absl::OkStatus();
 }
 
@@ -195,7 +192,7 @@ const char* WorkerClient::FillShared(const ExpertCall& call, v1::RunExpertsReque
     }
     region_ = *std::move(r);
   }
-  EncodeTensorTo(call.x, T * H, options_.wire_dtype, region_->data());
+  EncodeTensorTo(call.x, T * H, options_.wire_dtype, region_->data(), options_.copy_pool.get());
   req->set_shm_name(region_->name());
   req->set_shm_in_offset(0);
   req->set_shm_out_offset(region_->size() / 2 / 64 * 64);

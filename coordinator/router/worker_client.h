@@ -27,6 +27,8 @@
 
 namespace mxserve {
 
+class ThreadPool;
+
 struct WorkerClientOptions {
   std::string name;                                  // for errors/logs; default "worker@ADDR"
   v1::TensorDType wire_dtype = v1::TENSOR_DTYPE_F32; // F32 or BF16
@@ -46,6 +48,11 @@ struct WorkerClientOptions {
   // workers started with --allow_shared_memory (others answer FAILED_PRECONDITION and get bytes
   // from then on).
   bool shared_memory = false;
+  // Threads that copy (or convert) the tensors into and out of the shared-memory object and out
+  // of the response bytes, the calling thread among them (tensor_wire.h: tensors of 1 MB and
+  // up). The coordinator passes its dense pool, idle while a layer's experts run; null: the
+  // calling thread alone.
+  std::shared_ptr<ThreadPool> copy_pool;
 };
 
 class WorkerClient final : public ExpertBackend {

@@ -19,7 +19,9 @@ $B/mxserve-make-model --preset ${PRESET:-gpt-oss-120b} --num-layers ${NUM_LAYERS
 echo "model written in $(( $(date +%s) - t0 )) s: $(du -sh "$M" | cut -f1)"
 # Each transport (E2E_TRANSPORTS: bytes = F32 in the gRPC messages, shm = through /dev/shm with
 # the worker page-locking the objects (--pin_shared_memory, the default), shm-nopin = through
-# /dev/shm, copies through the worker's staging buffers (a second worker, started for it).
+# /dev/shm, copies through the worker's staging buffers (a second worker, started for it),
+# shm-1copy = shm with the client copying the tensors on its calling thread alone instead of a
+# pool of one thread per core (--copy_threads 1)).
 start_worker() {  # extra worker flags
   rm -f /tmp/w.port
   $B/mxserve-worker --model "$M" --device ${DEVICE:-cuda:0} --port 0 --port-file /tmp/w.port --allow_shared_memory "$@" \
@@ -33,8 +35,9 @@ start_worker
 for tr in ${E2E_TRANSPORTS:-bytes shm shm-nopin}; do
   echo "## transport $tr"
   if [ "$tr" = shm-nopin ]; then stop_worker; start_worker --pin_shared_memory=false; fi
+  t=${tr%-nopin}
   $B/mxserve-gpu-worker-e2e --model "$M" --address "127.0.0.1:$(cat /tmp/w.port)" --tokens ${E2E_TOKENS:-1,64,1024} \
-    --transport "${tr%-nopin}" 2>&1 | tee -a "$OUT/e2e.txt"
+    --transport "${t%-1copy}" --copy_threads $([ "$tr" = shm-1copy ] && echo 1 || echo 0) 2>&1 | tee -a "$OUT/e2e.txt"
   [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
 done
 stop_worker

@@ -4,9 +4,10 @@
 // checkpoint loaded here on the CPU (bound as tests/gpu/moe_cuda_check.cc); prints the median and
 // the fastest per-layer time including the gRPC hop (F32 on the wire by default, loopback;
 // --transport shm puts the tensors in /dev/shm instead, for a worker started with
-// --allow_shared_memory).
+// --allow_shared_memory). The client copies the tensors with a pool of --copy_threads threads
+// (default 0: one per core, as the coordinator's dense pool; 1: the calling thread alone).
 //   mxserve-gpu-worker-e2e --model DIR --address 127.0.0.1:PORT [--tokens 1,64,1024] [--reps 15]
-//                          [--transport bytes|shm] [--wire f32|bf16]
+//                          [--transport bytes|shm] [--wire f32|bf16] [--copy_threads N]
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -21,6 +22,7 @@
 #include "absl/time/clock.h"
 #include "coordinator/router/worker_client.h"
 #include "core/model_config.h"
+#include "core/thread_pool.h"
 #include "core/safetensors.h"
 #include "kernels/moe/moe.h"
 #include "tests/gpu/random_moe.h"
@@ -34,6 +36,7 @@ int Main(int argc, char** argv) {
   std::vector<int> tokens = {1, 64, 1024};
   int reps = 15;  // one-token medians of 7 moved by +-0.1 ms between runs
   WorkerClientOptions copt;  // --transport shm: tensors through /dev/shm (worker --allow_shared_memory)
+  int copy_threads = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i], v = argv[i + 1];
     if (a == "--model") model = v;
@@ -41,6 +44,7 @@ int Main(int argc, char** argv) {
     else if (a == "--wire") copt.wire_dtype = v == "bf16" ? v1::TENSOR_DTYPE_BF16 : v1::TENSOR_DTYPE_F32;
     else if (a == "--address") address = v;
     else if (a == "--reps") reps = std::max(1, std::atoi(v.c_str()));
+    else if (a == "--copy_threads") copy_threads = std::atoi(v.c_str());
     else if (a == "--tokens") {
       tokens.clear();
       for (auto s : absl::StrSplit(v, ',')) tokens.push_back(std::atoi(std::string(s).c_str()));
@@ -48,9 +52,10 @@ int Main(int argc, char** argv) {
   }
   if (model.empty() || address.empty()) {
     std::fprintf(stderr, "usage: %s --model DIR --address HOST:PORT [--tokens ..] [--reps N] [--transport bytes|shm] "
-                 "[--wire f32|bf16]\n", argv[0]);
+                 "[--wire f32|bf16] [--copy_threads N]\n", argv[0]);
     return 2;
   }
+  copt.copy_pool = std::make_shared<ThreadPool>(copy_threads);
   auto config = ModelConfig::Load(model);
   auto ckpt = config.ok() ? Checkpoint::Open(model) : absl::StatusOr<std::unique_ptr<Checkpoint>>(config.status());
   if (!ckpt.ok()) {
@@ -71,9 +76,9 @@ int Main(int argc, char** argv) {
     return 1;
   }
   const int H = config->hidden_size, k = config->num_experts_per_tok;
-  std::printf("# %s: %d layers, H=%d I=%d E=%d k=%d; worker %s\n", config->model_type.c_str(),
+  std::printf("# %s: %d layers, H=%d I=%d E=%d k=%d; worker %s; client copy threads %d\n", config->model_type.c_str(),
               config->num_hidden_layers, H, config->intermediate_size, config->num_local_experts, k,
-              address.c_str());
+              address.c_str(), copt.copy_pool->size());
   std::printf("| tokens | layer | ms per layer (median of %d, incl. gRPC) | fastest | checked | rel_l2 | max_err/rms | result |\n"
               "|---|---|---|---|---|---|---|---|\n", reps);
   int failures = 0;

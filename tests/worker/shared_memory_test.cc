@@ -14,6 +14,7 @@
 
 #include "absl/time/clock.h"
 #include "coordinator/router/worker_client.h"
+#include "core/thread_pool.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/worker/test_checkpoint.h"
@@ -32,8 +33,9 @@ bool ShmExists(const std::string& name) { return std::filesystem::exists("/dev/s
 using Call = testing::CallData;
 using testing::MakeCall;
 
-std::unique_ptr<WorkerClient> Client(const std::string& address, bool shm, v1::TensorDType dtype) {
-  auto c = WorkerClient::Create(address, {.wire_dtype = dtype, .shared_memory = shm});
+std::unique_ptr<WorkerClient> Client(const std::string& address, bool shm, v1::TensorDType dtype,
+                                     std::shared_ptr<ThreadPool> copy_pool = nullptr) {
+  auto c = WorkerClient::Create(address, {.wire_dtype = dtype, .shared_memory = shm, .copy_pool = copy_pool});
   EXPECT_TRUE(c.ok()) << c.status();
   EXPECT_TRUE((*c)->WaitReady(absl::Now() + absl::Seconds(10)).ok());
   return *std::move(c);
@@ -74,6 +76,27 @@ TEST_F(SharedMemoryTest, AnswersExactlyAsBytesDo) {
     // The same bytes counted as moved, though none were in the messages' tensors.
     EXPECT_EQ(shm->bytes_received(), bytes->bytes_received());
     EXPECT_EQ(shm->bytes_sent(), bytes->bytes_sent());
+  }
+}
+
+// With a copy pool (tensors of 1 MB and up copied by several threads: T = 5000 here is 1.28 MB
+// of F32), both transports answer as the one-thread clients do.
+TEST_F(SharedMemoryTest, ACopyPoolChangesNoByte) {
+  auto worker = Worker(/*allow=*/true);
+  auto pool = std::make_shared<ThreadPool>(4);
+  for (v1::TensorDType dtype : {v1::TENSOR_DTYPE_F32, v1::TENSOR_DTYPE_BF16}) {
+    auto plain = Client(worker->server->address(), true, dtype);
+    auto shm = Client(worker->server->address(), true, dtype, pool);
+    auto bytes = Client(worker->server->address(), false, dtype, pool);
+    for (int T : {5000, 9, 12000}) {
+      Call a = MakeCall(T, 2, spec_.hidden, experts_, 7 * T + dtype), b = a, c = a;
+      ASSERT_TRUE(plain->RunExperts(a.call(1), a.out.data(), absl::Now() + absl::Seconds(30)).ok());
+      ASSERT_TRUE(shm->RunExperts(b.call(1), b.out.data(), absl::Now() + absl::Seconds(30)).ok());
+      ASSERT_TRUE(bytes->RunExperts(c.call(1), c.out.data(), absl::Now() + absl::Seconds(30)).ok());
+      EXPECT_EQ(a.out, b.out) << "T " << T << " dtype " << dtype;
+      EXPECT_EQ(a.out, c.out) << "T " << T << " dtype " << dtype;
+    }
+    EXPECT_TRUE(shm->using_shared_memory());
   }
 }
 

@@ -4,8 +4,10 @@
 
 #include <cstring>
 #include <random>
+#include <thread>
 
 #include "core/bf16.h"
+#include "core/thread_pool.h"
 #include "gtest/gtest.h"
 
 namespace mxserve {
@@ -57,6 +59,43 @@ TEST(TensorWireTest, F32RoundTripsExactly) {
   EXPECT_EQ(std::memcmp(y, x.data(), bytes.size()), 0);
   EXPECT_EQ(std::memcmp(into.data(), x.data(), bytes.size()), 0);
   EXPECT_EQ(WireDTypeSize(v1::TENSOR_DTYPE_UNSPECIFIED), 0u);
+}
+
+// The pooled encode / decode against the one-thread ones, byte for byte: lengths around the
+// threshold and the 64-element part boundaries, misaligned BF16 input, both dtypes, and four
+// threads calling on one pool at once (ParallelFor serialises them).
+TEST(TensorWireTest, PooledCopiesMatchTheOneThreadOnes) {
+  ThreadPool pool(4);
+  const size_t t = kParallelWireBytes / 4;  // the threshold, in floats
+  auto check = [&pool](size_t n, uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::vector<float> x(n);
+    for (float& v : x) {
+      const uint32_t u = rng();
+      std::memcpy(&v, &u, 4);
+    }
+    for (v1::TensorDType dtype : {v1::TENSOR_DTYPE_F32, v1::TENSOR_DTYPE_BF16}) {
+      const size_t bytes = n * WireDTypeSize(dtype);
+      std::vector<char> one(bytes + 1), pooled(bytes + 1);
+      EncodeTensorTo(x.data(), n, dtype, one.data());
+      EncodeTensorTo(x.data(), n, dtype, pooled.data(), &pool);
+      ASSERT_EQ(0, std::memcmp(one.data(), pooled.data(), bytes)) << "encode n " << n << " dtype " << dtype;
+      if (dtype == v1::TENSOR_DTYPE_F32) ASSERT_EQ(0, std::memcmp(one.data(), x.data(), bytes)) << n;
+      // Decoding from an odd address (the BF16 path copies to an aligned buffer first).
+      std::memmove(pooled.data() + 1, pooled.data(), bytes);
+      std::vector<float> a(n), b(n, -1.f);
+      DecodeTensorInto(one.data(), n, dtype, a.data());
+      DecodeTensorInto(pooled.data() + 1, n, dtype, b.data(), &pool);
+      ASSERT_EQ(0, std::memcmp(a.data(), b.data(), n * 4)) << "decode n " << n << " dtype " << dtype;
+    }
+  };
+  uint32_t seed = 5;
+  for (size_t n : {size_t(0), size_t(1), t - 1, t, t + 1, 2 * t + 63, 2 * t + 64, 3 * t + 65, 9 * t + 17}) {
+    check(n, seed++);
+  }
+  std::vector<std::thread> callers;
+  for (int i = 0; i < 4; ++i) callers.emplace_back([&check, i] { check(3 * (kParallelWireBytes / 4) + 7 * i, 100 + i); });
+  for (auto& c : callers) c.join();
 }
 
 }  // namespace
