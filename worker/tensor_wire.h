@@ -32,12 +32,12 @@ void DecodeTensorInto(const std::string& bytes, size_t n, v1::TensorDType dtype,
 void DecodeTensorInto(const char* p, size_t n, v1::TensorDType dtype, float* out);
 
 // The same two with the work split over `pool`'s threads (the calling thread among them) for
-// tensors of kParallelWireBytes (in floats) and up, in parts of at least half that; the results
+// tensors of kParallelWireBytes (as floats) and up, in parts of at least half that; the results
 // are the same bytes. For the coordinator's shared-memory calls, which copy each layer's
 // activations in and its partial sums out (11.8 MB each way at 1024 tokens of gpt-oss-120b):
 // bench/rpc.sh's `shm` columns time it with one thread and with a pool. nullptr or a
 // one-thread pool: the calling thread alone.
-inline constexpr size_t kParallelWireBytes = size_t(1) << 20;
+inline constexpr size_t kParallelWireBytes = size_t(4) << 20;
 void EncodeTensorTo(const float* x, size_t n, v1::TensorDType dtype, char* out, ThreadPool* pool);
 void DecodeTensorInto(const char* p, size_t n, v1::TensorDType dtype, float* out, ThreadPool* pool);
 

@@ -49,7 +49,7 @@ struct WorkerClientOptions {
   // from then on).
   bool shared_memory = false;
   // Threads that copy (or convert) the tensors into and out of the shared-memory object and out
-  // of the response bytes, the calling thread among them (tensor_wire.h: tensors of 1 MB and
+  // of the response bytes, the calling thread among them (tensor_wire.h: tensors of 4 MB and
   // up). The coordinator passes its dense pool, idle while a layer's experts run; null: the
   // calling thread alone.
   std::shared_ptr<ThreadPool> copy_pool;

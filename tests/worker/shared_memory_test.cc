@@ -79,8 +79,8 @@ TEST_F(SharedMemoryTest, AnswersExactlyAsBytesDo) {
   }
 }
 
-// With a copy pool (tensors of 1 MB and up copied by several threads: T = 5000 here is 1.28 MB
-// of F32), both transports answer as the one-thread clients do.
+// With a copy pool (tensors of kParallelWireBytes and up, as floats, copied by several threads:
+// T = 17000 here is 4.35 MB), both transports answer as the one-thread clients do.
 TEST_F(SharedMemoryTest, ACopyPoolChangesNoByte) {
   auto worker = Worker(/*allow=*/true);
   auto pool = std::make_shared<ThreadPool>(4);
@@ -88,7 +88,8 @@ TEST_F(SharedMemoryTest, ACopyPoolChangesNoByte) {
     auto plain = Client(worker->server->address(), true, dtype);
     auto shm = Client(worker->server->address(), true, dtype, pool);
     auto bytes = Client(worker->server->address(), false, dtype, pool);
-    for (int T : {5000, 9, 12000}) {
+    ASSERT_GE(size_t(17000) * spec_.hidden * 4, kParallelWireBytes);
+    for (int T : {17000, 9, 40000}) {
       Call a = MakeCall(T, 2, spec_.hidden, experts_, 7 * T + dtype), b = a, c = a;
       ASSERT_TRUE(plain->RunExperts(a.call(1), a.out.data(), absl::Now() + absl::Seconds(30)).ok());
       ASSERT_TRUE(shm->RunExperts(b.call(1), b.out.data(), absl::Now() + absl::Seconds(30)).ok());
