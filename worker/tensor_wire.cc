@@ -73,10 +73,6 @@ void EncodeTensor(const float* x, size_t n, v1::TensorDType dtype, std::string* 
   EncodeTensorTo(x, n, dtype, out->data());
 }
 
-void EncodeTensorTo(const float* x, size_t n, v1::TensorDType dtype, char* out) {
-  EncodeTensorTo(x, n, dtype, out, nullptr);
-}
-
 void EncodeTensorTo(const float* x, size_t n, v1::TensorDType dtype, char* out, ThreadPool* pool) {
   if (dtype == v1::TENSOR_DTYPE_BF16) {
     uint16_t* h = reinterpret_cast<uint16_t*>(out);
@@ -109,10 +105,6 @@ const float* DecodeTensor(const char* p, size_t n, v1::TensorDType dtype, std::v
 
 void DecodeTensorInto(const std::string& bytes, size_t n, v1::TensorDType dtype, float* out) {
   DecodeTensorInto(bytes.data(), n, dtype, out);
-}
-
-void DecodeTensorInto(const char* p, size_t n, v1::TensorDType dtype, float* out) {
-  DecodeTensorInto(p, n, dtype, out, nullptr);
 }
 
 void DecodeTensorInto(const char* p, size_t n, v1::TensorDType dtype, float* out, ThreadPool* pool) {

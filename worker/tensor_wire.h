@@ -18,27 +18,23 @@ size_t WireDTypeSize(v1::TensorDType dtype);
 // Writes n floats into *out (resized) as `dtype` (F32 or BF16, round to nearest even).
 void EncodeTensor(const float* x, size_t n, v1::TensorDType dtype, std::string* out);
 
-// Writes n floats as `dtype` to out (n * WireDTypeSize bytes, 2-byte aligned; shared memory).
-void EncodeTensorTo(const float* x, size_t n, v1::TensorDType dtype, char* out);
-
 // Views `bytes` (exactly n elements of `dtype`, checked by the caller) as floats: F32 bytes
 // that are suitably aligned are used in place; otherwise they are decoded into *scratch.
 const float* DecodeTensor(const std::string& bytes, size_t n, v1::TensorDType dtype,
                           std::vector<float>* scratch);
 const float* DecodeTensor(const char* p, size_t n, v1::TensorDType dtype, std::vector<float>* scratch);
 
-// Decodes exactly n elements of `dtype` from `bytes` (size checked by the caller) into out.
-void DecodeTensorInto(const std::string& bytes, size_t n, v1::TensorDType dtype, float* out);
-void DecodeTensorInto(const char* p, size_t n, v1::TensorDType dtype, float* out);
-
-// The same two with the work split over `pool`'s threads (the calling thread among them) for
-// tensors of kParallelWireBytes (as floats) and up, in parts of at least half that; the results
-// are the same bytes. For the coordinator's shared-memory calls, which copy each layer's
-// activations in and its partial sums out (11.8 MB each way at 1024 tokens of gpt-oss-120b):
-// bench/rpc.sh's `shm` columns time it with one thread and with a pool. nullptr or a
-// one-thread pool: the calling thread alone.
+// EncodeTensorTo writes n floats as `dtype` to out (n * WireDTypeSize bytes, 2-byte aligned;
+// shared memory). DecodeTensorInto decodes exactly n elements of `dtype` from p or `bytes` (size
+// checked by the caller) into out. Both split the work over `pool`'s threads (the calling thread
+// among them) for tensors of kParallelWireBytes (as floats) and up, in parts of at least half
+// that; the results are the same bytes. For the coordinator's shared-memory calls, which copy
+// each layer's activations in and its partial sums out (11.8 MB each way at 1024 tokens of
+// gpt-oss-120b): bench/rpc.sh's `shm` columns time it with one thread and with a pool. nullptr
+// or a one-thread pool: the calling thread alone.
 inline constexpr size_t kParallelWireBytes = size_t(4) << 20;
-void EncodeTensorTo(const float* x, size_t n, v1::TensorDType dtype, char* out, ThreadPool* pool);
-void DecodeTensorInto(const char* p, size_t n, v1::TensorDType dtype, float* out, ThreadPool* pool);
+void EncodeTensorTo(const float* x, size_t n, v1::TensorDType dtype, char* out, ThreadPool* pool = nullptr);
+void DecodeTensorInto(const std::string& bytes, size_t n, v1::TensorDType dtype, float* out);
+void DecodeTensorInto(const char* p, size_t n, v1::TensorDType dtype, float* out, ThreadPool* pool = nullptr);
 
 }  // namespace mxserve

@@ -47,15 +47,15 @@ int AutoIndex(int p) {
 
 // MXSERVE_CUDA_MOE_MIX (benchmarks compare): off: kAuto takes one tile height; serial: the
 // second height's GEMMs on the call's stream after the first's, not beside them on the side stream.
-int MixSetting() {
-  static const int v = [] {
+enum class Mix { kSide, kOff, kSerial };
+Mix MixSetting() {
+  static const Mix v = [] {
     const char* e = std::getenv("MXSERVE_CUDA_MOE_MIX");
     const std::string s = e == nullptr ? "" : e;
-    return s == "off" ? 0 : s == "serial" ? 2 : 1;
+    return s == "off" ? Mix::kOff : s == "serial" ? Mix::kSerial : Mix::kSide;
   }();
   return v;
 }
-bool MixEnabled() { return MixSetting() != 0; }
 }  // namespace
 
 int SpecNamed(std::string_view name) {
@@ -105,7 +105,7 @@ struct LayerAccess {
   // held expert's slot count when the ids are on the host, else from the mean under uniform
   // routing.
   static int AutoSpec(const CudaMoeLayer& L, const CudaMoeBatch& b, int64_t pairs, int nh) {
-    const bool mix = internal::MixEnabled();
+    const bool mix = internal::MixSetting() != internal::Mix::kOff;
     internal::AutoChoice c;
     if (b.host_expert_ids != nullptr) {
       thread_local std::vector<int32_t> counts;
@@ -251,7 +251,7 @@ struct LayerAccess {
     // down run on the side stream beside the first's (forked after the routing, joined before
     // the combine): neither waits for the other's drain. (MXSERVE_CUDA_MOE_MIX=serial: after them
     // on this stream.)
-    const bool side = p2 >= 0 && internal::MixSetting() == 1;
+    const bool side = p2 >= 0 && internal::MixSetting() == internal::Mix::kSide;
     cudaStream_t s2 = side ? ws.side_ : stream;
     // `after` waits for what `before` has enqueued so far.
     auto order = [](cudaEvent_t ev, cudaStream_t before, cudaStream_t after) {

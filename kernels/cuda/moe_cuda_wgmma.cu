@@ -236,15 +236,7 @@ __global__ void __launch_bounds__(128 * (NC + 1), CB) WgmmaGemmKernel(const __gr
   float* tileb = reinterpret_cast<float*>(smem);
   asm volatile("bar.sync 1, %0;" ::"n"(128 * NC) : "memory");
 #pragma unroll
-  for (int j = 0; j < MW; ++j) {
-    const int nb = (wg * MW + j) * 64 + warp * 16 + g;
-#pragma unroll
-    for (int i = 0; i < BN / 8; ++i)
-#pragma unroll
-      for (int h = 0; h < 2; ++h)
-#pragma unroll
-        for (int x = 0; x < 2; ++x) tileb[TileIdx<kCols>(8 * i + 2 * t + x, nb + 8 * h)] = acc[j][4 * i + 2 * h + x];
-  }
+  for (int j = 0; j < MW; ++j) WriteAccTile<BN, kCols>(tileb, acc[j], (wg * MW + j) * 64 + warp * 16 + g, t);
   asm volatile("bar.sync 1, %0;" ::"n"(128 * NC) : "memory");
   if constexpr (kEpi) MbarWait(&epi_bar, 0);
   StoreTile<BN, kCols, 128 * NC, kEpi, kGateUp>(tileb, p, e, row0, rows, blockIdx.x * kCols, threadIdx.x, s_bias,

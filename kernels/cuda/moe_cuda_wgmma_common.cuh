@@ -107,6 +107,18 @@ __device__ __forceinline__ int TileIdx(int col, int nl) {
   return col * (kCols + 4) + ((f ^ ((f >> 3) & 7)) << 2) + (nl & 3);
 }
 
+// One m64 block's accumulators (wgmma's fp32 fragments: acc[4i + 2h + x] is weight row nb + 8h,
+// token column 8i + 2t + x, with nb = the block's first row + 16 warp + g) into the tile.
+template <int BN, int kCols>
+__device__ __forceinline__ void WriteAccTile(float* tileb, const float (&acc)[BN / 2], int nb, int t) {
+#pragma unroll
+  for (int i = 0; i < BN / 8; ++i)
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int x = 0; x < 2; ++x) tileb[TileIdx<kCols>(8 * i + 2 * t + x, nb + 8 * h)] = acc[4 * i + 2 * h + x];
+}
+
 // From the tile (complete and visible to the kThreads threads calling this, numbered by tid)
 // to global memory, 16-byte stores contiguous along each token's output row. gate_up (kGateUp):
 // bias + SwiGLU of the interleaved gate/up rows into the down operand (bf16, plain K order);

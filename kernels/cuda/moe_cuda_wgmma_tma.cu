@@ -192,13 +192,7 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1) WgmmaTmaKernel(const __grid
   // the consumers could finish).
   float* tileb = reinterpret_cast<float*>(smem);
   asm volatile("bar.sync 1, %0;" ::"n"(128 * NC) : "memory");
-  const int nb = wg * 64 + warp * 16 + g;
-#pragma unroll
-  for (int i = 0; i < BN / 8; ++i)
-#pragma unroll
-    for (int hh = 0; hh < 2; ++hh)
-#pragma unroll
-      for (int x = 0; x < 2; ++x) tileb[TileIdx<kCols>(8 * i + 2 * t + x, nb + 8 * hh)] = acc[4 * i + 2 * hh + x];
+  WriteAccTile<BN, kCols>(tileb, acc, wg * 64 + warp * 16 + g, t);
   asm volatile("bar.sync 1, %0;" ::"n"(128 * NC) : "memory");
   MbarWait(&epi_bar, 0);
   StoreTile<BN, kCols, 128 * NC, true, kGateUp>(tileb, p, e, row0, rows, blockIdx.x * kCols, threadIdx.x, s_bias,

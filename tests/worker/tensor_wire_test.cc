@@ -80,7 +80,9 @@ TEST(TensorWireTest, PooledCopiesMatchTheOneThreadOnes) {
       EncodeTensorTo(x.data(), n, dtype, one.data());
       EncodeTensorTo(x.data(), n, dtype, pooled.data(), &pool);
       ASSERT_EQ(0, std::memcmp(one.data(), pooled.data(), bytes)) << "encode n " << n << " dtype " << dtype;
-      if (dtype == v1::TENSOR_DTYPE_F32) ASSERT_EQ(0, std::memcmp(one.data(), x.data(), bytes)) << n;
+      if (dtype == v1::TENSOR_DTYPE_F32) {
+        ASSERT_EQ(0, std::memcmp(one.data(), x.data(), bytes)) << n;
+      }
       // Decoding from an odd address (the BF16 path copies to an aligned buffer first).
       std::memmove(pooled.data() + 1, pooled.data(), bytes);
       std::vector<float> a(n), b(n, -1.f);
