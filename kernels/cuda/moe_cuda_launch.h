@@ -113,8 +113,10 @@ int LaunchWgmmaGemm(const GemmArgs& a, bool gate_up, bool one_mul, int bn, int m
 // The same GEMM with the weights streamed by TMA into shared-memory stages
 // (moe_cuda_wgmma_tma.cu): what LaunchWgmmaGemm runs unless MXSERVE_CUDA_MOE_WGMMA_CFG pins one of
 // moe_cuda_wgmma.cu's configurations. Returns as LaunchWgmmaGemm (-1 for a bn that is not a wgmma
-// tile height).
-int LaunchWgmmaTmaGemm(const GemmArgs& a, bool gate_up, bool one_mul, int bn, int max_tiles, cudaStream_t stream);
+// tile height). persist: one CTA per SM walks the call's (tile, column block) items, the epilogue
+// from registers (MXSERVE_CUDA_MOE_WGMMA_CFG=persist); else one CTA per item.
+int LaunchWgmmaTmaGemm(const GemmArgs& a, bool gate_up, bool one_mul, int bn, int max_tiles, bool persist,
+                       cudaStream_t stream);
 // The weights-through-shared-memory variant (moe_cuda_wgmma_ss.cu; paths kPathSs .. kPathSs64,
 // tiles of `tokens` = 128, 192 or 64 token rows; not in kAuto): returns as LaunchWgmmaGemm.
 int LaunchWgmmaSsGemm(const GemmArgs& a, bool gate_up, bool one_mul, int tokens, int max_tiles, cudaStream_t stream);

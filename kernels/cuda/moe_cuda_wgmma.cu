@@ -303,14 +303,15 @@ void LaunchCfg(const CUtensorMap& map, const GemmArgs& a, bool gate_up, bool one
 // spills at 64, n5 at 96).
 // Since 2026-12-01 the default is the TMA-fed kernel of moe_cuda_wgmma_tma.cu (5-10 % faster at
 // 1024-16384 tokens of gpt-oss-120b, 04:34 call); `ldg` selects this file's kernel in its default
-// configuration per tile height (the weights loaded by each warp one chunk ahead, as above).
-enum WgmmaConfig { kDefault, kLdg, kEpi, kNc2, kNc3, kNc4, kN5, kN6, kX2 };
+// configuration per tile height (the weights loaded by each warp one chunk ahead, as above);
+// `persist` the TMA-fed kernel's persistent variant (one CTA per SM over the items).
+enum WgmmaConfig { kDefault, kPersist, kLdg, kEpi, kNc2, kNc3, kNc4, kN5, kN6, kX2 };
 WgmmaConfig WgmmaCfg() {
   static const WgmmaConfig v = [] {
     const char* e = std::getenv("MXSERVE_CUDA_MOE_WGMMA_CFG");
     const std::string s = e == nullptr ? "" : e;
     return s == "nc2" ? kNc2 : s == "epi" ? kEpi : s == "nc3" ? kNc3 : s == "nc4" ? kNc4 : s == "n5" ? kN5
-         : s == "n6" ? kN6 : s == "x2" ? kX2 : s == "ldg" ? kLdg : kDefault;
+         : s == "n6" ? kN6 : s == "x2" ? kX2 : s == "ldg" ? kLdg : s == "persist" ? kPersist : kDefault;
   }();
   return v;
 }
@@ -343,7 +344,9 @@ int EncodeActivationSlabs(const GemmArgs& a, int box_rows, CUtensorMap* map) {
 
 int LaunchWgmmaGemm(const GemmArgs& a, bool gate_up, bool one_mul, int bn, int max_tiles, cudaStream_t stream) {
   if (a.rows <= 0) return 0;
-  if (WgmmaCfg() == kDefault) return LaunchWgmmaTmaGemm(a, gate_up, one_mul, bn, max_tiles, stream);
+  if (WgmmaCfg() == kDefault || WgmmaCfg() == kPersist) {
+    return LaunchWgmmaTmaGemm(a, gate_up, one_mul, bn, max_tiles, WgmmaCfg() == kPersist, stream);
+  }
   CUtensorMap map;
   if (const int r = EncodeActivationSlabs(a, bn, &map); r != 0) return r;
   // Configurations run on the GPU (check + bench, see WGMMA.md): wgmma depth 1, weights one chunk

@@ -98,6 +98,14 @@ __device__ __forceinline__ void FetchEpilogueOperands(const GemmArgs& p, int e, 
   MbarArrive(epi_bar);
 }
 
+// gpt-oss SwiGLU of a biased (gate, up) pair, as the wgmma epilogues compute it (gate clamped
+// above, up both ways, at limit).
+__device__ __forceinline__ float SwigluOf(float gate, float up, float alpha, float limit) {
+  const float gt = fminf(gate, limit);
+  const float u = fminf(fmaxf(up, -limit), limit);
+  return (u + 1.0f) * gt * (1.0f / (1.0f + expf(-alpha * gt)));
+}
+
 // The fp32 tile [token col][local weight row nl] (kCols weight rows) in shared memory: a
 // float4-level XOR swizzle and a 4-word row pad, so that neither the accumulator fragments'
 // writes nor the row-wise reads conflict on banks.
@@ -148,11 +156,7 @@ __device__ __forceinline__ void StoreTile(const float* tileb, const GemmArgs& p,
         float r2[2];
         const float gs[2] = {v.x + b.x, v.z + b.z}, us[2] = {v.y + b.y, v.w + b.w};
 #pragma unroll
-        for (int z = 0; z < 2; ++z) {
-          const float gt = fminf(gs[z], p.limit);
-          const float up = fminf(fmaxf(us[z], -p.limit), p.limit);
-          r2[z] = (up + 1.0f) * gt * (1.0f / (1.0f + expf(-p.alpha * gt)));
-        }
+        for (int z = 0; z < 2; ++z) r2[z] = SwigluOf(gs[z], us[z], p.alpha, p.limit);
         packed[u] = uint32_t(F2Bf16(r2[0])) | (uint32_t(F2Bf16(r2[1])) << 16);
       }
       *reinterpret_cast<uint4*>(p.act + int64_t(row0 + col) * p.kp_out + (n0 >> 1) + 8 * q) =
@@ -176,6 +180,61 @@ __device__ __forceinline__ void StoreTile(const float* tileb, const GemmArgs& p,
       const float4 b = bias4(4 * f);
       *reinterpret_cast<float4*>(p.y + int64_t(pair) * p.n + n0 + 4 * f) =
           make_float4(w * (v.x + b.x), w * (v.y + b.y), w * (v.z + b.z), w * (v.w + b.w));
+    }
+  }
+}
+
+// StoreTile's stores straight from one consumer thread's accumulators (the persistent kernel's
+// epilogue, no shared tile): weight rows nb and nb + 8 of the kCols from n0 (nb = 64 wg + 16 warp
+// + g), token columns 8i + 2t + x. gate_up: row pairs (2j gate, 2j + 1 up) sit in lanes g, g + 1
+// (lane ^ 4); one shuffle gives the even lane column 2t's up and the odd lane column 2t + 1's
+// gate, and each stores its column's bf16 output j. down: bias x routing weight into y. The whole
+// warp must call this (the shuffle); s_bias [kCols], s_pair / s_w [BN] as StoreTile's.
+template <int BN, int kCols, bool kGateUp>
+__device__ __forceinline__ void StoreAccRegs(const float (&acc)[BN / 2], const GemmArgs& p, int row0, int rows,
+                                             int n0, int nb, int t, const float* s_bias, const int32_t* s_pair,
+                                             const float* s_w) {
+  if constexpr (kGateUp) {
+    const bool odd = nb & 1;
+    const int xo = odd ? 1 : 0;
+    float bg[2], bu[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      bg[h] = s_bias[(nb + 8 * h) & ~1];
+      bu[h] = s_bias[(nb + 8 * h) | 1];
+    }
+#pragma unroll
+    for (int i = 0; i < BN / 8; ++i) {
+      const int col = 8 * i + 2 * t + xo;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const float a0 = acc[4 * i + 2 * h], a1 = acc[4 * i + 2 * h + 1];
+        const float other = __shfl_xor_sync(0xFFFFFFFFu, odd ? a0 : a1, 4);
+        const int r = n0 + ((nb + 8 * h) & ~1);
+        if (col < rows && r < p.n) {
+          const float v = SwigluOf((odd ? other : a0) + bg[h], (odd ? a1 : other) + bu[h], p.alpha, p.limit);
+          p.act[int64_t(row0 + col) * p.kp_out + (r >> 1)] = F2Bf16(v);
+        }
+      }
+    }
+  } else {
+    float bias[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) bias[h] = s_bias[nb + 8 * h];
+#pragma unroll
+    for (int i = 0; i < BN / 8; ++i) {
+#pragma unroll
+      for (int x = 0; x < 2; ++x) {
+        const int col = 8 * i + 2 * t + x;
+        if (col >= rows) continue;
+        const int pair = s_pair[col];
+        const float w = s_w[col];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int r = n0 + nb + 8 * h;
+          if (r < p.n) p.y[int64_t(pair) * p.n + r] = w * (acc[4 * i + 2 * h + x] + bias[h]);
+        }
+      }
     }
   }
 }

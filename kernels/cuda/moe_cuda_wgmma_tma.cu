@@ -58,84 +58,43 @@ constexpr size_t TSmemBytes() {
   return (stages > epilogue ? stages : epilogue) + 1024;
 }
 
-template <int BN, int NC, bool kGateUp, bool kOneMul>
-__global__ void __launch_bounds__(128 * (NC + 1), 1) WgmmaTmaKernel(const __grid_constant__ CUtensorMap tmap,
-                                                                     const __grid_constant__ CUtensorMap wmap,
-                                                                     const __grid_constant__ CUtensorMap smap,
-                                                                     const GemmArgs p) {
-  constexpr int S = TStages<BN, NC>();
-  static_assert(S >= 2, "two stages must fit");
+// The producer thread's copies for one tile's chunks (its first weight-group row in the maps
+// grow, its first token row row0) into the ring at (stage, phase), advanced past them: each chunk
+// once every consumer warpgroup has released its stage.
+template <int BN, int NC, int S>
+__device__ __forceinline__ void ProduceChunks(uint8_t* smem, uint64_t* full_bar, uint64_t* empty_bar,
+                                              const CUtensorMap* tmap, const CUtensorMap* wmap,
+                                              const CUtensorMap* smap, const GemmArgs& p, int grow, int row0,
+                                              int& stage, uint32_t& phase) {
   constexpr uint32_t kStage = TStageBytes<BN, NC>(), kSlab = BN * 128;
   constexpr uint32_t kTWBytes = TWBytes<NC>(), kTSBytes = TSBytes<NC>(), kTTokOff = TTokOff<NC>();
-  constexpr int kTGroups = 8 * NC;
-  constexpr int kCols = 64 * NC;
-  extern __shared__ uint8_t smem_raw[];
-  __shared__ __align__(8) uint64_t full_bar[S], empty_bar[S], epi_bar;
-  __shared__ __align__(16) float s_bias[kCols];
-  __shared__ int32_t s_pair[kGateUp ? 1 : BN];
-  __shared__ float s_w[kGateUp ? 1 : BN];
-  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
-
-  const int tile = blockIdx.y;
-  if (tile >= __ldg(p.ntiles)) return;
-  const int e = __ldg(p.tiles + 3 * tile), row0 = __ldg(p.tiles + 3 * tile + 1),
-            rows = __ldg(p.tiles + 3 * tile + 2);
-  const int nt_total = p.n >> 3;
-  if (threadIdx.x == 0) {
-#pragma unroll
-    for (int s = 0; s < S; ++s) {
-      MbarInit(&full_bar[s], 1);
-      MbarInit(&empty_bar[s], NC);
+  for (int c = 0; c < p.chunks; ++c) {
+    MbarWait(&empty_bar[stage], phase ^ 1);
+    const bool full = c < p.nfull;
+    uint8_t* base = smem + stage * kStage;
+    MbarExpectTx(&full_bar[stage], kTWBytes + kTSBytes + (full ? 2 : 1) * kSlab);
+    TmaLoad2d(base, wmap, &full_bar[stage], c * 64, grow);
+    TmaLoad2d(base + kTWBytes, smap, &full_bar[stage], c * 4, grow);
+    TmaLoad2d(base + kTTokOff, tmap, &full_bar[stage], 2 * c * 64, row0);
+    if (full) TmaLoad2d(base + kTTokOff + kSlab, tmap, &full_bar[stage], (2 * c + 1) * 64, row0);
+    if (++stage == S) {
+      stage = 0;
+      phase ^= 1;
     }
-    MbarInit(&epi_bar, 96);
-    FenceMbarInit();
   }
-  __syncthreads();
+}
 
-  const int wg = threadIdx.x >> 7;
-  if (wg == NC) {  // producer warpgroup
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(ProducerRegs<NC, 1>()));
-    if (threadIdx.x == 128 * NC) {
-      PrefetchTensorMap(&tmap);
-      PrefetchTensorMap(&wmap);
-      PrefetchTensorMap(&smap);
-      const int grow = e * nt_total + blockIdx.x * kTGroups;  // the CTA's first group row in the maps
-      int stage = 0;
-      uint32_t phase = 0;
-      for (int c = 0; c < p.chunks; ++c) {
-        MbarWait(&empty_bar[stage], phase ^ 1);
-        const bool full = c < p.nfull;
-        uint8_t* base = smem + stage * kStage;
-        MbarExpectTx(&full_bar[stage], kTWBytes + kTSBytes + (full ? 2 : 1) * kSlab);
-        TmaLoad2d(base, &wmap, &full_bar[stage], c * 64, grow);
-        TmaLoad2d(base + kTWBytes, &smap, &full_bar[stage], c * 4, grow);
-        TmaLoad2d(base + kTTokOff, &tmap, &full_bar[stage], 2 * c * 64, row0);
-        if (full) TmaLoad2d(base + kTTokOff + kSlab, &tmap, &full_bar[stage], (2 * c + 1) * 64, row0);
-        if (++stage == S) {
-          stage = 0;
-          phase ^= 1;
-        }
-      }
-    } else if (threadIdx.x >= 128 * NC + 32) {
-      FetchEpilogueOperands<BN, kCols, kGateUp>(p, e, row0, rows, blockIdx.x * kCols, threadIdx.x - (128 * NC + 32),
-                                                 s_bias, s_pair, s_w, &epi_bar);
-    }
-    return;
-  }
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(ConsumerRegs<NC, 1>()));
-
-  const int warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-  // This warp's two row groups within a stage's weights and scales.
-  const int lg = wg * 8 + warp * 2;
-  float acc[BN / 2];
-#pragma unroll
-  for (int i = 0; i < BN / 2; ++i) acc[i] = 0.f;
-
-  uint32_t base0 = SmemAddr(smem), full0 = SmemAddr(&full_bar[0]), empty0 = SmemAddr(&empty_bar[0]);
-  asm volatile("" : "+r"(base0), "+r"(full0), "+r"(empty0));
-  const bool leader = (threadIdx.x & 127) == 0;
-  int stage = 0;
-  uint32_t phase = 0;
+// One consumer warpgroup's main loop over a tile's chunks from the ring at (stage, phase),
+// advanced past them (base0 / full0 / empty0: shared addresses of the stages and the barriers; lg:
+// the warp's first row group in a stage). Each chunk's stage is released (by the warpgroup's
+// leader) at the next chunk's first block, once the block before has completed; the last chunk's
+// stage stays held: the caller releases it after its WgmmaWait<0>, or never (one tile per CTA).
+template <int BN, int NC, int S, bool kOneMul>
+__device__ __forceinline__ void ConsumeChunks(float (&acc)[BN / 2], const GemmArgs& p, uint32_t base0,
+                                              uint32_t full0, uint32_t empty0, int lg, int lane, int g,
+                                              bool leader, int& stage, uint32_t& phase) {
+  constexpr uint32_t kStage = TStageBytes<BN, NC>(), kSlab = BN * 128;
+  constexpr uint32_t kTWBytes = TWBytes<NC>(), kTTokOff = TTokOff<NC>();
   for (int c = 0; c < p.chunks; ++c) {
     MbarWaitAt(full0 + 8 * stage, phase);
     const uint32_t sbase = base0 + stage * kStage;
@@ -185,6 +144,73 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1) WgmmaTmaKernel(const __grid
       phase ^= 1;
     }
   }
+}
+
+template <int BN, int NC, bool kGateUp, bool kOneMul>
+__global__ void __launch_bounds__(128 * (NC + 1), 1) WgmmaTmaKernel(const __grid_constant__ CUtensorMap tmap,
+                                                                     const __grid_constant__ CUtensorMap wmap,
+                                                                     const __grid_constant__ CUtensorMap smap,
+                                                                     const GemmArgs p) {
+  constexpr int S = TStages<BN, NC>();
+  static_assert(S >= 2, "two stages must fit");
+  constexpr int kTGroups = 8 * NC;
+  constexpr int kCols = 64 * NC;
+  extern __shared__ uint8_t smem_raw[];
+  __shared__ __align__(8) uint64_t full_bar[S], empty_bar[S], epi_bar;
+  __shared__ __align__(16) float s_bias[kCols];
+  __shared__ int32_t s_pair[kGateUp ? 1 : BN];
+  __shared__ float s_w[kGateUp ? 1 : BN];
+  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+
+  const int tile = blockIdx.y;
+  if (tile >= __ldg(p.ntiles)) return;
+  const int e = __ldg(p.tiles + 3 * tile), row0 = __ldg(p.tiles + 3 * tile + 1),
+            rows = __ldg(p.tiles + 3 * tile + 2);
+  const int nt_total = p.n >> 3;
+  if (threadIdx.x == 0) {
+#pragma unroll
+    for (int s = 0; s < S; ++s) {
+      MbarInit(&full_bar[s], 1);
+      MbarInit(&empty_bar[s], NC);
+    }
+    MbarInit(&epi_bar, 96);
+    FenceMbarInit();
+  }
+  __syncthreads();
+
+  const int wg = threadIdx.x >> 7;
+  if (wg == NC) {  // producer warpgroup
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(ProducerRegs<NC, 1>()));
+    if (threadIdx.x == 128 * NC) {
+      PrefetchTensorMap(&tmap);
+      PrefetchTensorMap(&wmap);
+      PrefetchTensorMap(&smap);
+      int stage = 0;
+      uint32_t phase = 0;
+      // The CTA's first group row in the maps: e * nt_total + blockIdx.x * kTGroups.
+      ProduceChunks<BN, NC, S>(smem, full_bar, empty_bar, &tmap, &wmap, &smap, p,
+                               e * nt_total + blockIdx.x * kTGroups, row0, stage, phase);
+    } else if (threadIdx.x >= 128 * NC + 32) {
+      FetchEpilogueOperands<BN, kCols, kGateUp>(p, e, row0, rows, blockIdx.x * kCols, threadIdx.x - (128 * NC + 32),
+                                                 s_bias, s_pair, s_w, &epi_bar);
+    }
+    return;
+  }
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(ConsumerRegs<NC, 1>()));
+
+  const int warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  // This warp's two row groups within a stage's weights and scales.
+  const int lg = wg * 8 + warp * 2;
+  float acc[BN / 2];
+#pragma unroll
+  for (int i = 0; i < BN / 2; ++i) acc[i] = 0.f;
+
+  uint32_t base0 = SmemAddr(smem), full0 = SmemAddr(&full_bar[0]), empty0 = SmemAddr(&empty_bar[0]);
+  asm volatile("" : "+r"(base0), "+r"(full0), "+r"(empty0));
+  int stage = 0;
+  uint32_t phase = 0;
+  ConsumeChunks<BN, NC, S, kOneMul>(acc, p, base0, full0, empty0, lg, lane, g, (threadIdx.x & 127) == 0, stage,
+                                    phase);
   WgmmaWait<0>();
 
   // Epilogue through shared memory, over the stages (every chunk consumed, every wgmma of every
@@ -199,21 +225,139 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1) WgmmaTmaKernel(const __grid
                                                  s_pair, s_w);
 }
 
+// ---- the persistent variant (MXSERVE_CUDA_MOE_WGMMA_CFG=persist) -------------------------------
+// One CTA per SM walks the (tile, column block) items tile-major (item = tile * column blocks +
+// block; CTA i takes items i, i + grid, ...), with one ring of stages across its items: the
+// producer runs ahead into the next item while the consumers finish one, and the epilogue goes
+// from the accumulators straight to global memory (StoreAccRegs), so that the next item's copies
+// overlap it. The epilogue operands are double-buffered (epi_full / epi_empty).
+//
+// Why: at 16384 tokens of gpt-oss-120b (192-row tiles) the one-tile kernel's tensor pipe sits idle
+// through the epilogue (WGMMA.md, Next 7), and the fp32 tile that epilogue goes through does not
+// fit beside the stages. The producer thread loops over items here, so it gets 40 registers
+// (setmaxnreg; 24 spilled).
+template <int NC>
+constexpr int PProducerRegs() { return 40; }
+template <int NC>
+constexpr int PConsumerRegs() {
+  const int r = (LaunchRegs<NC, 1>() * (NC + 1) - PProducerRegs<NC>()) / NC / 8 * 8;
+  return r > 232 ? 232 : r;
+}
+
 template <int BN, int NC, bool kGateUp, bool kOneMul>
+__global__ void __launch_bounds__(128 * (NC + 1), 1)
+    WgmmaTmaPersistKernel(const __grid_constant__ CUtensorMap tmap, const __grid_constant__ CUtensorMap wmap,
+                          const __grid_constant__ CUtensorMap smap, const GemmArgs p) {
+  constexpr int S = TStages<BN, NC>();
+  constexpr int kTGroups = 8 * NC;
+  constexpr int kCols = 64 * NC;
+  extern __shared__ uint8_t smem_raw[];
+  __shared__ __align__(8) uint64_t full_bar[S], empty_bar[S], epi_full[2], epi_empty[2];
+  __shared__ __align__(16) float s_bias[2][kCols];
+  __shared__ int32_t s_pair[2][kGateUp ? 1 : BN];
+  __shared__ float s_w[2][kGateUp ? 1 : BN];
+  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+
+  const int ncb = (p.n + kCols - 1) / kCols;
+  const int items = __ldg(p.ntiles) * ncb;
+  if (threadIdx.x == 0) {
+#pragma unroll
+    for (int s = 0; s < S; ++s) {
+      MbarInit(&full_bar[s], 1);
+      MbarInit(&empty_bar[s], NC);
+    }
+    for (int b = 0; b < 2; ++b) {
+      MbarInit(&epi_full[b], 96);
+      MbarInit(&epi_empty[b], 128 * NC);
+    }
+    FenceMbarInit();
+  }
+  __syncthreads();
+
+  const int wg = threadIdx.x >> 7;
+  if (wg == NC) {  // producer warpgroup: warp 0's first thread copies, warps 1-3 fetch epilogue operands
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(PProducerRegs<NC>()));
+    if (threadIdx.x == 128 * NC) {
+      PrefetchTensorMap(&tmap);
+      PrefetchTensorMap(&wmap);
+      PrefetchTensorMap(&smap);
+      const int nt_total = p.n >> 3;
+      int stage = 0;
+      uint32_t phase = 0;
+      for (int it = blockIdx.x; it < items; it += gridDim.x) {
+        const int tile = it / ncb, cb = it - tile * ncb;
+        ProduceChunks<BN, NC, S>(smem, full_bar, empty_bar, &tmap, &wmap, &smap, p,
+                                 __ldg(p.tiles + 3 * tile) * nt_total + cb * kTGroups, __ldg(p.tiles + 3 * tile + 1),
+                                 stage, phase);
+      }
+    } else if (threadIdx.x >= 128 * NC + 32) {
+      int j = 0;
+      for (int it = blockIdx.x; it < items; it += gridDim.x, ++j) {
+        const int tile = it / ncb, cb = it - tile * ncb, b = j & 1;
+        MbarWait(&epi_empty[b], ((j >> 1) & 1) ^ 1);
+        FetchEpilogueOperands<BN, kCols, kGateUp>(p, __ldg(p.tiles + 3 * tile), __ldg(p.tiles + 3 * tile + 1),
+                                                   __ldg(p.tiles + 3 * tile + 2), cb * kCols,
+                                                   threadIdx.x - (128 * NC + 32), s_bias[b], s_pair[b], s_w[b],
+                                                   &epi_full[b]);
+      }
+    }
+    return;
+  }
+  // (At six warpgroups the consumers keep the launch's 72: nothing to ask for.)
+  if constexpr (PConsumerRegs<NC>() > LaunchRegs<NC, 1>()) {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(PConsumerRegs<NC>()));
+  }
+
+  const int warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const int lg = wg * 8 + warp * 2;
+  uint32_t base0 = SmemAddr(smem), full0 = SmemAddr(&full_bar[0]), empty0 = SmemAddr(&empty_bar[0]);
+  asm volatile("" : "+r"(base0), "+r"(full0), "+r"(empty0));
+  const bool leader = (threadIdx.x & 127) == 0;
+  int stage = 0, j = 0;
+  uint32_t phase = 0;
+  for (int it = blockIdx.x; it < items; it += gridDim.x, ++j) {
+    const int tile = it / ncb, cb = it - tile * ncb, b = j & 1;
+    float acc[BN / 2];
+#pragma unroll
+    for (int i = 0; i < BN / 2; ++i) acc[i] = 0.f;
+    ConsumeChunks<BN, NC, S, kOneMul>(acc, p, base0, full0, empty0, lg, lane, g, leader, stage, phase);
+    WgmmaWait<0>();
+    if (leader) MbarArriveAt(empty0 + 8 * (stage == 0 ? S - 1 : stage - 1));  // the item's last chunk
+    MbarWait(&epi_full[b], (j >> 1) & 1);
+    StoreAccRegs<BN, kCols, kGateUp>(acc, p, __ldg(p.tiles + 3 * tile + 1), __ldg(p.tiles + 3 * tile + 2),
+                                     cb * kCols, wg * 64 + warp * 16 + g, t, s_bias[b], s_pair[b], s_w[b]);
+    MbarArrive(&epi_empty[b]);
+  }
+}
+
+template <int BN, int NC, bool kPersist, bool kGateUp, bool kOneMul>
 void LaunchTT(const CUtensorMap& tmap, const CUtensorMap& wmap, const CUtensorMap& smap, const GemmArgs& a,
               int max_tiles, cudaStream_t stream) {
   static_assert(TSmemBytes<BN, NC>() <= (225u << 10), "one CTA per SM must fit in shared memory");
-  auto kern = WgmmaTmaKernel<BN, NC, kGateUp, kOneMul>;
-  static const bool raised = [&] {
-    cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(TSmemBytes<BN, NC>()));
-    return true;
-  }();
-  (void)raised;
-  dim3 grid((a.n + 64 * NC - 1) / (64 * NC), max_tiles);
-  kern<<<grid, 128 * (NC + 1), TSmemBytes<BN, NC>(), stream>>>(tmap, wmap, smap, a);
+  if constexpr (kPersist) {
+    // No epilogue tile: the stages alone.
+    constexpr size_t kSmem = size_t(TStages<BN, NC>()) * TStageBytes<BN, NC>() + 1024;
+    auto kern = WgmmaTmaPersistKernel<BN, NC, kGateUp, kOneMul>;
+    static const bool raised = [&] {
+      cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmem));
+      return true;
+    }();
+    (void)raised;
+    const int64_t ncb = (a.n + 64 * NC - 1) / (64 * NC);
+    kern<<<PersistentGrid(int64_t(max_tiles) * ncb), 128 * (NC + 1), kSmem, stream>>>(tmap, wmap, smap, a);
+  } else {
+    auto kern = WgmmaTmaKernel<BN, NC, kGateUp, kOneMul>;
+    static const bool raised = [&] {
+      cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(TSmemBytes<BN, NC>()));
+      return true;
+    }();
+    (void)raised;
+    dim3 grid((a.n + 64 * NC - 1) / (64 * NC), max_tiles);
+    kern<<<grid, 128 * (NC + 1), TSmemBytes<BN, NC>(), stream>>>(tmap, wmap, smap, a);
+  }
 }
 
-template <int BN, int NC>
+template <int BN, int NC, bool kPersist>
 int LaunchTBn(const CUtensorMap& tmap, const GemmArgs& a, bool gate_up, bool one_mul, int max_tiles,
               cudaStream_t stream) {
   CUtensorMap wmap, smap;
@@ -223,30 +367,40 @@ int LaunchTBn(const CUtensorMap& tmap, const GemmArgs& a, bool gate_up, bool one
     return int(r);
   }
   if (gate_up) {
-    one_mul ? LaunchTT<BN, NC, true, true>(tmap, wmap, smap, a, max_tiles, stream)
-            : LaunchTT<BN, NC, true, false>(tmap, wmap, smap, a, max_tiles, stream);
+    one_mul ? LaunchTT<BN, NC, kPersist, true, true>(tmap, wmap, smap, a, max_tiles, stream)
+            : LaunchTT<BN, NC, kPersist, true, false>(tmap, wmap, smap, a, max_tiles, stream);
   } else {
-    one_mul ? LaunchTT<BN, NC, false, true>(tmap, wmap, smap, a, max_tiles, stream)
-            : LaunchTT<BN, NC, false, false>(tmap, wmap, smap, a, max_tiles, stream);
+    one_mul ? LaunchTT<BN, NC, kPersist, false, true>(tmap, wmap, smap, a, max_tiles, stream)
+            : LaunchTT<BN, NC, kPersist, false, false>(tmap, wmap, smap, a, max_tiles, stream);
   }
   return 0;
 }
 
+// Tile height BN with NC consumer warpgroups (the `ldg` configuration's), the persistent kernel
+// with PNC: at 128 rows four (96 registers) have ptxas serialize its wgmma (C7512), so three.
+template <int BN, int NC, int PNC = NC>
+int LaunchTH(const CUtensorMap& tmap, const GemmArgs& a, bool gate_up, bool one_mul, int max_tiles, bool persist,
+             cudaStream_t stream) {
+  return persist ? LaunchTBn<BN, PNC, true>(tmap, a, gate_up, one_mul, max_tiles, stream)
+                 : LaunchTBn<BN, NC, false>(tmap, a, gate_up, one_mul, max_tiles, stream);
+}
+
 }  // namespace
 
-int LaunchWgmmaTmaGemm(const GemmArgs& a, bool gate_up, bool one_mul, int bn, int max_tiles, cudaStream_t stream) {
+int LaunchWgmmaTmaGemm(const GemmArgs& a, bool gate_up, bool one_mul, int bn, int max_tiles, bool persist,
+                       cudaStream_t stream) {
   if (a.rows <= 0) return 0;
   CUtensorMap tmap;
   if (const int r = EncodeActivationSlabs(a, bn, &tmap); r != 0) return r;
   switch (bn) {
-    case 32: return LaunchTBn<32, 6>(tmap, a, gate_up, one_mul, max_tiles, stream);
-    case 40: return LaunchTBn<40, 6>(tmap, a, gate_up, one_mul, max_tiles, stream);
-    case 48: return LaunchTBn<48, 6>(tmap, a, gate_up, one_mul, max_tiles, stream);
-    case 64: return LaunchTBn<64, 5>(tmap, a, gate_up, one_mul, max_tiles, stream);
-    case 96: return LaunchTBn<96, 4>(tmap, a, gate_up, one_mul, max_tiles, stream);
-    case 128: return LaunchTBn<128, 4>(tmap, a, gate_up, one_mul, max_tiles, stream);
-    case 192: return LaunchTBn<192, 3>(tmap, a, gate_up, one_mul, max_tiles, stream);
-    case 256: return LaunchTBn<256, 2>(tmap, a, gate_up, one_mul, max_tiles, stream);
+    case 32: return LaunchTH<32, 6>(tmap, a, gate_up, one_mul, max_tiles, persist, stream);
+    case 40: return LaunchTH<40, 6>(tmap, a, gate_up, one_mul, max_tiles, persist, stream);
+    case 48: return LaunchTH<48, 6>(tmap, a, gate_up, one_mul, max_tiles, persist, stream);
+    case 64: return LaunchTH<64, 5>(tmap, a, gate_up, one_mul, max_tiles, persist, stream);
+    case 96: return LaunchTH<96, 4>(tmap, a, gate_up, one_mul, max_tiles, persist, stream);
+    case 128: return LaunchTH<128, 4, 3>(tmap, a, gate_up, one_mul, max_tiles, persist, stream);
+    case 192: return LaunchTH<192, 3>(tmap, a, gate_up, one_mul, max_tiles, persist, stream);
+    case 256: return LaunchTH<256, 2>(tmap, a, gate_up, one_mul, max_tiles, persist, stream);
     default: return -1;
   }
 }
