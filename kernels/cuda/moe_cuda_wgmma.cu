@@ -303,15 +303,20 @@ void LaunchCfg(const CUtensorMap& map, const GemmArgs& a, bool gate_up, bool one
 // spills at 64, n5 at 96).
 // Since 2026-12-01 the default is the TMA-fed kernel of moe_cuda_wgmma_tma.cu (5-10 % faster at
 // 1024-16384 tokens of gpt-oss-120b, 04:34 call); `ldg` selects this file's kernel in its default
-// configuration per tile height (the weights loaded by each warp one chunk ahead, as above);
-// `persist` the TMA-fed kernel's persistent variant (one CTA per SM over the items).
-enum WgmmaConfig { kDefault, kPersist, kLdg, kEpi, kNc2, kNc3, kNc4, kN5, kN6, kX2 };
+// configuration per tile height (the weights loaded by each warp one chunk ahead, as above).
+// The TMA-fed kernel comes in two forms: one CTA per (tile, column block), and persistent (one
+// CTA per SM over the items). The default takes the persistent one except at 128 rows, where it
+// runs three consumer warpgroups instead of four and was not faster (2026-12-01 06:42 call,
+// paths pinned: 2-5 % faster at 64, 96, 192 and 256 rows on three shapes; at 128 -2 to +1 %);
+// `tma` pins the one-CTA-per-item form at every height, `persist` the persistent one.
+enum WgmmaConfig { kDefault, kTma, kPersist, kLdg, kEpi, kNc2, kNc3, kNc4, kN5, kN6, kX2 };
 WgmmaConfig WgmmaCfg() {
   static const WgmmaConfig v = [] {
     const char* e = std::getenv("MXSERVE_CUDA_MOE_WGMMA_CFG");
     const std::string s = e == nullptr ? "" : e;
     return s == "nc2" ? kNc2 : s == "epi" ? kEpi : s == "nc3" ? kNc3 : s == "nc4" ? kNc4 : s == "n5" ? kN5
-         : s == "n6" ? kN6 : s == "x2" ? kX2 : s == "ldg" ? kLdg : s == "persist" ? kPersist : kDefault;
+         : s == "n6" ? kN6 : s == "x2" ? kX2 : s == "ldg" ? kLdg : s == "tma" ? kTma
+         : s == "persist" ? kPersist : kDefault;
   }();
   return v;
 }
@@ -344,8 +349,9 @@ int EncodeActivationSlabs(const GemmArgs& a, int box_rows, CUtensorMap* map) {
 
 int LaunchWgmmaGemm(const GemmArgs& a, bool gate_up, bool one_mul, int bn, int max_tiles, cudaStream_t stream) {
   if (a.rows <= 0) return 0;
-  if (WgmmaCfg() == kDefault || WgmmaCfg() == kPersist) {
-    return LaunchWgmmaTmaGemm(a, gate_up, one_mul, bn, max_tiles, WgmmaCfg() == kPersist, stream);
+  if (const WgmmaConfig cfg = WgmmaCfg(); cfg == kDefault || cfg == kTma || cfg == kPersist) {
+    const bool persist = cfg == kPersist || (cfg == kDefault && bn != 128);
+    return LaunchWgmmaTmaGemm(a, gate_up, one_mul, bn, max_tiles, persist, stream);
   }
   CUtensorMap map;
   if (const int r = EncodeActivationSlabs(a, bn, &map); r != 0) return r;
