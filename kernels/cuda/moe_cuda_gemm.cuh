@@ -95,6 +95,22 @@ __device__ __forceinline__ void MbarWaitAt(uint32_t bar, uint32_t parity) {
       : "memory");
 }
 __device__ __forceinline__ void MbarWait(uint64_t* bar, uint32_t parity) { MbarWaitAt(SmemAddr(bar), parity); }
+// MbarWait for a waiter with slack (the persistent wgmma kernel's epilogue-operand warps, which
+// wait a whole tile for a buffer): sleeps between polls instead of spinning, which took 15 % of
+// that kernel's stall samples and 9 % of its issued instructions from the consumer warps.
+__device__ __forceinline__ void MbarWaitSleeping(uint64_t* bar, uint32_t parity) {
+  const uint32_t a = SmemAddr(bar);
+  for (;;) {
+    uint32_t done;
+    asm volatile(
+        "{\n.reg .pred P1;\nmbarrier.try_wait.parity.shared::cta.b64 P1, [%1], %2;\nselp.u32 %0, 1, 0, P1;\n}"
+        : "=r"(done)
+        : "r"(a), "r"(parity)
+        : "memory");
+    if (done) return;
+    __nanosleep(256);
+  }
+}
 
 __device__ __forceinline__ uint32_t Bf16x2Mul(uint32_t a, uint32_t b) {
   uint32_t d;

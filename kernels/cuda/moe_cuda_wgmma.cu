@@ -305,9 +305,10 @@ void LaunchCfg(const CUtensorMap& map, const GemmArgs& a, bool gate_up, bool one
 // 1024-16384 tokens of gpt-oss-120b, 04:34 call); `ldg` selects this file's kernel in its default
 // configuration per tile height (the weights loaded by each warp one chunk ahead, as above).
 // The TMA-fed kernel comes in two forms: one CTA per (tile, column block), and persistent (one
-// CTA per SM over the items). The default takes the persistent one except at 128 rows, where it
-// runs three consumer warpgroups instead of four and was not faster (2026-12-01 06:42 call,
-// paths pinned: 2-5 % faster at 64, 96, 192 and 256 rows on three shapes; at 128 -2 to +1 %);
+// CTA per SM over the items). The default takes the persistent one at 64, 96, 192 and 256 rows:
+// 2-5 % faster there on three shapes (2026-12-01, 06:41 call, paths pinned). Not at 128 rows,
+// where it runs three consumer warpgroups instead of four (-2 to +1 %), nor at 32-48 rows
+// (Kimi-K2-like at 1024 tokens, kAuto on 32-row tiles, one height: 6 % slower, 06:59 call).
 // `tma` pins the one-CTA-per-item form at every height, `persist` the persistent one.
 enum WgmmaConfig { kDefault, kTma, kPersist, kLdg, kEpi, kNc2, kNc3, kNc4, kN5, kN6, kX2 };
 WgmmaConfig WgmmaCfg() {
@@ -350,7 +351,7 @@ int EncodeActivationSlabs(const GemmArgs& a, int box_rows, CUtensorMap* map) {
 int LaunchWgmmaGemm(const GemmArgs& a, bool gate_up, bool one_mul, int bn, int max_tiles, cudaStream_t stream) {
   if (a.rows <= 0) return 0;
   if (const WgmmaConfig cfg = WgmmaCfg(); cfg == kDefault || cfg == kTma || cfg == kPersist) {
-    const bool persist = cfg == kPersist || (cfg == kDefault && bn != 128);
+    const bool persist = cfg == kPersist || (cfg == kDefault && bn >= 64 && bn != 128);
     return LaunchWgmmaTmaGemm(a, gate_up, one_mul, bn, max_tiles, persist, stream);
   }
   CUtensorMap map;

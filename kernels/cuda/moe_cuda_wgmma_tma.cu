@@ -294,7 +294,7 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1)
       int j = 0;
       for (int it = blockIdx.x; it < items; it += gridDim.x, ++j) {
         const int tile = it / ncb, cb = it - tile * ncb, b = j & 1;
-        MbarWait(&epi_empty[b], ((j >> 1) & 1) ^ 1);
+        MbarWaitSleeping(&epi_empty[b], ((j >> 1) & 1) ^ 1);
         FetchEpilogueOperands<BN, kCols, kGateUp>(p, __ldg(p.tiles + 3 * tile), __ldg(p.tiles + 3 * tile + 1),
                                                    __ldg(p.tiles + 3 * tile + 2), cb * kCols,
                                                    threadIdx.x - (128 * NC + 32), s_bias[b], s_pair[b], s_w[b],
