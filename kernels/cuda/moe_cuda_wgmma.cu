@@ -306,7 +306,8 @@ void LaunchCfg(const CUtensorMap& map, const GemmArgs& a, bool gate_up, bool one
 // configuration per tile height (the weights loaded by each warp one chunk ahead, as above).
 // The TMA-fed kernel comes in two forms: one CTA per (tile, column block), and persistent (one
 // CTA per SM over the items). The default takes the persistent one at 64, 96, 192 and 256 rows:
-// 2-5 % faster there on three shapes (2026-12-01, 06:41 call, paths pinned). Not at 128 rows,
+// 2-5 % faster there on three shapes (2026-12-01, 06:41 call, paths pinned; at 256 rows not on
+// gpt-oss-120b at 16384 tokens, where both forms vary by 10 % between rounds). Not at 128 rows,
 // where it runs three consumer warpgroups instead of four (-2 to +1 %), nor at 32-48 rows
 // (Kimi-K2-like at 1024 tokens, kAuto on 32-row tiles, one height: 6 % slower, 06:59 call).
 // `tma` pins the one-CTA-per-item form at every height, `persist` the persistent one.
