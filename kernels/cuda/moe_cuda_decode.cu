@@ -5,9 +5,8 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
-#include <string>
 
+#include "kernels/cuda/env_choice.h"
 #include "kernels/cuda/moe_cuda_gemm.cuh"
 #include "kernels/cuda/moe_cuda_launch.h"
 
@@ -317,9 +316,8 @@ void LaunchDecodeT(const GemmArgs& a, bool gate_up, int max_tiles, size_t smem, 
 
 int DecodePin() {
   static const int pinned = [] {
-    const char* v = std::getenv("MXSERVE_CUDA_MOE_DECODE");
-    const std::string s = v == nullptr ? "" : v;
-    return s == "bulk" ? 2 : s == "ring" ? 3 : s == "kst" ? 5 : s == "kst4" ? 6 : 0;
+    constexpr int kPin[] = {0, 2, 3, 5, 6};
+    return kPin[EnvChoice("MXSERVE_CUDA_MOE_DECODE", {"default", "bulk", "ring", "kst", "kst4"})];
   }();
   return pinned;
 }
@@ -351,10 +349,7 @@ void LaunchDecodeGemm(const GemmArgs& a, bool gate_up, bool rows16, bool one_mul
   if (kst && LaunchDecodeKst(a, gate_up, one_mul, kst_slice, rows16 ? 16 : 8, max_tiles, stream) == 0) return;
   // The register ring. Activations through shared memory unless MXSERVE_CUDA_MOE_SMEM_A=0
   // (benchmarks) or the tile's rows do not fit (hidden > ~3000 at 8 rows, > ~3400 at 16).
-  static const bool smem_a_env = [] {
-    const char* v = std::getenv("MXSERVE_CUDA_MOE_SMEM_A");
-    return v == nullptr || std::string(v) != "0";
-  }();
+  static const bool smem_a_env = EnvChoice("MXSERVE_CUDA_MOE_SMEM_A", {"default", "0", "1"}) != 1;
   const int rows = std::min(rows16 ? 16 : 8, std::max(1, a.rows));  // most rows a tile can have
   const size_t smem = size_t(rows) * (a.kp / 8 + 1) * 16;
   // 8-row tiles up to 48 KB (4+ CTAs per SM), 16-row tiles up to 108 KB (2 per SM).

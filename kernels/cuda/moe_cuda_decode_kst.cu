@@ -28,9 +28,8 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
-#include <string>
 
+#include "kernels/cuda/env_choice.h"
 #include "kernels/cuda/moe_cuda_gemm.cuh"
 #include "kernels/cuda/moe_cuda_launch.h"
 #include "kernels/cuda/moe_cuda_tma.h"
@@ -347,11 +346,8 @@ int LaunchKstOcc(const GemmArgs& a, bool gate_up, bool one_mul, int max_tiles, c
 // (16-row tiles at 12 consumer warps: the default until 2026-12-01), w14 (24-row tiles at 14
 // consumer warps); unset: the defaults in LaunchKstNb.
 int KstCfg() {
-  static const int v = [] {
-    const char* e = std::getenv("MXSERVE_CUDA_MOE_KST_CFG");
-    const std::string s = e == nullptr ? "" : e;
-    return s == "w16" ? 1 : s == "x2" ? 2 : s == "x2w8" ? 3 : s == "x1" ? 4 : s == "w12" ? 5 : s == "w14" ? 6 : 0;
-  }();
+  static const int v =
+      EnvChoice("MXSERVE_CUDA_MOE_KST_CFG", {"default", "w16", "x2", "x2w8", "x1", "w12", "w14"});
   return v;
 }
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/cuda/env_choice.h"
 #include "kernels/cuda/moe_cuda.h"
 #include "kernels/cuda/moe_cuda_gemm_args.h"
 #include "kernels/cuda/moe_cuda_launch.h"
@@ -49,11 +50,7 @@ int AutoIndex(int p) {
 // second height's GEMMs on the call's stream after the first's, not beside them on the side stream.
 enum class Mix { kSide, kOff, kSerial };
 Mix MixSetting() {
-  static const Mix v = [] {
-    const char* e = std::getenv("MXSERVE_CUDA_MOE_MIX");
-    const std::string s = e == nullptr ? "" : e;
-    return s == "off" ? Mix::kOff : s == "serial" ? Mix::kSerial : Mix::kSide;
-  }();
+  static const Mix v = Mix(EnvChoice("MXSERVE_CUDA_MOE_MIX", {"default", "off", "serial"}));
   return v;
 }
 }  // namespace

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cuda/env_choice.h"
 #include "kernels/cuda/moe_cuda.h"
 #include "kernels/cuda/moe_cuda_gemm.cuh"
 #include "kernels/cuda/moe_cuda_launch.h"
@@ -525,12 +526,8 @@ bool LaunchFusedDecode(const GemmArgs& g, const GemmArgs& d, const SelfRoute& sr
   if (pl.warps == 0 || sr.pairs > kTinyPairs || tokens > kTinyPairs) return false;
   pl.f.out = out;
   pl.f.sync = sync;
-  static const int probe = [] {
-    const char* v = std::getenv("MXSERVE_CUDA_MOE_FUSED_PROBE");
-    const std::string s = v == nullptr ? "" : v;
-    return s == "loads" ? 1 : s == "math" ? 2 : s == "neither" ? 3 : s == "nobarrier" ? 4 : s == "route" ? 5
-                         : s == "empty" ? 6 : s == "stamps" ? 7 : 0;
-  }();
+  static const int probe = EnvChoice("MXSERVE_CUDA_MOE_FUSED_PROBE",
+                                     {"default", "loads", "math", "neither", "nobarrier", "route", "empty", "stamps"});
   pl.f.probe = probe;
 
   // The configurations FusedBuilt names (Plan only returns those).

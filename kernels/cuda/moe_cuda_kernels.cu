@@ -7,10 +7,9 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
-#include <string>
 #include <type_traits>
 
+#include "kernels/cuda/env_choice.h"
 #include "kernels/cuda/moe_cuda_gemm.cuh"
 #include "kernels/cuda/moe_cuda_launch.h"
 #include "kernels/cuda/moe_cuda_tile_choice.h"
@@ -488,10 +487,7 @@ void LaunchGemmT(const GemmArgs& a, bool gate_up, int max_tiles, cudaStream_t st
 }
 
 bool PdlEnabled() {
-  static const bool on = [] {
-    const char* v = std::getenv("MXSERVE_CUDA_MOE_PDL");
-    return v == nullptr || std::string(v) != "0";
-  }();
+  static const bool on = EnvChoice("MXSERVE_CUDA_MOE_PDL", {"default", "0", "1"}) != 1;
   return on;
 }
 

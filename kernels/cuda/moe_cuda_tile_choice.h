@@ -52,7 +52,9 @@ struct AutoTile {
 // decode's: the mean of its runs in the three paths_<shape>.csv (2026-11-30 23:35 call). The
 // wgmma heights': the means of their runs with the TMA-fed kernel (2026-12-01 04:43 and 04:44
 // calls, paths_tma_2026-12-01_0443.csv, three shapes; 0.390 at 32 rows, 0.515 before it and the
-// twelfth session's leaner loop; that table's decode runs give 0.314).
+// twelfth session's leaner loop; that table's decode runs give 0.314). Not refitted since the
+// persistent form became the default at 64, 96, 192 and 256 rows (2026-12-01 06:41 call: 2-5 %
+// faster there, so those heights' costs here are a little high).
 inline constexpr AutoTile kAutoTiles[] = {
     {"decode", 8, 0.327, 0},   {"decode16", 16, 0.340, 0},  {"decode24", 24, 0.439, 0},
     {"wgmma32", 32, 0.390, 1}, {"wgmma40", 40, 0.417, 1},   {"wgmma48", 48, 0.444, 1},

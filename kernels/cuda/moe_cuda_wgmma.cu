@@ -29,9 +29,8 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
-#include <string>
 
+#include "kernels/cuda/env_choice.h"
 #include "kernels/cuda/moe_cuda_gemm.cuh"
 #include "kernels/cuda/moe_cuda_launch.h"
 #include "kernels/cuda/moe_cuda_tma.h"
@@ -313,13 +312,9 @@ void LaunchCfg(const CUtensorMap& map, const GemmArgs& a, bool gate_up, bool one
 // `tma` pins the one-CTA-per-item form at every height, `persist` the persistent one.
 enum WgmmaConfig { kDefault, kTma, kPersist, kLdg, kEpi, kNc2, kNc3, kNc4, kN5, kN6, kX2 };
 WgmmaConfig WgmmaCfg() {
-  static const WgmmaConfig v = [] {
-    const char* e = std::getenv("MXSERVE_CUDA_MOE_WGMMA_CFG");
-    const std::string s = e == nullptr ? "" : e;
-    return s == "nc2" ? kNc2 : s == "epi" ? kEpi : s == "nc3" ? kNc3 : s == "nc4" ? kNc4 : s == "n5" ? kN5
-         : s == "n6" ? kN6 : s == "x2" ? kX2 : s == "ldg" ? kLdg : s == "tma" ? kTma
-         : s == "persist" ? kPersist : kDefault;
-  }();
+  // The names in WgmmaConfig's order.
+  static const WgmmaConfig v = WgmmaConfig(EnvChoice(
+      "MXSERVE_CUDA_MOE_WGMMA_CFG", {"default", "tma", "persist", "ldg", "epi", "nc2", "nc3", "nc4", "n5", "n6", "x2"}));
   return v;
 }
 
