@@ -4,7 +4,9 @@
 // 2026-12-01: checked in the 04:34 call (every wgmma path pinned, 1165 PASS, memcheck clean) and
 // 5-10 % faster than `ldg` at 1024-16384 tokens of gpt-oss-120b in the same call
 // (docs/PERFORMANCE.md, "Thirteenth session"). MXSERVE_CUDA_MOE_WGMMA_CFG=ldg (or a named
-// configuration) runs moe_cuda_wgmma.cu's kernel instead.
+// configuration) runs moe_cuda_wgmma.cu's kernel instead. Two forms: one CTA per (tile, column
+// block) item (WgmmaTmaKernel), and persistent (WgmmaTmaPersistKernel, below), which the default
+// takes at 64, 96, 192 and 256 rows (moe_cuda_wgmma.cu, WgmmaConfig).
 //
 // Why: after the leaner main loop (twelfth session) the warps of the register-A kernel wait most
 // for the weights (long-scoreboard stalls 3.8 per issued instruction at 1024 tokens of
@@ -234,8 +236,10 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1) WgmmaTmaKernel(const __grid
 //
 // Why: at 16384 tokens of gpt-oss-120b (192-row tiles) the one-tile kernel's tensor pipe sits idle
 // through the epilogue (WGMMA.md, Next 7), and the fp32 tile that epilogue goes through does not
-// fit beside the stages. The producer thread loops over items here, so it gets 40 registers
-// (setmaxnreg; 24 spilled).
+// fit beside the stages. The producer thread loops over items here, so it keeps 40 registers
+// (setmaxnreg), not the one-tile kernel's 24 at four or more consumer warpgroups; the consumers
+// lose nothing by it (ptxas compiles them within LaunchRegs either way). Checked and timed:
+// docs/PERFORMANCE.md, "Fourteenth session".
 template <int NC>
 constexpr int PProducerRegs() { return 40; }
 template <int NC>
