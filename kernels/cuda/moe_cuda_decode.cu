@@ -283,12 +283,8 @@ size_t DecodeBulkSmem(const GemmArgs& a) {
 
 template <bool kOneMul>
 void LaunchDecodeBulk(const GemmArgs& a, bool gate_up, int max_tiles, cudaStream_t stream) {
-  static const bool raised = [] {
-    cudaFuncSetAttribute(DecodeBulkKernel<true, kOneMul>, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 << 10);
-    cudaFuncSetAttribute(DecodeBulkKernel<false, kOneMul>, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 << 10);
-    return true;
-  }();
-  (void)raised;
+  RaiseSmemOnce<DecodeBulkKernel<true, kOneMul>>(200 << 10);
+  RaiseSmemOnce<DecodeBulkKernel<false, kOneMul>>(200 << 10);
   auto k = gate_up ? DecodeBulkKernel<true, kOneMul> : DecodeBulkKernel<false, kOneMul>;
   LaunchPdl(k, dim3((a.n / 8 + 3) / 4, max_tiles), dim3(128), DecodeBulkSmem(a), stream, a);
 }
@@ -303,14 +299,8 @@ void LaunchDecodeT(const GemmArgs& a, bool gate_up, int max_tiles, size_t smem, 
   constexpr int kMin = kHi ? 2 : kSmemA ? 6 : 5;
   auto k = gate_up ? DecodeGemmKernel<kHi, D, true, kOneMul, kSmemA, kWarps, kMin>
                    : DecodeGemmKernel<kHi, D, false, kOneMul, kSmemA, kWarps, kMin>;
-  static const bool raised = [] {
-    cudaFuncSetAttribute(DecodeGemmKernel<kHi, D, true, kOneMul, kSmemA, kWarps, kMin>,
-                         cudaFuncAttributeMaxDynamicSharedMemorySize, 110 << 10);
-    cudaFuncSetAttribute(DecodeGemmKernel<kHi, D, false, kOneMul, kSmemA, kWarps, kMin>,
-                         cudaFuncAttributeMaxDynamicSharedMemorySize, 110 << 10);
-    return true;
-  }();
-  (void)raised;
+  RaiseSmemOnce<DecodeGemmKernel<kHi, D, true, kOneMul, kSmemA, kWarps, kMin>>(110 << 10);
+  RaiseSmemOnce<DecodeGemmKernel<kHi, D, false, kOneMul, kSmemA, kWarps, kMin>>(110 << 10);
   LaunchPdl(k, dim3((a.n / 8 + kWarps - 1) / kWarps, max_tiles), dim3(32 * kWarps), smem, stream, a);
 }
 

@@ -284,14 +284,8 @@ static_assert(KsSmemLimit<1>() <= (227 << 10));
 template <bool kOneMul, int kCs, int kNb, int kMt, int kW, int kCb, bool kLate>
 void LaunchKstT(const CUtensorMap& wmap, const CUtensorMap& smap, const GemmArgs& a, bool gate_up, int max_tiles,
                 int stages, size_t smem, cudaStream_t stream) {
-  static const bool raised = [] {
-    cudaFuncSetAttribute(DecodeKstKernel<true, kOneMul, kCs, kNb, kMt, kW, kCb, kLate>,
-                         cudaFuncAttributeMaxDynamicSharedMemorySize, KsSmemLimit<kCb>());
-    cudaFuncSetAttribute(DecodeKstKernel<false, kOneMul, kCs, kNb, kMt, kW, kCb, kLate>,
-                         cudaFuncAttributeMaxDynamicSharedMemorySize, KsSmemLimit<kCb>());
-    return true;
-  }();
-  (void)raised;
+  RaiseSmemOnce<DecodeKstKernel<true, kOneMul, kCs, kNb, kMt, kW, kCb, kLate>>(KsSmemLimit<kCb>());
+  RaiseSmemOnce<DecodeKstKernel<false, kOneMul, kCs, kNb, kMt, kW, kCb, kLate>>(KsSmemLimit<kCb>());
   constexpr int kGroups = 2 * kMt * kW;
   const int64_t items = int64_t(max_tiles) * ((a.n / 8 + kGroups - 1) / kGroups);
   // kCb CTAs per SM: the persistent grid times kCb, never more CTAs than items.

@@ -35,6 +35,13 @@ void LaunchPdl(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cu
   cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
 }
 
+// Raises kernel K's dynamic shared-memory limit to `bytes`, the first time it is called for K
+// (once per kernel and process; every launcher calls it before its launch).
+template <auto K>
+void RaiseSmemOnce(int bytes) {
+  static const bool raised = (cudaFuncSetAttribute(K, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes), true);
+  (void)raised;
+}
 // Blocks of a persistent grid over `items` work items: one per SM (the device's count, looked up
 // once), fewer when there are fewer items, at least one.
 unsigned PersistentGrid(int64_t items);

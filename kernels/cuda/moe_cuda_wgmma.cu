@@ -264,12 +264,8 @@ namespace {
 template <int BN, int MW, int NC, int CB, int D, int PF, bool kEpi, bool kGateUp, bool kOneMul>
 void LaunchT(const CUtensorMap& map, const GemmArgs& a, int max_tiles, cudaStream_t stream) {
   static_assert(CB * SmemBytes<BN, MW, NC>() <= (227u << 10), "CB CTAs per SM must fit in shared memory");
-  auto kern = WgmmaGemmKernel<BN, MW, NC, CB, D, PF, kEpi, kGateUp, kOneMul>;
-  static const bool raised = [&] {
-    cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(SmemBytes<BN, MW, NC>()));
-    return true;
-  }();
-  (void)raised;
+  constexpr auto kern = WgmmaGemmKernel<BN, MW, NC, CB, D, PF, kEpi, kGateUp, kOneMul>;
+  RaiseSmemOnce<kern>(int(SmemBytes<BN, MW, NC>()));
   const int rows_per_cta = 64 * MW * NC;
   dim3 grid((a.n + rows_per_cta - 1) / rows_per_cta, max_tiles);
   kern<<<grid, 128 * (NC + 1), SmemBytes<BN, MW, NC>(), stream>>>(map, a);

@@ -70,9 +70,10 @@ template <int NC, int CB>
 constexpr int LaunchRegs() { return 65536 / (128 * (NC + 1) * CB) / 8 * 8; }
 template <int NC, int CB>
 constexpr int ProducerRegs() { return NC >= 4 || CB > 1 ? 24 : 40; }
-template <int NC, int CB>
+// P: what the producer keeps (the persistent TMA kernel's loops over items keep 40).
+template <int NC, int CB, int P = ProducerRegs<NC, CB>()>
 constexpr int ConsumerRegs() {
-  const int r = (LaunchRegs<NC, CB>() + (LaunchRegs<NC, CB>() - ProducerRegs<NC, CB>()) / NC) / 8 * 8;
+  const int r = (LaunchRegs<NC, CB>() + (LaunchRegs<NC, CB>() - P) / NC) / 8 * 8;
   return r > 232 ? 232 : r;
 }
 static_assert(ConsumerRegs<2, 1>() == 232 && ConsumerRegs<3, 1>() == 152 && ConsumerRegs<4, 1>() == 112 &&

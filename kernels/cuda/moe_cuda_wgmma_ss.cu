@@ -247,12 +247,8 @@ __global__ void __launch_bounds__(SsShape<KW>::kThreads, SsShape<KW>::kCtas)
 template <int KW, bool kGateUp, bool kOneMul>
 void LaunchSsT(const CUtensorMap& map, const GemmArgs& a, int max_tiles, cudaStream_t stream) {
   using Sh = SsShape<KW>;
-  auto kern = WgmmaSsKernel<KW, kGateUp, kOneMul>;
-  static const bool raised = [&] {
-    cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(Sh::kSmem));
-    return true;
-  }();
-  (void)raised;
+  constexpr auto kern = WgmmaSsKernel<KW, kGateUp, kOneMul>;
+  RaiseSmemOnce<kern>(int(Sh::kSmem));
   dim3 grid((a.n + kSsRows - 1) / kSsRows, max_tiles);
   kern<<<grid, Sh::kThreads, Sh::kSmem, stream>>>(map, a);
 }

@@ -53,10 +53,12 @@ constexpr int TStages() {
   const int s = int((220u << 10) / TStageBytes<BN, NC>());
   return s > 5 ? 5 : s;
 }
-template <int BN, int NC>
+// Dynamic shared memory (plus 1 KB for the 1024-byte alignment): the stages, and for the one-tile
+// kernel the fp32 epilogue tile over them; the persistent kernel's epilogue needs none.
+template <int BN, int NC, bool kPersist>
 constexpr size_t TSmemBytes() {
   const size_t stages = size_t(TStages<BN, NC>()) * TStageBytes<BN, NC>();
-  const size_t epilogue = size_t(BN) * (64 * NC + 4) * 4;
+  const size_t epilogue = kPersist ? 0 : size_t(BN) * (64 * NC + 4) * 4;
   return (stages > epilogue ? stages : epilogue) + 1024;
 }
 
@@ -240,13 +242,7 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1) WgmmaTmaKernel(const __grid
 // (setmaxnreg), not the one-tile kernel's 24 at four or more consumer warpgroups; the consumers
 // lose nothing by it (ptxas compiles them within LaunchRegs either way). Checked and timed:
 // docs/PERFORMANCE.md, "Fourteenth session".
-template <int NC>
-constexpr int PProducerRegs() { return 40; }
-template <int NC>
-constexpr int PConsumerRegs() {
-  const int r = (LaunchRegs<NC, 1>() * (NC + 1) - PProducerRegs<NC>()) / NC / 8 * 8;
-  return r > 232 ? 232 : r;
-}
+inline constexpr int kPersistProducerRegs = 40;
 
 template <int BN, int NC, bool kGateUp, bool kOneMul>
 __global__ void __launch_bounds__(128 * (NC + 1), 1)
@@ -280,7 +276,7 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1)
 
   const int wg = threadIdx.x >> 7;
   if (wg == NC) {  // producer warpgroup: warp 0's first thread copies, warps 1-3 fetch epilogue operands
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(PProducerRegs<NC>()));
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(kPersistProducerRegs));
     if (threadIdx.x == 128 * NC) {
       PrefetchTensorMap(&tmap);
       PrefetchTensorMap(&wmap);
@@ -308,8 +304,9 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1)
     return;
   }
   // (At six warpgroups the consumers keep the launch's 72: nothing to ask for.)
-  if constexpr (PConsumerRegs<NC>() > LaunchRegs<NC, 1>()) {
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(PConsumerRegs<NC>()));
+  constexpr int kConsumerRegs = ConsumerRegs<NC, 1, kPersistProducerRegs>();
+  if constexpr (kConsumerRegs > LaunchRegs<NC, 1>()) {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(kConsumerRegs));
   }
 
   const int warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
@@ -337,27 +334,17 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1)
 template <int BN, int NC, bool kPersist, bool kGateUp, bool kOneMul>
 void LaunchTT(const CUtensorMap& tmap, const CUtensorMap& wmap, const CUtensorMap& smap, const GemmArgs& a,
               int max_tiles, cudaStream_t stream) {
-  static_assert(TSmemBytes<BN, NC>() <= (225u << 10), "one CTA per SM must fit in shared memory");
+  constexpr size_t kSmem = TSmemBytes<BN, NC, kPersist>();
+  static_assert(kSmem <= (225u << 10), "one CTA per SM must fit in shared memory");
+  const int64_t ncb = (a.n + 64 * NC - 1) / (64 * NC);  // column blocks
   if constexpr (kPersist) {
-    // No epilogue tile: the stages alone.
-    constexpr size_t kSmem = size_t(TStages<BN, NC>()) * TStageBytes<BN, NC>() + 1024;
-    auto kern = WgmmaTmaPersistKernel<BN, NC, kGateUp, kOneMul>;
-    static const bool raised = [&] {
-      cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmem));
-      return true;
-    }();
-    (void)raised;
-    const int64_t ncb = (a.n + 64 * NC - 1) / (64 * NC);
+    constexpr auto kern = WgmmaTmaPersistKernel<BN, NC, kGateUp, kOneMul>;
+    RaiseSmemOnce<kern>(int(kSmem));
     kern<<<PersistentGrid(int64_t(max_tiles) * ncb), 128 * (NC + 1), kSmem, stream>>>(tmap, wmap, smap, a);
   } else {
-    auto kern = WgmmaTmaKernel<BN, NC, kGateUp, kOneMul>;
-    static const bool raised = [&] {
-      cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(TSmemBytes<BN, NC>()));
-      return true;
-    }();
-    (void)raised;
-    dim3 grid((a.n + 64 * NC - 1) / (64 * NC), max_tiles);
-    kern<<<grid, 128 * (NC + 1), TSmemBytes<BN, NC>(), stream>>>(tmap, wmap, smap, a);
+    constexpr auto kern = WgmmaTmaKernel<BN, NC, kGateUp, kOneMul>;
+    RaiseSmemOnce<kern>(int(kSmem));
+    kern<<<dim3(unsigned(ncb), max_tiles), 128 * (NC + 1), kSmem, stream>>>(tmap, wmap, smap, a);
   }
 }
 
