@@ -18,6 +18,11 @@ class ExpertExecutor {
   // out [T, H] overwritten. The batch has already been validated by the service (layer in
   // range, ids -1 or held here, sizes consistent). May be called from several threads at once.
   virtual absl::Status Run(int layer, const kernels::MoeBatch& batch, float* out) = 0;
+  // The BF16 wire: x and out [T, hidden] little-endian bf16 at any alignment (batch.x is
+  // ignored; hidden is the layer's, checked by the service); out rounded to nearest even
+  // (core/bf16.h). This default widens x on the calling thread, runs Run and narrows its output;
+  // an executor that copies to a device overrides it to move half the bytes and convert there.
+  virtual absl::Status RunBf16(int layer, const kernels::MoeBatch& batch, int hidden, const void* x, void* out);
   // Host memory that calls' tensors will come from and go to until UnpinHostMemory (a
   // shared-memory object the worker keeps mapped): an executor that copies to a device may
   // page-lock it here so that its copies go straight to and from it. Best effort: Run must be

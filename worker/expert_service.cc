@@ -147,18 +147,20 @@ absl::Status ExpertService::Handle(const v1::RunExpertsRequest& req,
     resp->clear_output();
     resp->set_output_in_shm(true);
   }
-  // Per-thread scratch that keeps its capacity: fresh multi-MB buffers on every call cost
-  // more in page faults than the conversion itself.
-  thread_local std::vector<float> x_scratch, out_scratch;
   kernels::MoeBatch batch;
   batch.num_tokens = req.num_tokens();
   batch.top_k = req.top_k();
-  batch.x = DecodeTensor(in, T * H, req.dtype(), &x_scratch);
   batch.expert_ids = req.expert_ids().data();
   batch.weights = req.weights().data();
-  // F32 straight into the destination when it is float-aligned (heap strings and the 64-byte
-  // shared-memory offsets are).
-  if (req.dtype() == v1::TENSOR_DTYPE_F32 && reinterpret_cast<uintptr_t>(out) % alignof(float) == 0) {
+  if (req.dtype() == v1::TENSOR_DTYPE_BF16) {
+    return executor->RunBf16(req.layer(), batch, static_cast<int>(H), in, out);
+  }
+  // F32 in place when it is float-aligned (heap strings and the 64-byte shared-memory offsets
+  // are); otherwise through per-thread scratch that keeps its capacity (fresh multi-MB buffers on
+  // every call cost more in page faults than the copy itself).
+  thread_local std::vector<float> x_scratch, out_scratch;
+  batch.x = DecodeTensor(in, T * H, req.dtype(), &x_scratch);
+  if (reinterpret_cast<uintptr_t>(out) % alignof(float) == 0) {
     return executor->Run(req.layer(), batch, reinterpret_cast<float*>(out));
   }
   out_scratch.resize(T * H);

@@ -43,12 +43,28 @@ void GpuExecutor::UnpinHostMemory(void* p) {
   runner_->UnpinHost(p);
 }
 
-absl::Status GpuExecutor::Run(int layer, const kernels::MoeBatch& batch, float* out) {
+absl::Status GpuExecutor::CheckLayer(int layer) const {
   if (layer < 0 || layer >= static_cast<int>(layers_.size())) {
     return absl::InvalidArgumentError(absl::StrCat("layer ", layer, " not in [0, ", layers_.size(), ")"));
   }
+  return absl::OkStatus();
+}
+
+absl::Status GpuExecutor::Run(int layer, const kernels::MoeBatch& batch, float* out) {
+  if (auto s = CheckLayer(layer); !s.ok()) return s;
   absl::MutexLock lock(&mu_);
   return runner_->Run(*layers_[layer], shard_->layer(layer), batch, out);
+}
+
+absl::Status GpuExecutor::RunBf16(int layer, const kernels::MoeBatch& batch, int hidden, const void* x,
+                                  void* out) {
+  if (auto s = CheckLayer(layer); !s.ok()) return s;
+  if (hidden != layers_[layer]->hidden()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("hidden ", hidden, " is not layer ", layer, "'s hidden size ", layers_[layer]->hidden()));
+  }
+  absl::MutexLock lock(&mu_);
+  return runner_->RunBf16(*layers_[layer], shard_->layer(layer), batch, x, out);
 }
 
 }  // namespace mxserve

@@ -22,6 +22,8 @@ class GpuExecutor final : public ExpertExecutor {
   static absl::StatusOr<std::unique_ptr<GpuExecutor>> Create(std::shared_ptr<const ExpertShard> shard,
                                                              int device, bool pin_host_memory = true);
   absl::Status Run(int layer, const kernels::MoeBatch& batch, float* out) override;
+  // bf16 over PCIe, converted on the device (CudaMoeRunner::RunBf16).
+  absl::Status RunBf16(int layer, const kernels::MoeBatch& batch, int hidden, const void* x, void* out) override;
   // Page-locks a shared-memory object (cudaHostRegister), so that CudaMoeRunner copies
   // straight from and to it instead of through its staging buffers; a failure is logged once
   // and the staging path stays.
@@ -31,6 +33,7 @@ class GpuExecutor final : public ExpertExecutor {
 
  private:
   GpuExecutor() = default;
+  absl::Status CheckLayer(int layer) const;
   std::shared_ptr<const ExpertShard> shard_;  // host layout: validation (ids held, shapes)
   std::vector<std::unique_ptr<kernels::cuda::CudaMoeLayer>> layers_;
   size_t device_bytes_ = 0;

@@ -118,6 +118,11 @@ class CudaMoeRunner {
   // or cudaMallocHost), through the runner's pinned staging buffers otherwise.
   absl::Status Run(const CudaMoeLayer& layer, const MoeLayer& host_layer, const MoeBatch& batch,
                    float* out);
+  // The same with the bf16 wire's tensors: x and out [T, H] little-endian bf16 at any alignment
+  // (batch.x is ignored). Half of Run's bytes cross PCIe, widened and narrowed on the device; out
+  // holds the bytes that rounding Run's output on the host (core/bf16.h) would give.
+  absl::Status RunBf16(const CudaMoeLayer& layer, const MoeLayer& host_layer, const MoeBatch& batch,
+                       const void* x, void* out);
   // cudaHostRegister / cudaHostUnregister of host memory the caller keeps mapped (a failure to
   // register is not sticky: the error is cleared and returned).
   absl::Status PinHost(void* p, size_t n);
@@ -127,6 +132,9 @@ class CudaMoeRunner {
  private:
   CudaMoeRunner() = default;
   absl::Status Grow(size_t tokens, int k, int hidden);
+  // Run and RunBf16: x and out hold esize-byte elements (4 f32, 2 bf16).
+  absl::Status RunWire(const CudaMoeLayer& layer, const MoeLayer& host_layer, const MoeBatch& batch,
+                       const void* x, void* out, size_t esize);
   int device_ = 0;
   cudaStream_t stream_ = nullptr;
   CudaMoeWorkspace ws_;

@@ -371,19 +371,36 @@ absl::Status CudaMoeRunner::Grow(size_t tokens, int k, int hidden) {
 
 absl::Status CudaMoeRunner::Run(const CudaMoeLayer& layer, const MoeLayer& host_layer,
                                 const MoeBatch& batch, float* out) {
+  return RunWire(layer, host_layer, batch, batch.x, out, sizeof(float));
+}
+
+absl::Status CudaMoeRunner::RunBf16(const CudaMoeLayer& layer, const MoeLayer& host_layer,
+                                    const MoeBatch& batch, const void* x, void* out) {
+  MoeBatch b = batch;
+  b.x = static_cast<const float*>(x);  // for ValidateMoeBatch, which checks only that it is set
+  return RunWire(layer, host_layer, b, x, out, sizeof(uint16_t));
+}
+
+absl::Status CudaMoeRunner::RunWire(const CudaMoeLayer& layer, const MoeLayer& host_layer,
+                                    const MoeBatch& batch, const void* x, void* out, size_t esize) {
   if (auto s = ValidateMoeBatch(host_layer, batch); !s.ok()) return s;
   const int H = layer.hidden();
   const size_t T = batch.num_tokens, k = batch.top_k;
   if (T == 0) return absl::OkStatus();
   if (auto s = CudaCheck(cudaSetDevice(device_), "cudaSetDevice"); !s.ok()) return s;
   if (auto s = Grow(T, batch.top_k, H); !s.ok()) return s;
-  const bool x_locked = PageLocked(batch.x), out_locked = PageLocked(out);
-  if (!x_locked) std::memcpy(h_x_, batch.x, T * H * 4);
+  const size_t n = T * H, bytes = n * esize;
+  const bool bf16 = esize == sizeof(uint16_t);
+  const bool x_locked = PageLocked(x), out_locked = PageLocked(out);
+  if (!x_locked) std::memcpy(h_x_, x, bytes);
   std::memcpy(h_ids_, batch.expert_ids, T * k * 4);
   std::memcpy(h_w_, batch.weights, T * k * 4);
-  cudaMemcpyAsync(d_x_, x_locked ? batch.x : h_x_, T * H * 4, cudaMemcpyHostToDevice, stream_);
+  // bf16 x lands in d_out_ (unused until the layer writes it) and is widened into d_x_.
+  cudaMemcpyAsync(bf16 ? static_cast<void*>(d_out_) : d_x_, x_locked ? x : h_x_, bytes, cudaMemcpyHostToDevice,
+                  stream_);
   cudaMemcpyAsync(d_ids_, h_ids_, T * k * 4, cudaMemcpyHostToDevice, stream_);
   cudaMemcpyAsync(d_w_, h_w_, T * k * 4, cudaMemcpyHostToDevice, stream_);
+  if (bf16) internal::LaunchBf16ToF32(reinterpret_cast<const uint16_t*>(d_out_), d_x_, n, stream_);
   CudaMoeBatch db;
   db.num_tokens = batch.num_tokens;
   db.top_k = batch.top_k;
@@ -392,9 +409,12 @@ absl::Status CudaMoeRunner::Run(const CudaMoeLayer& layer, const MoeLayer& host_
   db.weights = d_w_;
   db.host_expert_ids = h_ids_;
   if (auto s = MoeForwardCuda(layer, db, d_out_, ws_, stream_); !s.ok()) return s;
-  cudaMemcpyAsync(out_locked ? out : h_x_, d_out_, T * H * 4, cudaMemcpyDeviceToHost, stream_);
+  // bf16 out is narrowed into d_x_ (the layer has read it by then: same stream).
+  if (bf16) internal::LaunchF32ToBf16(d_out_, reinterpret_cast<uint16_t*>(d_x_), n, stream_);
+  cudaMemcpyAsync(out_locked ? out : h_x_, bf16 ? static_cast<const void*>(d_x_) : d_out_, bytes,
+                  cudaMemcpyDeviceToHost, stream_);
   if (auto s = CudaCheck(cudaStreamSynchronize(stream_), "MoeForwardCuda"); !s.ok()) return s;
-  if (!out_locked) std::memcpy(out, h_x_, T * H * 4);
+  if (!out_locked) std::memcpy(out, h_x_, bytes);
   return absl::OkStatus();
 }
 

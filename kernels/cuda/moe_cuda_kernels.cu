@@ -305,6 +305,39 @@ void LaunchCombine(const float* y, const int32_t* ids, const int32_t* local, int
   LaunchPdl(CombineKernel, dim3(tokens), dim3(threads), 0, stream, y, ids, local, num_experts, top_k, h, out);
 }
 
+// ---- the bf16 wire (CudaMoeRunner::RunBf16) --------------------------------------------------
+// The same bits as core/bf16.h on the host: round to nearest even, NaN kept quiet.
+__device__ __forceinline__ uint16_t WireBf16(float f) {
+  uint32_t u = __float_as_uint(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<uint16_t>(u >> 16);
+}
+
+__global__ void Bf16ToF32Kernel(const uint16_t* __restrict__ x, float* __restrict__ y, size_t n) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    y[i] = __uint_as_float(uint32_t(x[i]) << 16);
+  }
+}
+
+__global__ void F32ToBf16Kernel(const float* __restrict__ x, uint16_t* __restrict__ y, size_t n) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    y[i] = WireBf16(x[i]);
+  }
+}
+
+namespace {
+int WireBlocks(size_t n) { return int(std::min<size_t>((n + 255) / 256, 4096)); }
+}  // namespace
+
+void LaunchBf16ToF32(const uint16_t* x, float* y, size_t n, cudaStream_t stream) {
+  if (n > 0) Bf16ToF32Kernel<<<WireBlocks(n), 256, 0, stream>>>(x, y, n);
+}
+
+void LaunchF32ToBf16(const float* x, uint16_t* y, size_t n, cudaStream_t stream) {
+  if (n > 0) F32ToBf16Kernel<<<WireBlocks(n), 256, 0, stream>>>(x, y, n);
+}
+
 // ---- the grouped GEMM ------------------------------------------------------------------------
 template <int MT, int NW, int WN, int WK, bool kGateUp>
 __global__ void __launch_bounds__(32 * WN * WK) MoeGemmKernel(const GemmArgs p) {

@@ -156,5 +156,10 @@ uint64_t FusedLaunches();
 std::string FusedStampsReport();
 void LaunchCombine(const float* y, const int32_t* ids, const int32_t* local, int num_experts,
                    int tokens, int top_k, int h, float* out, cudaStream_t stream);
+// The bf16 wire's conversions on the device, n elements: bf16 -> f32 (exact), and f32 -> bf16
+// with the host's rounding (core/bf16.h: nearest even, NaN kept quiet), so that RunBf16 gives
+// the bytes that converting Run's output on the host would.
+void LaunchBf16ToF32(const uint16_t* x, float* y, size_t n, cudaStream_t stream);
+void LaunchF32ToBf16(const float* x, uint16_t* y, size_t n, cudaStream_t stream);
 
 }  // namespace mxserve::kernels::cuda::internal

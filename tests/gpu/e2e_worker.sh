@@ -21,7 +21,8 @@ echo "model written in $(( $(date +%s) - t0 )) s: $(du -sh "$M" | cut -f1)"
 # the worker page-locking the objects (--pin_shared_memory, the default), shm-nopin = through
 # /dev/shm, copies through the worker's staging buffers (a second worker, started for it),
 # shm-1copy = shm with the client copying the tensors on its calling thread alone instead of a
-# pool of one thread per core (--copy_threads 1)).
+# pool of one thread per core (--copy_threads 1); a -bf16 suffix (bytes-bf16, shm-bf16) puts
+# BF16 on the wire instead of F32: the worker converts on the GPU).
 start_worker() {  # extra worker flags
   rm -f /tmp/w.port
   $B/mxserve-worker --model "$M" --device ${DEVICE:-cuda:0} --port 0 --port-file /tmp/w.port --allow_shared_memory "$@" \
@@ -35,9 +36,12 @@ start_worker
 for tr in ${E2E_TRANSPORTS:-bytes shm shm-nopin}; do
   echo "## transport $tr"
   if [ "$tr" = shm-nopin ]; then stop_worker; start_worker --pin_shared_memory=false; fi
-  t=${tr%-nopin}
+  t=${tr%-bf16}
+  wire=$([ "$t" = "$tr" ] && echo f32 || echo bf16)
+  t=${t%-nopin}
   $B/mxserve-gpu-worker-e2e --model "$M" --address "127.0.0.1:$(cat /tmp/w.port)" --tokens ${E2E_TOKENS:-1,64,1024} \
-    --transport "${t%-1copy}" --copy_threads $([ "$tr" = shm-1copy ] && echo 1 || echo 0) 2>&1 | tee -a "$OUT/e2e.txt"
+    --transport "${t%-1copy}" --wire $wire --copy_threads $([ "$t" = shm-1copy ] && echo 1 || echo 0) 2>&1 |
+    tee -a "$OUT/e2e.txt"
   [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
 done
 stop_worker

@@ -8,7 +8,8 @@
 // Each bf16 rounding is <= 2^-9 relative, so an error of a few 1e-3 is expected; the worst element
 // of a token sits several sigma out, most with top-1 routing (no averaging over slots): up to
 // 0.051 seen (tiny-k1, T=300). A wrong layout or index gives errors of order 1.
-// Also: a second run of the same batch must give identical bits (determinism), and at most 4
+// Also: a second run of the same batch must give identical bits (determinism), the bf16 wire
+// (CudaMoeRunner::RunBf16) must give the bits of Run's output rounded on the host, and at most 4
 // token-slots the default (fused) path must be within 1e-3 (rel_l2) of the forced unfused decode
 // path.
 #include <cuda_runtime.h>
@@ -21,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "core/bf16.h"
 #include "kernels/cuda/moe_cuda.h"
 #include "kernels/cuda/moe_cuda_launch.h"      // FusedLaunches
 #include "kernels/cuda/moe_cuda_tile_choice.h"  // kAutoTiles
@@ -136,6 +138,27 @@ void CheckCase(const Shape& sh, HostLayer& hl, kc::CudaMoeLayer& dl, kc::CudaMoe
     }
     twin_rel = std::sqrt(num / std::max(den, 1e-300));
   }
+  // The bf16 wire (the worker's RunBf16): its bytes must be those of rounding Run's output on the
+  // host for the bf16-rounded input, bit for bit; tensors at odd addresses (any alignment).
+  bool bf16_ok = true;
+  if (s.ok() && path == kc::CudaMoePath::kAuto && pin == nullptr) {
+    const size_t n = out.size();
+    std::vector<char> xb(2 * n + 1), ob(2 * n + 1);
+    std::vector<float> xr(n), of(n);
+    for (size_t i = 0; i < n; ++i) {
+      const uint16_t h = FloatToBf16(b.x[i]);
+      std::memcpy(xb.data() + 1 + 2 * i, &h, 2);
+      xr[i] = Bf16ToFloat(h);
+    }
+    kernels::MoeBatch rb = b.batch();
+    rb.x = xr.data();
+    s = runner.Run(dl, hl.layer, rb, of.data());
+    if (s.ok()) s = runner.RunBf16(dl, hl.layer, b.batch(), xb.data() + 1, ob.data() + 1);
+    for (size_t i = 0; s.ok() && i < n && bf16_ok; ++i) {
+      const uint16_t want = FloatToBf16(of[i]);
+      bf16_ok = std::memcmp(ob.data() + 1 + 2 * i, &want, 2) == 0;
+    }
+  }
   const char* pname = path == kc::CudaMoePath::kAuto ? label.c_str() : path == kc::CudaMoePath::kDecode ? "decode"
                       : path == kc::CudaMoePath::kDecode16 ? "decode16" : path == kc::CudaMoePath::kMid ? "mid"
                       : path == kc::CudaMoePath::kWgmma ? "wgmma" : "prefill";
@@ -185,12 +208,13 @@ void CheckCase(const Shape& sh, HostLayer& hl, kc::CudaMoeLayer& dl, kc::CudaMoe
   for (float v : out) if (!std::isfinite(v)) finite = false;
   const double rel = std::sqrt(num / std::max(den, 1e-300));
   const bool twin_ok = twin_rel <= 1e-3;
-  const bool pass = finite && same && twin_ok && fused_ran && rel <= 1e-2 && worst <= 0.08;
+  const bool pass = finite && same && twin_ok && fused_ran && bf16_ok && rel <= 1e-2 && worst <= 0.08;
   if (!pass) ++failures;
-  std::printf("%s  %-14s T=%-6d k=%-2d path=%-14s checked=%-3zu rel_l2=%.2e max_err/rms=%.2e %s%s%s%s\n",
+  std::printf("%s  %-14s T=%-6d k=%-2d path=%-14s checked=%-3zu rel_l2=%.2e max_err/rms=%.2e %s%s%s%s%s\n",
               pass ? "PASS" : "FAIL", sh.name.c_str(), T, sh.k, pname, sample.size(), rel, worst,
               same ? "deterministic" : "NOT-DETERMINISTIC", finite ? "" : " NON-FINITE",
-              twin_ok ? "" : " FAR-FROM-THE-UNFUSED-PATH", fused_ran ? "" : " FUSED-NOT-LAUNCHED");
+              twin_ok ? "" : " FAR-FROM-THE-UNFUSED-PATH", fused_ran ? "" : " FUSED-NOT-LAUNCHED",
+              bf16_ok ? "" : " BF16-WIRE-DIFFERS");
   std::fflush(stdout);
 }
 

@@ -76,9 +76,11 @@ int Main(int argc, char** argv) {
     return 1;
   }
   const int H = config->hidden_size, k = config->num_experts_per_tok;
-  std::printf("# %s: %d layers, H=%d I=%d E=%d k=%d; worker %s; client copy threads %d\n", config->model_type.c_str(),
-              config->num_hidden_layers, H, config->intermediate_size, config->num_local_experts, k,
-              address.c_str(), copt.copy_pool->size());
+  std::printf("# %s: %d layers, H=%d I=%d E=%d k=%d; worker %s; %s on the wire (%s); client copy threads %d\n",
+              config->model_type.c_str(), config->num_hidden_layers, H, config->intermediate_size,
+              config->num_local_experts, k, address.c_str(),
+              copt.wire_dtype == v1::TENSOR_DTYPE_BF16 ? "BF16" : "F32", copt.shared_memory ? "shm" : "bytes",
+              copt.copy_pool->size());
   std::printf("| tokens | layer | ms per layer (median of %d, incl. gRPC) | fastest | checked | rel_l2 | max_err/rms | result |\n"
               "|---|---|---|---|---|---|---|---|\n", reps);
   int failures = 0;

@@ -245,6 +245,65 @@ TEST_F(SharedMemoryTest, MappedObjectsAreOfferedToTheExecutorToPin) {
   EXPECT_TRUE(rec->pinned_.empty()) << rec->pinned_.size() << " objects still pinned";
 }
 
+// An executor with its own BF16 path (as the GPU executor converts on the device): records the
+// bf16 bytes it was handed and answers with the default conversion.
+class Bf16Recorder final : public ExpertExecutor {
+ public:
+  explicit Bf16Recorder(std::shared_ptr<const ExpertShard> shard)
+      : inner_(std::make_shared<ShardExecutor>(std::move(shard), nullptr)) {}
+  absl::Status Run(int layer, const kernels::MoeBatch& batch, float* out) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++f32_runs_;
+    }
+    return inner_->Run(layer, batch, out);
+  }
+  absl::Status RunBf16(int layer, const kernels::MoeBatch& batch, int hidden, const void* x, void* out) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      EXPECT_EQ(batch.x, nullptr);
+      seen_x_.assign(static_cast<const char*>(x), size_t(batch.num_tokens) * hidden * 2);
+      ++bf16_runs_;
+    }
+    return inner_->RunBf16(layer, batch, hidden, x, out);
+  }
+  std::mutex mu_;
+  std::shared_ptr<ExpertExecutor> inner_;
+  std::string seen_x_;
+  int f32_runs_ = 0, bf16_runs_ = 0;
+};
+
+// A BF16 call reaches the executor's RunBf16 with the request's bf16 bytes as they came (in
+// the message or the shared-memory object), and its answer goes back as is; F32 calls go to Run.
+TEST_F(SharedMemoryTest, Bf16CallsReachTheExecutorsBf16Path) {
+  auto w = testing::StartWorker(dir_, experts_, /*ready=*/false, /*allow_shared_memory=*/true);
+  ASSERT_TRUE(w.ok()) << w.status();
+  auto rec = std::make_shared<Bf16Recorder>((*w)->shard);
+  (*w)->service->SetReady(rec);
+  (*w)->server->SetServing(true);
+  auto plain = Worker(/*allow=*/true);  // the shard's own executor: the reference answers
+  for (bool shm : {false, true}) {
+    auto c = Client((*w)->server->address(), shm, v1::TENSOR_DTYPE_BF16);
+    auto ref = Client(plain->server->address(), shm, v1::TENSOR_DTYPE_BF16);
+    for (int T : {1, 9, 200}) {
+      Call a = MakeCall(T, 2, spec_.hidden, experts_, 7 * T + shm), b = a;
+      ASSERT_TRUE(c->RunExperts(a.call(1), a.out.data(), absl::Now() + absl::Seconds(10)).ok());
+      ASSERT_TRUE(ref->RunExperts(b.call(1), b.out.data(), absl::Now() + absl::Seconds(10)).ok());
+      EXPECT_EQ(a.out, b.out) << "T " << T << " shm " << shm;
+      std::string want;
+      EncodeTensor(a.x.data(), a.x.size(), v1::TENSOR_DTYPE_BF16, &want);
+      std::lock_guard<std::mutex> lock(rec->mu_);
+      EXPECT_TRUE(rec->seen_x_ == want) << "T " << T << " shm " << shm << ": not the request's bf16 bytes";
+    }
+  }
+  auto f32 = Client((*w)->server->address(), true, v1::TENSOR_DTYPE_F32);
+  Call a = MakeCall(5, 2, spec_.hidden, experts_, 3);
+  ASSERT_TRUE(f32->RunExperts(a.call(0), a.out.data(), absl::Now() + absl::Seconds(10)).ok());
+  std::lock_guard<std::mutex> lock(rec->mu_);
+  EXPECT_EQ(rec->bf16_runs_, 6);
+  EXPECT_EQ(rec->f32_runs_, 1);  // the F32 call only (the BF16 calls' Run is the inner executor's)
+}
+
 TEST(SharedMemory, OnlyForWorkersOnThisHost) {
   for (const char* a : {"127.0.0.1:1", "localhost:1", "[::1]:1", "127.0.0.5:9"}) {
     auto c = WorkerClient::Create(a, {.shared_memory = true});
