@@ -49,7 +49,7 @@ const uint16_t* AsBf16(const char* p, size_t n, std::vector<uint16_t>* tmp) {
 
 // f(begin, end) over element ranges that cover [0, n): one range on the calling thread for a
 // small tensor or no pool, else up to pool->size() ranges of 64-element multiples (whole cache
-// lines on both sides) of at least kParallelWireBytes / 2 floats' bytes each.
+// lines on both sides) of at least kWirePartBytes floats' bytes each.
 template <typename F>
 void ForRanges(size_t n, ThreadPool* pool, const F& f) {
   const size_t bytes = n * 4;
@@ -57,7 +57,7 @@ void ForRanges(size_t n, ThreadPool* pool, const F& f) {
     if (n > 0) f(size_t(0), n);
     return;
   }
-  const size_t parts = std::min<size_t>(size_t(pool->size()), bytes / (kParallelWireBytes / 2));
+  const size_t parts = std::min<size_t>(size_t(pool->size()), bytes / kWirePartBytes);
   const size_t step = (n / parts + 63) / 64 * 64;
   const int64_t count = static_cast<int64_t>((n + step - 1) / step);
   pool->ParallelFor(count, [&](int64_t i) {

@@ -27,12 +27,14 @@ const float* DecodeTensor(const char* p, size_t n, v1::TensorDType dtype, std::v
 // EncodeTensorTo writes n floats as `dtype` to out (n * WireDTypeSize bytes, 2-byte aligned;
 // shared memory). DecodeTensorInto decodes exactly n elements of `dtype` from p or `bytes` (size
 // checked by the caller) into out. Both split the work over `pool`'s threads (the calling thread
-// among them) for tensors of kParallelWireBytes (as floats) and up, in parts of at least half
-// that; the results are the same bytes. For the coordinator's shared-memory calls, which copy
-// each layer's activations in and its partial sums out (11.8 MB each way at 1024 tokens of
-// gpt-oss-120b): bench/rpc.sh's `shm` columns time it with one thread and with a pool. nullptr
-// or a one-thread pool: the calling thread alone.
-inline constexpr size_t kParallelWireBytes = size_t(4) << 20;
+// among them) for tensors of kParallelWireBytes (as floats) and up, in parts of at least
+// kWirePartBytes; the results are the same bytes. For the coordinator's shared-memory calls,
+// which copy each layer's activations in and its partial sums out (11.8 MB each way at 1024
+// tokens of gpt-oss-120b): bench/rpc.sh's `shm` columns time it with one thread and with a pool.
+// nullptr or a one-thread pool: the calling thread alone. (Parts of at least 2 MB, as before,
+// left 11 of 16 threads idle at 1024 tokens: 0.76 ms for both copies on the GPU host.)
+inline constexpr size_t kParallelWireBytes = size_t(1) << 20;
+inline constexpr size_t kWirePartBytes = size_t(256) << 10;
 void EncodeTensorTo(const float* x, size_t n, v1::TensorDType dtype, char* out, ThreadPool* pool = nullptr);
 void DecodeTensorInto(const std::string& bytes, size_t n, v1::TensorDType dtype, float* out);
 void DecodeTensorInto(const char* p, size_t n, v1::TensorDType dtype, float* out, ThreadPool* pool = nullptr);

@@ -32,6 +32,9 @@ start_worker() {  # extra worker flags
 }
 stop_worker() { kill -TERM $wpid; wait $wpid; echo "worker exit $?"; }
 rc=0
+# E2E_IN_PROCESS=1: after the first transport's table, the same layer through the worker's
+# GpuExecutor in the client's process (no gRPC, no client copies; --in_process).
+extra=$([ -n "${E2E_IN_PROCESS:-}" ] && echo "--in_process 1")
 start_worker
 for tr in ${E2E_TRANSPORTS:-bytes shm shm-nopin}; do
   echo "## transport $tr"
@@ -40,9 +43,10 @@ for tr in ${E2E_TRANSPORTS:-bytes shm shm-nopin}; do
   wire=$([ "$t" = "$tr" ] && echo f32 || echo bf16)
   t=${t%-nopin}
   $B/mxserve-gpu-worker-e2e --model "$M" --address "127.0.0.1:$(cat /tmp/w.port)" --tokens ${E2E_TOKENS:-1,64,1024} \
-    --transport "${t%-1copy}" --wire $wire --copy_threads $([ "$t" = shm-1copy ] && echo 1 || echo 0) 2>&1 |
+    --transport "${t%-1copy}" --wire $wire --copy_threads $([ "$t" = shm-1copy ] && echo 1 || echo 0) $extra 2>&1 |
     tee -a "$OUT/e2e.txt"
   [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
+  extra=""
 done
 stop_worker
 grep -E "page-locked|SERVING|weights on" "$OUT/worker.txt" | tail -4

@@ -7,7 +7,10 @@
 // --allow_shared_memory). The client copies the tensors with a pool of --copy_threads threads
 // (default 0: one per core, as the coordinator's dense pool; 1: the calling thread alone).
 //   mxserve-gpu-worker-e2e --model DIR --address 127.0.0.1:PORT [--tokens 1,64,1024] [--reps 15]
-//                          [--transport bytes|shm] [--wire f32|bf16] [--copy_threads N]
+//                          [--transport bytes|shm] [--wire f32|bf16] [--copy_threads N] [--in_process 1]
+#include <cuda_runtime.h>
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -21,15 +24,106 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "coordinator/router/worker_client.h"
+#include "core/bf16.h"
 #include "core/model_config.h"
 #include "core/safetensors.h"
 #include "core/thread_pool.h"
 #include "kernels/moe/moe.h"
 #include "tests/gpu/random_moe.h"
 #include "worker/expert_shard.h"
+#include "worker/gpu_executor.h"
+#include "worker/tensor_wire.h"
 
 namespace mxserve {
 namespace {
+
+// --in_process 1: the worker's GpuExecutor in this process, no gRPC and no client copies: the
+// same layer's time with x and out in pageable and in page-locked host memory, F32 and BF16, so
+// that the table above can be split into the executor's part and the hop's.
+int InProcess(std::shared_ptr<const ExpertShard> shard, const std::vector<int>& tokens, int reps, int k, int H,
+              const std::vector<int>& experts, ThreadPool* pool) {
+  auto ex = GpuExecutor::Create(shard, 0);
+  if (!ex.ok()) {
+    std::printf("FAIL  in-process executor: %s\n", std::string(ex.status().message()).c_str());
+    return 1;
+  }
+  std::printf("\n# in process (GpuExecutor::Run / RunBf16 on cuda:0, no gRPC), layer 0, ms, median of %d; x and out\n"
+              "# pageable, page-locked by cudaMallocHost, or a MAP_SHARED mapping page-locked by cudaHostRegister\n"
+              "# (as the worker does the client's /dev/shm object); last column: the client's copies alone (x in,\n"
+              "# out back: EncodeTensorTo + DecodeTensorInto F32 on its pool of %d)\n"
+              "| tokens | F32 pageable | F32 cudaMallocHost | BF16 cudaMallocHost | F32 registered mapping | client copies |\n"
+              "|---|---|---|---|---|---|\n", reps, pool->size());
+  int failures = 0;
+  for (int T : tokens) {
+    gpu_test::HostBatch b = gpu_test::MakeBatch(T, k, H, experts, 0.02, 4242 + T);
+    const size_t n = size_t(T) * H;
+    float *px = nullptr, *pout = nullptr;
+    if (cudaMallocHost(&px, 4 * n) != cudaSuccess || cudaMallocHost(&pout, 4 * n) != cudaSuccess) {
+      std::printf("FAIL  cudaMallocHost\n");
+      return 1;
+    }
+    std::memcpy(px, b.x.data(), 4 * n);
+    std::vector<uint16_t> xb(n);
+    for (size_t i = 0; i < n; ++i) xb[i] = FloatToBf16(b.x[i]);
+    std::vector<float> out(n);
+    uint16_t* xb_locked = nullptr;  // x's bf16 bytes, page-locked
+    if (cudaMallocHost(&xb_locked, 2 * n) != cudaSuccess) {
+      std::printf("FAIL  cudaMallocHost\n");
+      return 1;
+    }
+    std::memcpy(xb_locked, xb.data(), 2 * n);
+    // A shared mapping registered like the worker's (ExpertService -> GpuExecutor::PinHostMemory).
+    const size_t map_bytes = 8 * n;
+    void* map = mmap(nullptr, map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (map == MAP_FAILED) {
+      std::printf("FAIL  mmap\n");
+      return 1;
+    }
+    float* mx = static_cast<float*>(map);
+    float* mout = mx + n;
+    std::memcpy(mx, b.x.data(), 4 * n);
+    (*ex)->PinHostMemory(map, map_bytes);
+    std::vector<char> wire(4 * n);
+    double med[5];
+    for (int mode = 0; mode < 5; ++mode) {
+      kernels::MoeBatch mb = b.batch();
+      if (mode == 1 || mode == 2) mb.x = px;
+      if (mode == 3) mb.x = mx;
+      std::vector<double> ms;
+      absl::Status st;
+      for (int r = 0; r < reps + 2 && st.ok(); ++r) {
+        const auto t0 = std::chrono::steady_clock::now();
+        if (mode == 4) {
+          EncodeTensorTo(b.x.data(), n, v1::TENSOR_DTYPE_F32, wire.data(), pool);
+          DecodeTensorInto(wire.data(), n, v1::TENSOR_DTYPE_F32, out.data(), pool);
+        }
+        st = mode == 0   ? (*ex)->Run(0, mb, out.data())
+             : mode == 1 ? (*ex)->Run(0, mb, pout)
+             : mode == 2 ? (*ex)->RunBf16(0, mb, H, xb_locked, pout)
+             : mode == 3 ? (*ex)->Run(0, mb, mout)
+                         : absl::OkStatus();
+        const double d = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+        if (r >= 2) ms.push_back(d);
+      }
+      if (!st.ok()) {
+        std::printf("FAIL  in-process T=%d: %s\n", T, std::string(st.message()).c_str());
+        ++failures;
+        med[mode] = -1;
+        continue;
+      }
+      std::sort(ms.begin(), ms.end());
+      med[mode] = ms[ms.size() / 2];
+    }
+    std::printf("| %d | %.3f | %.3f | %.3f | %.3f | %.3f |\n", T, med[0], med[1], med[2], med[3], med[4]);
+    (*ex)->UnpinHostMemory(map);
+    munmap(map, map_bytes);
+    std::fflush(stdout);
+    cudaFreeHost(px);
+    cudaFreeHost(pout);
+    cudaFreeHost(xb_locked);
+  }
+  return failures;
+}
 
 int Main(int argc, char** argv) {
   std::string model, address;
@@ -37,6 +131,7 @@ int Main(int argc, char** argv) {
   int reps = 15;  // one-token medians of 7 moved by +-0.1 ms between runs
   WorkerClientOptions copt;  // --transport shm: tensors through /dev/shm (worker --allow_shared_memory)
   int copy_threads = 0;
+  bool in_process = false;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i], v = argv[i + 1];
     if (a == "--model") model = v;
@@ -45,6 +140,7 @@ int Main(int argc, char** argv) {
     else if (a == "--address") address = v;
     else if (a == "--reps") reps = std::max(1, std::atoi(v.c_str()));
     else if (a == "--copy_threads") copy_threads = std::atoi(v.c_str());
+    else if (a == "--in_process") in_process = v == "1";
     else if (a == "--tokens") {
       tokens.clear();
       for (auto s : absl::StrSplit(v, ',')) tokens.push_back(std::atoi(std::string(s).c_str()));
@@ -52,7 +148,7 @@ int Main(int argc, char** argv) {
   }
   if (model.empty() || address.empty()) {
     std::fprintf(stderr, "usage: %s --model DIR --address HOST:PORT [--tokens ..] [--reps N] [--transport bytes|shm] "
-                 "[--wire f32|bf16] [--copy_threads N]\n", argv[0]);
+                 "[--wire f32|bf16] [--copy_threads N] [--in_process 1]\n", argv[0]);
     return 2;
   }
   copt.copy_pool = std::make_shared<ThreadPool>(copy_threads);
@@ -132,6 +228,7 @@ int Main(int argc, char** argv) {
     }
   }
   std::printf("%s: %d failure(s)\n", failures == 0 ? "ALL PASS" : "FAILURES", failures);
+  if (in_process) failures += InProcess(std::move(*shard), tokens, reps, k, H, experts, copt.copy_pool.get());
   return failures == 0 ? 0 : 1;
 }
 
