@@ -68,12 +68,14 @@ void LaunchSwizzle(const uint8_t* src_q, const uint8_t* src_s, uint8_t* dst_q, u
 void LaunchRouting(const RoutingArgs& r, cudaStream_t stream);
 // The kernel configurations (LaunchGemm's `path`), in kPaths' order: decode with 8- or 16-row
 // tiles, mid (32, K-streamed), prefill (64, mma.sync), decode24 (24, K-streamed), the wgmma kernel with register-A weights
-// (moe_cuda_wgmma.cu) at 128 ... 192 token rows, and with the weights through shared memory
+// (moe_cuda_wgmma.cu) at 128 ... 192 token rows and (its TMA-fed form only, moe_cuda_wgmma_tma.cu)
+// at the decode heights 8, 16 and 24, and with the weights through shared memory
 // (moe_cuda_wgmma_ss.cu). The wgmma paths (>= kPathWgmma) read the gate_up operand in plain K
 // order (RoutingArgs::plain_k).
 enum Path : int {
   kPathDecode, kPathDecode16, kPathMid, kPathPrefill, kPathDecode24,
   kPathWgmma, kPathWgmma64, kPathWgmma256, kPathWgmma48, kPathWgmma32, kPathWgmma40, kPathWgmma96, kPathWgmma192,
+  kPathWgmma8, kPathWgmma16, kPathWgmma24,
   kPathSs, kPathSs192, kPathSs64, kNumPaths
 };
 // Each path's MXSERVE_CUDA_MOE_PATH name (benchmarks pin one) and token rows per routing tile.
@@ -84,7 +86,8 @@ struct PathInfo {
 inline constexpr PathInfo kPaths[kNumPaths] = {
     {"decode", 8},    {"decode16", 16},   {"mid", 32},        {"prefill", 64},   {"decode24", 24},  {"wgmma", 128},
     {"wgmma64", 64},  {"wgmma256", 256},  {"wgmma48", 48},    {"wgmma32", 32},   {"wgmma40", 40},
-    {"wgmma96", 96},  {"wgmma192", 192},  {"wgmmass", 128},   {"wgmmass192", 192}, {"wgmmass64", 64}};
+    {"wgmma96", 96},  {"wgmma192", 192},  {"wgmma8", 8},      {"wgmma16", 16},   {"wgmma24", 24},
+    {"wgmmass", 128}, {"wgmmass192", 192}, {"wgmmass64", 64}};
 inline int PathBm(int path) { return kPaths[path].bm; }
 // The path named `name`, or -1 (constexpr: kAuto's candidates are looked up at compile time).
 constexpr int PathNamed(std::string_view name) {

@@ -342,8 +342,11 @@ int EncodeActivationSlabs(const GemmArgs& a, int box_rows, CUtensorMap* map) {
 
 int LaunchWgmmaGemm(const GemmArgs& a, bool gate_up, bool one_mul, int bn, int max_tiles, cudaStream_t stream) {
   if (a.rows <= 0) return 0;
-  if (const WgmmaConfig cfg = WgmmaCfg(); cfg == kDefault || cfg == kTma || cfg == kPersist) {
-    const bool persist = cfg == kPersist || (cfg == kDefault && bn >= 64 && bn != 128);
+  if (const WgmmaConfig cfg = WgmmaCfg(); cfg == kDefault || cfg == kTma || cfg == kPersist || bn < 32) {
+    // The decode heights (8-24 rows) have only the TMA-fed form: persistent unless `tma` pins the
+    // one-CTA-per-item form.
+    const bool persist = cfg == kPersist || (cfg == kDefault && (bn < 32 || (bn >= 64 && bn != 128))) ||
+                         (bn < 32 && cfg != kTma);
     return LaunchWgmmaTmaGemm(a, gate_up, one_mul, bn, max_tiles, persist, stream);
   }
   CUtensorMap map;

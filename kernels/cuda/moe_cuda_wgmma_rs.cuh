@@ -45,6 +45,9 @@ namespace {
 template <int BN>
 __device__ __forceinline__ void WgmmaRs(float (&d)[BN / 2], uint32_t a0, uint32_t a1, uint32_t a2,
                                         uint32_t a3, uint64_t desc);
+MXSERVE_WGMMA_RS(8, 4)
+MXSERVE_WGMMA_RS(16, 8)
+MXSERVE_WGMMA_RS(24, 12)
 MXSERVE_WGMMA_RS(32, 16)
 MXSERVE_WGMMA_RS(40, 20)
 MXSERVE_WGMMA_RS(48, 24)

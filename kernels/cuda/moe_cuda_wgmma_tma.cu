@@ -384,6 +384,9 @@ int LaunchWgmmaTmaGemm(const GemmArgs& a, bool gate_up, bool one_mul, int bn, in
   CUtensorMap tmap;
   if (const int r = EncodeActivationSlabs(a, bn, &tmap); r != 0) return r;
   switch (bn) {
+    case 8: return LaunchTH<8, 6>(tmap, a, gate_up, one_mul, max_tiles, persist, stream);
+    case 16: return LaunchTH<16, 6>(tmap, a, gate_up, one_mul, max_tiles, persist, stream);
+    case 24: return LaunchTH<24, 6>(tmap, a, gate_up, one_mul, max_tiles, persist, stream);
     case 32: return LaunchTH<32, 6>(tmap, a, gate_up, one_mul, max_tiles, persist, stream);
     case 40: return LaunchTH<40, 6>(tmap, a, gate_up, one_mul, max_tiles, persist, stream);
     case 48: return LaunchTH<48, 6>(tmap, a, gate_up, one_mul, max_tiles, persist, stream);
