@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "core/bf16.h"
 #include "kernels/cuda/env_choice.h"
 #include "kernels/cuda/moe_cuda_gemm.cuh"
 #include "kernels/cuda/moe_cuda_launch.h"
@@ -305,15 +306,7 @@ void LaunchCombine(const float* y, const int32_t* ids, const int32_t* local, int
   LaunchPdl(CombineKernel, dim3(tokens), dim3(threads), 0, stream, y, ids, local, num_experts, top_k, h, out);
 }
 
-// ---- the bf16 wire (CudaMoeRunner::RunBf16) --------------------------------------------------
-// The same bits as core/bf16.h on the host: round to nearest even, NaN kept quiet.
-__device__ __forceinline__ uint16_t WireBf16(float f) {
-  uint32_t u = __float_as_uint(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return static_cast<uint16_t>(u >> 16);
-}
-
+// ---- the bf16 wire (CudaMoeRunner::RunBf16): core/bf16.h's rounding, the host's bytes --------
 __global__ void Bf16ToF32Kernel(const uint16_t* __restrict__ x, float* __restrict__ y, size_t n) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
     y[i] = __uint_as_float(uint32_t(x[i]) << 16);
@@ -322,7 +315,7 @@ __global__ void Bf16ToF32Kernel(const uint16_t* __restrict__ x, float* __restric
 
 __global__ void F32ToBf16Kernel(const float* __restrict__ x, uint16_t* __restrict__ y, size_t n) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
-    y[i] = WireBf16(x[i]);
+    y[i] = Bf16BitsOf(__float_as_uint(x[i]));
   }
 }
 

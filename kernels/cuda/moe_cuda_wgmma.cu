@@ -345,8 +345,7 @@ int LaunchWgmmaGemm(const GemmArgs& a, bool gate_up, bool one_mul, int bn, int m
   if (const WgmmaConfig cfg = WgmmaCfg(); cfg == kDefault || cfg == kTma || cfg == kPersist || bn < 32) {
     // The decode heights (8-24 rows) have only the TMA-fed form: persistent unless `tma` pins the
     // one-CTA-per-item form.
-    const bool persist = cfg == kPersist || (cfg == kDefault && (bn < 32 || (bn >= 64 && bn != 128))) ||
-                         (bn < 32 && cfg != kTma);
+    const bool persist = bn < 32 ? cfg != kTma : cfg == kPersist || (cfg == kDefault && bn >= 64 && bn != 128);
     return LaunchWgmmaTmaGemm(a, gate_up, one_mul, bn, max_tiles, persist, stream);
   }
   CUtensorMap map;
