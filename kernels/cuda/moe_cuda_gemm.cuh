@@ -293,8 +293,10 @@ __device__ __forceinline__ void StoreTileA(const GemmArgs& p, float (&v)[4], flo
 // 8 consecutive elements of an activation row, one 16-byte store at element item * 8, from four
 // float2 of the token's row (0 past h): in the permuted order (one lane's k32 block: two k16
 // steps, each k 2tt,2tt+1 then 2tt+8,2tt+9), or (plain, the wgmma paths') k = 8 item .. + 7.
-__device__ __forceinline__ void GatherItem(const float* __restrict__ xr, uint16_t* __restrict__ ar,
-                                           int item, int nfull, int h, bool plain = false) {
+// Item `item` (8 bf16 values, 16 bytes) of a gathered row: x's values at the K positions that
+// item holds, in the permuted order or (plain) in K order, 0 in the K padding.
+__device__ __forceinline__ uint4 GatherLoad(const float* __restrict__ xr, int item, int nfull, int h,
+                                            bool plain) {
   const int d = item * 8, c = d >> 7, w = d & 127;
   const int s4 = c < nfull ? 32 : 16;
   const int tt = w / s4, b = (w % s4) >> 3;
@@ -306,7 +308,12 @@ __device__ __forceinline__ void GatherItem(const float* __restrict__ xr, uint16_
     const float2 f = k < h ? __ldg(reinterpret_cast<const float2*>(xr + k)) : make_float2(0.f, 0.f);
     v[i] = uint32_t(F2Bf16(f.x)) | (uint32_t(F2Bf16(f.y)) << 16);
   }
-  *reinterpret_cast<uint4*>(ar + d) = make_uint4(v[0], v[1], v[2], v[3]);
+  return make_uint4(v[0], v[1], v[2], v[3]);
+}
+
+__device__ __forceinline__ void GatherItem(const float* __restrict__ xr, uint16_t* __restrict__ ar,
+                                           int item, int nfull, int h, bool plain = false) {
+  *reinterpret_cast<uint4*>(ar + item * 8) = GatherLoad(xr, item, nfull, h, plain);
 }
 
 }  // namespace mxserve::kernels::cuda::internal

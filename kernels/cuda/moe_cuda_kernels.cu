@@ -250,6 +250,55 @@ __global__ void GatherKernel(const float* __restrict__ x, int h, int kp, int nfu
   for (int i = threadIdx.x; i < kp / 8; i += blockDim.x) GatherItem(xr, ar, i, nfull, h, plain);
 }
 
+// MXSERVE_CUDA_MOE_GATHER=rows: the large-batch routing places and gathers per slot row
+// (PlaceKernel + GatherKernel) instead of per token (benchmarks compare).
+bool PlaceGatherSetting() {
+  static const bool on = EnvChoice("MXSERVE_CUDA_MOE_GATHER", {"default", "rows"}) == 0;
+  return on;
+}
+
+// Large batches: placement and gather per token (one CTA each), so that each x row is read once
+// and converted once for all of its slots (the per-row GatherKernel reads it top_k times: at
+// 16384 tokens x is 189 MB, past L2, so that was top_k reads from DRAM). Each held slot takes
+// the next row of its expert (an atomic on the expert's cursor, as PlaceKernel), records its pair
+// in `sorted`, and receives the row's bf16 values.
+__global__ void __launch_bounds__(256) PlaceGatherKernel(const int32_t* __restrict__ ids, int top_k,
+                                                         const int32_t* __restrict__ local, int num_experts,
+                                                         int32_t* __restrict__ meta, int nh,
+                                                         int32_t* __restrict__ sorted, const float* __restrict__ x,
+                                                         int h, int kp, int nfull, uint16_t* __restrict__ a,
+                                                         bool plain) {
+  PdlLaunchDependents();
+  __shared__ int32_t s_pos[32];
+  __shared__ int s_n;
+  const int t = blockIdx.x;
+  if (threadIdx.x < 32) {
+    const int j = threadIdx.x;
+    int pos = -1;
+    if (j < top_k) {
+      const int p = t * top_k + j;
+      const int e = ids[p];
+      const int hh = (e >= 0 && e < num_experts) ? local[e] : -1;
+      if (hh >= 0) {
+        pos = meta[nh + hh] + atomicAdd(&meta[2 * nh + 1 + hh], 1);
+        sorted[pos] = p;
+      }
+    }
+    // The held slots' rows, compacted in slot order (lane order).
+    const unsigned held = __ballot_sync(0xFFFFFFFFu, pos >= 0);
+    if (pos >= 0) s_pos[__popc(held & ((1u << j) - 1))] = pos;
+    if (j == 0) s_n = __popc(held);
+  }
+  __syncthreads();
+  const int n = s_n;
+  if (n == 0) return;
+  const float* xr = x + int64_t(t) * h;
+  for (int i = threadIdx.x; i < kp / 8; i += blockDim.x) {
+    const uint4 v = GatherLoad(xr, i, nfull, h, plain);
+    for (int q = 0; q < n; ++q) reinterpret_cast<uint4*>(a + int64_t(s_pos[q]) * kp)[i] = v;
+  }
+}
+
 // out[t][:] = sum over valid slots j (in slot order) of y[t*k+j][:].
 __global__ void CombineKernel(const float* __restrict__ y, const int32_t* __restrict__ ids,
                               const int32_t* __restrict__ local, int num_experts, int top_k, int h,
@@ -293,6 +342,11 @@ void LaunchRouting(const RoutingArgs& r, cudaStream_t stream) {
   CountKernel<<<(pairs + 255) / 256, 256, 0, stream>>>(r.ids, pairs, r.local, r.num_experts, r.meta);
   auto* scan = r.bm2 > 0 ? ScanKernel<true> : ScanKernel<false>;
   scan<<<1, 1024, 0, stream>>>(r.meta, r.nh, r.bm, r.tiles, r.bm2, r.rmax, r.tiles2);
+  if (PlaceGatherSetting()) {
+    PlaceGatherKernel<<<r.tokens, 256, 0, stream>>>(r.ids, r.top_k, r.local, r.num_experts, r.meta, r.nh,
+                                                    r.sorted, r.x, r.hidden, r.kp_h, r.kp_h / 128, r.a, r.plain_k);
+    return;
+  }
   PlaceKernel<<<(pairs + 255) / 256, 256, 0, stream>>>(r.ids, pairs, r.local, r.num_experts, r.meta,
                                                        r.nh, r.sorted);
   GatherKernel<<<pairs, 256, 0, stream>>>(r.x, r.hidden, r.kp_h, r.kp_h / 128, r.top_k, r.sorted,

@@ -228,7 +228,7 @@ int Main(int argc, char** argv) {
       {"tiny-k1", 256, 128, 16, 1, true, 16, false, {1, 3, 4, 5, 300}},
       // Many skipped slots at one token (the fused path's held-slot mask).
       {"tiny-skip", 128, 96, 8, 4, true, 8, false, {1, 1, 1, 1}, 118, 10, 1.0f, 0.4},
-      {"half-held", 256, 320, 64, 6, false, 40, true, {2, 77, 1031}},
+      {"half-held", 256, 320, 64, 6, false, 40, true, {2, 77, 1031, 1500}},  // 1500: past kSmallPairs
       // Scale bytes up to 135 (weights up to 6 * 2^8) with x scaled by 2^-8: with x ~ N(0, 1)
       // the gate/up pre-activations would be ~1e4, far past the clamp at 7, where the bf16
       // rounding of x (~1e4 * 2^-9 absolute) decides which side of the clamp a value lands.

@@ -21,7 +21,8 @@
 # variants checked and timed), ab (this build's bench against another build's, alternating),
 # envab (one environment variable's values side by side, alternating: AB_VAR, AB_VALUES,
 # AB_SHAPES of shape:tokens, AB_ROUNDS; then the medians),
-# pinned (paths outside kAuto checked: PINNED), shapes (20b, Kimi-K2-like, K3-like or SHAPE_NAMES, with matmul_ogs), profile (ncu SpeedOfLight, one token),
+# pinned (paths outside kAuto checked: PINNED), kernels (ncu: each kernel's time and DRAM bytes
+# in one forward, KTOKENS), shapes (20b, Kimi-K2-like, K3-like or SHAPE_NAMES, with matmul_ogs), profile (ncu SpeedOfLight, one token),
 # detail (ncu stall/issue/memory sections of one decode kernel), source (its per-instruction stall
 # samples), sass (machine code of all kernels).
 # Carrying .tcache (triton's compile cache, made by a first run) and
@@ -205,6 +206,18 @@ for s in $steps; do
       ncu --clock-control none --section SpeedOfLight -k regex:'Gemm|Bulk|Kst|Route|Combine|Gather|Wgmma|Unpermute' -c ${NCU_COUNT:-20} \
         $B/mxserve-bench-moe-gpu /tmp/ncu.csv gpt-oss-120b ${NCU_TOKENS:-1} > "$OUT/ncu.txt" 2>&1
       grep -E "Kernel|Duration|DRAM Throughput|Compute \(SM\) Throughput|  [A-Za-z]+Kernel" "$OUT/ncu.txt" | head -60 ;;
+    kernels)
+      # Each kernel of one forward at each of KTOKENS (default 16,256,1024,16384) of KSHAPE: ncu's
+      # duration and DRAM bytes (clocks and caches left alone; ncu serializes the kernels, so
+      # programmatic dependent launch does not overlap them), one table per count
+      # (bench/gpu/kernel_times.py).
+      for T in ${KTOKENS:-16 256 1024 16384}; do
+        ncu --clock-control none --cache-control none --csv --print-units base \
+          --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum \
+          -k regex:'Count|Scan|Place|Gather|Route|Wgmma|Decode|Kst|Combine|MoeGemm|Fused' -c ${NCU_COUNT:-12} \
+          $B/mxserve-bench-moe-gpu /tmp/k.csv ${KSHAPE:-gpt-oss-120b} $T > "$OUT/kernels_$T.csv" 2>&1
+        python3 bench/gpu/kernel_times.py "$OUT/kernels_$T.csv" "$T tokens"
+      done 2>&1 | tee "$OUT/kernels.txt" ;;
     detail)
       # Where a decode kernel's cycles go: stall reasons, issue rate, memory traffic, for the
       # K-streamed decode kernel's first launches at DETAIL_TOKENS (default 64) tokens of
