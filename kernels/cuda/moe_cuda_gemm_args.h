@@ -31,6 +31,9 @@ struct GemmArgs {
   float* y;               // [T*k][n] fp32
   const int32_t* sorted;  // [P] pair index by row
   const float* route_w;   // [T*k]
+  // The persistent wgmma kernel: each item's wgmma as narrow as its tile's rows allow
+  // (moe_cuda_wgmma_tma.cu, ConsumeItem); false: the tile height always.
+  bool var_width;
 };
 
 }  // namespace mxserve::kernels::cuda::internal

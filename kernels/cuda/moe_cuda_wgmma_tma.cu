@@ -27,6 +27,7 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/env_choice.h"
 #include "kernels/cuda/moe_cuda_gemm.cuh"
 #include "kernels/cuda/moe_cuda_launch.h"
 #include "kernels/cuda/moe_cuda_tma.h"
@@ -93,7 +94,10 @@ __device__ __forceinline__ void ProduceChunks(uint8_t* smem, uint64_t* full_bar,
 // the warp's first row group in a stage). Each chunk's stage is released (by the warpgroup's
 // leader) at the next chunk's first block, once the block before has completed; the last chunk's
 // stage stays held: the caller releases it after its WgmmaWait<0>, or never (one tile per CTA).
-template <int BN, int NC, int S, bool kOneMul>
+// BW (<= BN): the wgmma's token columns, a prefix of the stage's BN-row slabs and of acc (an m64nW
+// accumulator fragment is the first W / 2 registers of the m64nBN one): a tile of fewer rows than
+// BN need not pay the tensor work of all BN.
+template <int BN, int NC, int S, bool kOneMul, int BW = BN>
 __device__ __forceinline__ void ConsumeChunks(float (&acc)[BN / 2], const GemmArgs& p, uint32_t base0,
                                               uint32_t full0, uint32_t empty0, int lg, int lane, int g,
                                               bool leader, int& stage, uint32_t& phase) {
@@ -133,8 +137,8 @@ __device__ __forceinline__ void ConsumeChunks(float (&acc)[BN / 2], const GemmAr
         const uint32_t dlo = dlo0 + (b >> 1) * (kSlab >> 4) + (b & 1) * 4;
 #pragma unroll
         for (int st = 0; st < 2; ++st) {
-          WgmmaRs<BN>(acc, ra[0][2 * st], ra[1][2 * st], ra[0][2 * st + 1], ra[1][2 * st + 1],
-                      SmemDescOf(dlo + 2 * st));
+          WgmmaRs<BW>(reinterpret_cast<float(&)[BW / 2]>(acc), ra[0][2 * st], ra[1][2 * st], ra[0][2 * st + 1],
+                      ra[1][2 * st + 1], SmemDescOf(dlo + 2 * st));
         }
         WgmmaCommit();
         WgmmaWait<1>();
@@ -148,6 +152,34 @@ __device__ __forceinline__ void ConsumeChunks(float (&acc)[BN / 2], const GemmAr
       phase ^= 1;
     }
   }
+}
+
+// The persistent kernel's main loop for one item of `rows` token rows: at the narrowest wgmma
+// width of kVarWidths<BN> that covers them (a tile of the expert's last rows is often partial:
+// at 16384 tokens of gpt-oss-120b an expert's 512 +- 22 slots fill two 192-row tiles and a third
+// of ~100-160 rows). Each width is its own copy of the loop; widths below 64 are not worth one.
+template <int BN>
+struct VarWidths;
+template <> struct VarWidths<64> { static constexpr int w[] = {32, 64}; };
+template <> struct VarWidths<96> { static constexpr int w[] = {64, 96}; };
+template <> struct VarWidths<128> { static constexpr int w[] = {64, 128}; };
+template <> struct VarWidths<192> { static constexpr int w[] = {128, 192}; };
+template <> struct VarWidths<256> { static constexpr int w[] = {64, 128, 192, 256}; };
+template <int BN> struct VarWidths { static constexpr int w[] = {BN}; };
+
+template <int BN, int NC, int S, bool kOneMul, int I = 0>
+__device__ __forceinline__ void ConsumeItem(float (&acc)[BN / 2], int rows, const GemmArgs& p, uint32_t base0,
+                                            uint32_t full0, uint32_t empty0, int lg, int lane, int g, bool leader,
+                                            int& stage, uint32_t& phase) {
+  constexpr int kN = int(sizeof(VarWidths<BN>::w) / sizeof(int));
+  constexpr int W = VarWidths<BN>::w[I];
+  if constexpr (I + 1 < kN) {
+    if (rows > W) {
+      ConsumeItem<BN, NC, S, kOneMul, I + 1>(acc, rows, p, base0, full0, empty0, lg, lane, g, leader, stage, phase);
+      return;
+    }
+  }
+  ConsumeChunks<BN, NC, S, kOneMul, W>(acc, p, base0, full0, empty0, lg, lane, g, leader, stage, phase);
 }
 
 template <int BN, int NC, bool kGateUp, bool kOneMul>
@@ -244,6 +276,13 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1) WgmmaTmaKernel(const __grid
 // docs/PERFORMANCE.md, "Fourteenth session".
 inline constexpr int kPersistProducerRegs = 40;
 
+// MXSERVE_CUDA_MOE_VAR_WIDTH=off: the persistent kernel's wgmma at the tile height for every item
+// (benchmarks compare; GemmArgs::var_width).
+bool VarWidthSetting() {
+  static const bool on = EnvChoice("MXSERVE_CUDA_MOE_VAR_WIDTH", {"default", "off"}) == 0;
+  return on;
+}
+
 template <int BN, int NC, bool kGateUp, bool kOneMul>
 __global__ void __launch_bounds__(128 * (NC + 1), 1)
     WgmmaTmaPersistKernel(const __grid_constant__ CUtensorMap tmap, const __grid_constant__ CUtensorMap wmap,
@@ -321,11 +360,12 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1)
     float acc[BN / 2];
 #pragma unroll
     for (int i = 0; i < BN / 2; ++i) acc[i] = 0.f;
-    ConsumeChunks<BN, NC, S, kOneMul>(acc, p, base0, full0, empty0, lg, lane, g, leader, stage, phase);
+    const int rows = __ldg(p.tiles + 3 * tile + 2);
+    ConsumeItem<BN, NC, S, kOneMul>(acc, p.var_width ? rows : BN, p, base0, full0, empty0, lg, lane, g, leader, stage, phase);
     WgmmaWait<0>();
     if (leader) MbarArriveAt(empty0 + 8 * (stage == 0 ? S - 1 : stage - 1));  // the item's last chunk
     MbarWait(&epi_full[b], (j >> 1) & 1);
-    StoreAccRegs<BN, kCols, kGateUp>(acc, p, __ldg(p.tiles + 3 * tile + 1), __ldg(p.tiles + 3 * tile + 2),
+    StoreAccRegs<BN, kCols, kGateUp>(acc, p, __ldg(p.tiles + 3 * tile + 1), rows,
                                      cb * kCols, wg * 64 + warp * 16 + g, t, s_bias[b], s_pair[b], s_w[b]);
     MbarArrive(&epi_empty[b]);
   }
@@ -340,7 +380,9 @@ void LaunchTT(const CUtensorMap& tmap, const CUtensorMap& wmap, const CUtensorMa
   if constexpr (kPersist) {
     constexpr auto kern = WgmmaTmaPersistKernel<BN, NC, kGateUp, kOneMul>;
     RaiseSmemOnce<kern>(int(kSmem));
-    kern<<<PersistentGrid(int64_t(max_tiles) * ncb), 128 * (NC + 1), kSmem, stream>>>(tmap, wmap, smap, a);
+    GemmArgs v = a;
+    v.var_width = VarWidthSetting();
+    kern<<<PersistentGrid(int64_t(max_tiles) * ncb), 128 * (NC + 1), kSmem, stream>>>(tmap, wmap, smap, v);
   } else {
     constexpr auto kern = WgmmaTmaKernel<BN, NC, kGateUp, kOneMul>;
     RaiseSmemOnce<kern>(int(kSmem));
