@@ -155,9 +155,11 @@ __device__ __forceinline__ void ConsumeChunks(float (&acc)[BN / 2], const GemmAr
 }
 
 // The persistent kernel's main loop for one item of `rows` token rows: at the narrowest wgmma
-// width of kVarWidths<BN> that covers them (a tile of the expert's last rows is often partial:
-// at 16384 tokens of gpt-oss-120b an expert's 512 +- 22 slots fill two 192-row tiles and a third
-// of ~100-160 rows). Each width is its own copy of the loop; widths below 64 are not worth one.
+// width of VarWidths<BN> that covers them (an expert's last tile is often partial: at 16384
+// tokens of gpt-oss-120b its 512 +- 22 slots fill two 192-row tiles and a third of ~100-160
+// rows). Each width is its own copy of the loop. At 96 and 192 rows a third copy makes ptxas
+// serialize the wgmma (C7512, "insufficient register resources"; e.g. {64, 128, 192} or
+// {128, 160, 192}), so those lists have two widths: check the build log when changing them.
 template <int BN>
 struct VarWidths;
 template <> struct VarWidths<64> { static constexpr int w[] = {32, 64}; };
