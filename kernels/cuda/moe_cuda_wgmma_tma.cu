@@ -162,7 +162,7 @@ __device__ __forceinline__ void ConsumeChunks(float (&acc)[BN / 2], const GemmAr
 // {128, 160, 192}), so those lists have two widths: check the build log when changing them.
 // 192 rows: {160, 192}, not {128, 192}: kAuto's mix puts an expert's remainder of <= 128 rows
 // in 128-row tiles of its own, so the 192-row tiles that are partial hold 129-160 rows (4096
-// tokens of gpt-oss-120b: 1.5017 -> 1.4176 ms, the same elsewhere; 19:22 call, `ab` step).
+// tokens of gpt-oss-120b: 1.5017 -> 1.4176 ms, the same elsewhere; 19:23 call, `ab` step).
 template <int BN>
 struct VarWidths;
 template <> struct VarWidths<64> { static constexpr int w[] = {32, 64}; };
