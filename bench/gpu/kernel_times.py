@@ -33,7 +33,7 @@ def main(path, label):
     total = sum(k.get("gpu__time_duration.sum", 0) for k in rows.values())
     print(f"| {label} kernel | grid | us | MB read | MB written | GB/s | share |")
     print("|---|---|---|---|---|---|---|")
-    for _, k in sorted(rows.items(), key=lambda kv: int(kv[0])):
+    for k in (rows[i] for i in sorted(rows, key=int)):
         ns = k.get("gpu__time_duration.sum", 0)
         rd, wr = k.get("dram__bytes_read.sum", 0), k.get("dram__bytes_write.sum", 0)
         name = k["name"].split("(")[0].split("<")[0].replace("void ", "")

@@ -290,11 +290,9 @@ __device__ __forceinline__ void StoreTileA(const GemmArgs& p, float (&v)[4], flo
   }
 }
 
-// 8 consecutive elements of an activation row, one 16-byte store at element item * 8, from four
-// float2 of the token's row (0 past h): in the permuted order (one lane's k32 block: two k16
-// steps, each k 2tt,2tt+1 then 2tt+8,2tt+9), or (plain, the wgmma paths') k = 8 item .. + 7.
-// Item `item` (8 bf16 values, 16 bytes) of a gathered row: x's values at the K positions that
-// item holds, in the permuted order or (plain) in K order, 0 in the K padding.
+// Item `item` of a gathered activation row: its 8 bf16 values (16 bytes, for element item * 8),
+// from four float2 of the token's row (0 past h): in the permuted order (one lane's k32 block: two
+// k16 steps, each k 2tt,2tt+1 then 2tt+8,2tt+9), or (plain, the wgmma paths') k = 8 item .. + 7.
 __device__ __forceinline__ uint4 GatherLoad(const float* __restrict__ xr, int item, int nfull, int h,
                                             bool plain) {
   const int d = item * 8, c = d >> 7, w = d & 127;
@@ -311,6 +309,7 @@ __device__ __forceinline__ uint4 GatherLoad(const float* __restrict__ xr, int it
   return make_uint4(v[0], v[1], v[2], v[3]);
 }
 
+// GatherLoad's item stored into row ar.
 __device__ __forceinline__ void GatherItem(const float* __restrict__ xr, uint16_t* __restrict__ ar,
                                            int item, int nfull, int h, bool plain = false) {
   *reinterpret_cast<uint4*>(ar + item * 8) = GatherLoad(xr, item, nfull, h, plain);

@@ -65,13 +65,26 @@ void LaunchSwizzle(const uint8_t* src_q, const uint8_t* src_s, uint8_t* dst_q, u
 // ---- routing ---------------------------------------------------------------------------------
 // meta layout: counts [nh], offsets [nh + 1] (offsets[nh] = pairs), cursors [nh], ntiles [1],
 // ntiles2 [1] (kMix: the small tiles' count).
+// The held expert (local index) of expert id e, or -1: a skipped slot (-1), an id out of range,
+// or an expert this worker does not hold.
+__device__ __forceinline__ int HeldOf(int e, const int32_t* __restrict__ local, int num_experts) {
+  return (e >= 0 && e < num_experts) ? local[e] : -1;
+}
+
+// Pair p takes the next row of held expert h (its cursor in meta), recorded in sorted; returns
+// the row.
+__device__ __forceinline__ int TakeRow(int32_t* __restrict__ meta, int nh, int h, int p,
+                                       int32_t* __restrict__ sorted) {
+  const int pos = meta[nh + h] + atomicAdd(&meta[2 * nh + 1 + h], 1);
+  sorted[pos] = p;
+  return pos;
+}
+
 __global__ void CountKernel(const int32_t* __restrict__ ids, int pairs, const int32_t* __restrict__ local,
                             int num_experts, int32_t* __restrict__ counts) {
   const int p = blockIdx.x * blockDim.x + threadIdx.x;
   if (p >= pairs) return;
-  const int e = ids[p];
-  if (e < 0 || e >= num_experts) return;
-  const int h = local[e];
+  const int h = HeldOf(ids[p], local, num_experts);
   if (h >= 0) atomicAdd(&counts[h], 1);
 }
 
@@ -143,12 +156,8 @@ __global__ void PlaceKernel(const int32_t* __restrict__ ids, int pairs, const in
                             int32_t* __restrict__ sorted) {
   const int p = blockIdx.x * blockDim.x + threadIdx.x;
   if (p >= pairs) return;
-  const int e = ids[p];
-  if (e < 0 || e >= num_experts) return;
-  const int h = local[e];
-  if (h < 0) return;
-  const int pos = meta[nh + h] + atomicAdd(&meta[2 * nh + 1 + h], 1);
-  sorted[pos] = p;
+  const int h = HeldOf(ids[p], local, num_experts);
+  if (h >= 0) TakeRow(meta, nh, h, p, sorted);
 }
 
 // Small batches (pairs <= kSmallPairs, nh <= 1024): count, scan, tile list, placement and (for
@@ -180,8 +189,7 @@ __global__ void __launch_bounds__(1024) RouteSmallKernel(const int32_t* __restri
 #pragma unroll
   for (int i = 0; i < kSmallPairs / 1024; ++i) {
     const int p = tid + 1024 * i;
-    const int e = p < pairs ? ids[p] : -1;
-    my_h[i] = (e >= 0 && e < num_experts) ? local[e] : -1;
+    my_h[i] = HeldOf(p < pairs ? ids[p] : -1, local, num_experts);
   }
   __syncthreads();
 #pragma unroll
@@ -260,8 +268,7 @@ bool PlaceGatherSetting() {
 // Large batches: placement and gather per token (one CTA each), so that each x row is read once
 // and converted once for all of its slots (the per-row GatherKernel reads it top_k times: at
 // 16384 tokens x is 189 MB, past L2, so that was top_k reads from DRAM). Each held slot takes
-// the next row of its expert (an atomic on the expert's cursor, as PlaceKernel), records its pair
-// in `sorted`, and receives the row's bf16 values.
+// the next row of its expert (TakeRow, as PlaceKernel) and receives the row's bf16 values.
 __global__ void __launch_bounds__(256) PlaceGatherKernel(const int32_t* __restrict__ ids, int top_k,
                                                          const int32_t* __restrict__ local, int num_experts,
                                                          int32_t* __restrict__ meta, int nh,
@@ -277,12 +284,8 @@ __global__ void __launch_bounds__(256) PlaceGatherKernel(const int32_t* __restri
     int pos = -1;
     if (j < top_k) {
       const int p = t * top_k + j;
-      const int e = ids[p];
-      const int hh = (e >= 0 && e < num_experts) ? local[e] : -1;
-      if (hh >= 0) {
-        pos = meta[nh + hh] + atomicAdd(&meta[2 * nh + 1 + hh], 1);
-        sorted[pos] = p;
-      }
+      const int hh = HeldOf(ids[p], local, num_experts);
+      if (hh >= 0) pos = TakeRow(meta, nh, hh, p, sorted);
     }
     // The held slots' rows, compacted in slot order (lane order).
     const unsigned held = __ballot_sync(0xFFFFFFFFu, pos >= 0);

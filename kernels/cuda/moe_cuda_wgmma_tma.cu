@@ -26,6 +26,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <iterator>
 
 #include "kernels/cuda/env_choice.h"
 #include "kernels/cuda/moe_cuda_gemm.cuh"
@@ -163,22 +164,19 @@ __device__ __forceinline__ void ConsumeChunks(float (&acc)[BN / 2], const GemmAr
 // 192 rows: {160, 192}, not {128, 192}: kAuto's mix puts an expert's remainder of <= 128 rows
 // in 128-row tiles of its own, so the 192-row tiles that are partial hold 129-160 rows (4096
 // tokens of gpt-oss-120b: 1.5017 -> 1.4176 ms, the same elsewhere; 19:23 call, `ab` step).
-template <int BN>
-struct VarWidths;
+template <int BN> struct VarWidths { static constexpr int w[] = {BN}; };  // the other heights: one
 template <> struct VarWidths<64> { static constexpr int w[] = {32, 64}; };
 template <> struct VarWidths<96> { static constexpr int w[] = {64, 96}; };
 template <> struct VarWidths<128> { static constexpr int w[] = {64, 128}; };
 template <> struct VarWidths<192> { static constexpr int w[] = {160, 192}; };
 template <> struct VarWidths<256> { static constexpr int w[] = {64, 128, 192, 256}; };
-template <int BN> struct VarWidths { static constexpr int w[] = {BN}; };
 
 template <int BN, int NC, int S, bool kOneMul, int I = 0>
 __device__ __forceinline__ void ConsumeItem(float (&acc)[BN / 2], int rows, const GemmArgs& p, uint32_t base0,
                                             uint32_t full0, uint32_t empty0, int lg, int lane, int g, bool leader,
                                             int& stage, uint32_t& phase) {
-  constexpr int kN = int(sizeof(VarWidths<BN>::w) / sizeof(int));
   constexpr int W = VarWidths<BN>::w[I];
-  if constexpr (I + 1 < kN) {
+  if constexpr (I + 1 < int(std::size(VarWidths<BN>::w))) {
     if (rows > W) {
       ConsumeItem<BN, NC, S, kOneMul, I + 1>(acc, rows, p, base0, full0, empty0, lg, lane, g, leader, stage, phase);
       return;
