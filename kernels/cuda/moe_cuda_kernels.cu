@@ -160,8 +160,9 @@ __global__ void PlaceKernel(const int32_t* __restrict__ ids, int pairs, const in
   if (h >= 0) TakeRow(meta, nh, h, p, sorted);
 }
 
-// Small batches (pairs <= kSmallPairs, nh <= 1024): count, scan, tile list, placement and (for
-// very small ones) the gather in one CTA, so decode pays one launch for routing, not five.
+// Small batches (pairs <= kSmallPairs, nh <= 1024): count, scan, tile list and placement in one
+// CTA, so decode pays one launch for routing, not four (and, under MXSERVE_CUDA_MOE_ROUTE_GATHER=
+// fused, the gather of very small ones: slower, RouteGatherSetting).
 constexpr int kSmallPairs = 8192;
 constexpr int kFusedGatherPairs = 64;
 
@@ -327,11 +328,21 @@ __global__ void CombineKernel(const float* __restrict__ y, const int32_t* __rest
   }
 }
 
+// Small batches gather in GatherKernel (one CTA per slot row) after the routing CTA: the routing
+// CTA converting the rows itself (up to kFusedGatherPairs of them) held the GEMMs back, gpt-oss-120b
+// 0.2625 against 0.2369 ms at 16 tokens, 0.1562 / 0.1502 at 8, 0.0651 / 0.0643 at 2 (2026-12-01
+// 20:30 call, medians of two alternating rounds). MXSERVE_CUDA_MOE_ROUTE_GATHER=fused (benchmarks):
+// the routing CTA gathers, as before.
+int RouteGatherSetting() {
+  static const int v = EnvChoice("MXSERVE_CUDA_MOE_ROUTE_GATHER", {"default", "fused"});
+  return v;
+}
+
 void LaunchRouting(const RoutingArgs& r, cudaStream_t stream) {
   const int pairs = r.tokens * r.top_k;
   if (pairs == 0) return;
   if (pairs <= kSmallPairs && r.nh <= 1024) {
-    const bool gather = pairs <= kFusedGatherPairs;
+    const bool gather = pairs <= kFusedGatherPairs && RouteGatherSetting() == 1;
     auto* route = r.bm2 > 0 ? RouteSmallKernel<true> : RouteSmallKernel<false>;
     route<<<1, 1024, 0, stream>>>(r.ids, pairs, r.local, r.num_experts, r.nh, r.bm, r.meta, r.tiles, r.sorted,
                                   r.x, r.hidden, r.kp_h, r.top_k, r.a, gather, r.plain_k, r.bm2, r.rmax, r.tiles2);

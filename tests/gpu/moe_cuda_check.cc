@@ -234,6 +234,11 @@ int Main(int argc, char** argv) {
       // the gate/up pre-activations would be ~1e4, far past the clamp at 7, where the bf16
       // rounding of x (~1e4 * 2^-9 absolute) decides which side of the clamp a value lands.
       {"big-scales", 2880, 2880, 16, 4, true, 16, false, {1, 40, 300}, 112, 24, 1.0f / 256},
+      // At most 4 token-slots (the fused one-launch layer) with more than one token: 1-4 tokens at
+      // top-1 and -2, many skipped slots, and (pool 2) several tokens on one expert.
+      {"fused-k2", 1024, 1024, 16, 2, true, 16, false, {1, 1, 2, 2, 2}, 118, 10, 1.0f, 0.3},
+      {"fused-dup", 1024, 1536, 16, 1, true, 2, false, {2, 3, 4, 4}, 118, 10, 1.0f, 0.2},
+      {"fused-k1", 2880, 2880, 32, 1, true, 32, false, {1, 2, 3, 4}},
       {"gpt-oss-20b", 2880, 2880, 32, 4, true, 32, false, {1, 2, 7, 64, 200, 333, 400, 750, 1024, 1600, 4097}},
       {"gpt-oss-120b", 2880, 2880, 128, 4, true, 100, false, {1, 16, 256, 2049, 16384}},
       {"kimi-k2-like", 7168, 2048, 384, 8, false, 384, false, {1, 64, 1000, 16384}},
