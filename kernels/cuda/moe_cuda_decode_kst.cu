@@ -105,7 +105,9 @@ __global__ void __launch_bounds__(32 * kW + 32, kCb) DecodeKstKernel(const __gri
   constexpr int kRows = 8 * kNb, kGroups = 2 * kMt * kW;
   extern __shared__ __align__(128) uint8_t smem[];
   __shared__ uint64_t full[kMaxS], empty[kMaxS];
-  PdlWait();
+  // Only the producer reads what the kernel before wrote (a) when the tile list is older
+  // (early_weights): it waits below, after asking for its first stages' weights.
+  if (!p.early_weights) PdlWait();
   const int nvalid = __ldg(p.ntiles);
   PdlLaunchDependents();
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
@@ -127,14 +129,33 @@ __global__ void __launch_bounds__(32 * kW + 32, kCb) DecodeKstKernel(const __gri
 
   if (warp == kW) {  // the producer (one thread): (item, slice) -> stage once the stage is empty
     if (lane != 0) return;
+    // Stage use q's activation rows: slice q % slices of item it_lo + q / slices.
+    auto rows_of = [&](int q) {
+      const int item = it_lo + q / slices, tile = item / per_tile, s = q % slices;
+      const int row0 = __ldg(p.tiles + 3 * tile + 1), n_rows = min(__ldg(p.tiles + 3 * tile + 2), kRows);
+      const int c0 = s * kCs, c1 = min(chunks, c0 + kCs);
+      const int ab = max(0, min(c1, nfull) - c0) * 256 + (c1 > nfull ? 128 : 0);
+      uint8_t* base = smem + (q % S) * geo.stage_bytes + geo.w_bytes + geo.s_bytes;
+      for (int r = 0; r < n_rows; ++r) {
+        BulkCopyG2S(base + r * geo.a_stride, reinterpret_cast<const uint8_t*>(p.a + int64_t(row0 + r) * p.kp) + c0 * 256,
+                    ab, &full[q % S]);
+      }
+    };
+    // early_weights: the first S stage uses get their weights and scales now, their activation
+    // rows once the kernel before has finished (at use S, or after the last use if fewer).
+    const int uses = (it_hi - it_lo) * slices, early = p.early_weights ? min(S, uses) : 0;
     int q = 0;  // stage uses so far
     for (int item = it_lo; item < it_hi; ++item) {
       const int tile = item / per_tile, gi0 = (item - tile * per_tile) * kGroups;
-      const int e = __ldg(p.tiles + 3 * tile), row0 = __ldg(p.tiles + 3 * tile + 1);
+      const int e = __ldg(p.tiles + 3 * tile);
       const int n_rows = min(__ldg(p.tiles + 3 * tile + 2), kRows);
       const int grow = e * nt_total + gi0;  // the item's first group row in the tensor maps
       for (int s = 0; s < slices; ++s, ++q) {
         const int stage = q % S;
+        if (q == early && early > 0) {
+          PdlWait();
+          for (int u = 0; u < early; ++u) rows_of(u);
+        }
         if (q >= S) MbarWait(&empty[stage], ((q / S) - 1) & 1);
         const int c0 = s * kCs, c1 = min(chunks, c0 + kCs);
         const int nf = max(0, min(c1, nfull) - c0);  // full chunks in the slice
@@ -143,12 +164,12 @@ __global__ void __launch_bounds__(32 * kW + 32, kCb) DecodeKstKernel(const __gri
         MbarExpectTx(&full[stage], geo.w_bytes + geo.s_bytes + n_rows * ab);
         TmaLoad2d(base, &wmap, &full[stage], c0 * 64, grow);
         TmaLoad2d(base + geo.w_bytes, &smap, &full[stage], c0 * 4, grow);
-        for (int r = 0; r < n_rows; ++r) {
-          BulkCopyG2S(base + geo.w_bytes + geo.s_bytes + r * geo.a_stride,
-                      reinterpret_cast<const uint8_t*>(p.a + int64_t(row0 + r) * p.kp) + c0 * 256, ab,
-                      &full[stage]);
-        }
+        if (q >= early) rows_of(q);
       }
+    }
+    if (q == early && early > 0) {  // fewer uses than stages
+      PdlWait();
+      for (int u = 0; u < early; ++u) rows_of(u);
     }
     return;
   }

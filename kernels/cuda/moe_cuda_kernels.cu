@@ -338,9 +338,9 @@ int RouteGatherSetting() {
   return v;
 }
 
-void LaunchRouting(const RoutingArgs& r, cudaStream_t stream) {
+bool LaunchRouting(const RoutingArgs& r, cudaStream_t stream) {
   const int pairs = r.tokens * r.top_k;
-  if (pairs == 0) return;
+  if (pairs == 0) return false;
   if (pairs <= kSmallPairs && r.nh <= 1024) {
     const bool gather = pairs <= kFusedGatherPairs && RouteGatherSetting() == 1;
     auto* route = r.bm2 > 0 ? RouteSmallKernel<true> : RouteSmallKernel<false>;
@@ -350,7 +350,7 @@ void LaunchRouting(const RoutingArgs& r, cudaStream_t stream) {
       GatherKernel<<<pairs, 256, 0, stream>>>(r.x, r.hidden, r.kp_h, r.kp_h / 128, r.top_k, r.sorted,
                                               r.meta + 2 * r.nh, r.a, r.plain_k);
     }
-    return;
+    return gather;
   }
   cudaMemsetAsync(r.meta, 0, sizeof(int32_t) * (3 * r.nh + 3), stream);
   CountKernel<<<(pairs + 255) / 256, 256, 0, stream>>>(r.ids, pairs, r.local, r.num_experts, r.meta);
@@ -359,12 +359,13 @@ void LaunchRouting(const RoutingArgs& r, cudaStream_t stream) {
   if (PlaceGatherSetting()) {
     PlaceGatherKernel<<<r.tokens, 256, 0, stream>>>(r.ids, r.top_k, r.local, r.num_experts, r.meta, r.nh,
                                                     r.sorted, r.x, r.hidden, r.kp_h, r.kp_h / 128, r.a, r.plain_k);
-    return;
+    return false;
   }
   PlaceKernel<<<(pairs + 255) / 256, 256, 0, stream>>>(r.ids, pairs, r.local, r.num_experts, r.meta,
                                                        r.nh, r.sorted);
   GatherKernel<<<pairs, 256, 0, stream>>>(r.x, r.hidden, r.kp_h, r.kp_h / 128, r.top_k, r.sorted,
                                           r.meta + 2 * r.nh, r.a, r.plain_k);
+  return false;
 }
 
 void LaunchCombine(const float* y, const int32_t* ids, const int32_t* local, int num_experts,
