@@ -251,6 +251,10 @@ __global__ void __launch_bounds__(1024) RouteSmallKernel(const int32_t* __restri
 __global__ void GatherKernel(const float* __restrict__ x, int h, int kp, int nfull, int top_k,
                              const int32_t* __restrict__ sorted, const int32_t* __restrict__ total,
                              uint16_t* __restrict__ a, bool plain) {
+  // Launched with PDL after the routing: sorted and total come from it. The GEMM after this may
+  // start only once the routing has finished (it reads the tile list before its own wait:
+  // GemmArgs::early_weights), hence the order of these two.
+  PdlWait();
   PdlLaunchDependents();
   const int row = blockIdx.x;
   if (row >= *total) return;
@@ -347,8 +351,8 @@ bool LaunchRouting(const RoutingArgs& r, cudaStream_t stream) {
     route<<<1, 1024, 0, stream>>>(r.ids, pairs, r.local, r.num_experts, r.nh, r.bm, r.meta, r.tiles, r.sorted,
                                   r.x, r.hidden, r.kp_h, r.top_k, r.a, gather, r.plain_k, r.bm2, r.rmax, r.tiles2);
     if (!gather) {
-      GatherKernel<<<pairs, 256, 0, stream>>>(r.x, r.hidden, r.kp_h, r.kp_h / 128, r.top_k, r.sorted,
-                                              r.meta + 2 * r.nh, r.a, r.plain_k);
+      LaunchPdl(GatherKernel, dim3(pairs), dim3(256), 0, stream, r.x, r.hidden, r.kp_h, r.kp_h / 128, r.top_k,
+                r.sorted, r.meta + 2 * r.nh, r.a, r.plain_k);
     }
     return gather;
   }
@@ -363,8 +367,8 @@ bool LaunchRouting(const RoutingArgs& r, cudaStream_t stream) {
   }
   PlaceKernel<<<(pairs + 255) / 256, 256, 0, stream>>>(r.ids, pairs, r.local, r.num_experts, r.meta,
                                                        r.nh, r.sorted);
-  GatherKernel<<<pairs, 256, 0, stream>>>(r.x, r.hidden, r.kp_h, r.kp_h / 128, r.top_k, r.sorted,
-                                          r.meta + 2 * r.nh, r.a, r.plain_k);
+  LaunchPdl(GatherKernel, dim3(pairs), dim3(256), 0, stream, r.x, r.hidden, r.kp_h, r.kp_h / 128, r.top_k, r.sorted,
+            r.meta + 2 * r.nh, r.a, r.plain_k);
   return false;
 }
 
