@@ -146,6 +146,7 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
   int* cnt = reinterpret_cast<int*>(part + size_t(f.max_units) * kParts * 16);  // [units]
   float* ys = reinterpret_cast<float*>(cnt + f.max_units);  // [groups][kTinyPairs][16]
   float* bias = ys + f.groups * kTinyPairs * 16;                // [units][16]
+  FusedPiece* s_piece = reinterpret_cast<FusedPiece*>(bias + f.max_units * 16);  // [units * kParts]
 
   __shared__ float s_w[kTinyPairs];  // routing weights by slot
   if (f.probe == 6) return;
@@ -187,10 +188,7 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
   const int npa = na * kParts, np = nu * kParts;  // pieces: gate_up, all
 
   // Piece p: unit p / kParts (gate_up when < na, else down), K part p % kParts, chunks [c0, c1).
-  struct Piece {
-    bool gu;
-    int unit, tile, grp, c0, c1;
-  };
+  using Piece = FusedPiece;
   // Unit u's tile and 16-row group (of 2I for gate_up, of H for down).
   auto unit_at = [&](int u, int& tile, int& grp) {
     const int v = u - na;
@@ -208,8 +206,12 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
   // A piece in its slot: group A's and group B's weights of chunks [c0, c1), wb bytes each, then
   // their scales, sb bytes each.
   auto wbytes = [&](const Piece& pc, int nfull) { return PieceWeightBytes(pc.c0, pc.c1, nfull); };
+  // The CTA's pieces, listed once (the divisions cost ~150 instructions a piece; issue and
+  // compute each looked a piece up).
+  for (int i = threadIdx.x; i < np; i += 32 * kWarps) s_piece[i] = piece(i);
+  __syncthreads();
   auto issue = [&](int p, int s) {  // lane 0
-    const Piece pc = piece(p);
+    const Piece pc = s_piece[p];
     // (selects, not a reference to g or d: that would copy both arguments to local memory)
     const int nfull = pc.gu ? g.nfull : d.nfull, rg_bytes = 4 * (pc.gu ? g.kp : d.kp);
     const int sc_bytes = 32 * (pc.gu ? g.chunks : d.chunks);
@@ -306,7 +308,7 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
 
   int k = 0;
   for (; warp + k * kWarps < npa; ++k) {
-    const Piece pc = piece(warp + k * kWarps);
+    const Piece pc = s_piece[warp + k * kWarps];
     float v[4];
     if (!run(k, g, pc, v)) continue;  // (warp-uniform: StoreTileA shuffles across the warp)
     MbarWait(bias_bar, 0);
@@ -329,7 +331,7 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
   Stamp(f, 5);
 
   for (; warp + k * kWarps < np; ++k) {
-    const Piece pc = piece(warp + k * kWarps);
+    const Piece pc = s_piece[warp + k * kWarps];
     float v[4];
     if (!run(k, d, pc, v)) continue;
     MbarWait(bias_bar, 0);
@@ -447,7 +449,8 @@ FusedPlan Plan(const GemmArgs& g, const GemmArgs& d, int tokens) {
   pl.f.groups = groups;
   const size_t fixed = size_t(kTinyPairs) * pl.f.a_stride + size_t(pl.f.max_units) * pl.parts * 16 * 16 +
                        size_t(pl.f.max_units) * 4 + size_t(groups) * kTinyPairs * 16 * 4 +
-                       size_t(pl.f.max_units) * 16 * 4;  // biases
+                       size_t(pl.f.max_units) * 16 * 4 +  // biases
+                       size_t(pl.f.max_units) * pl.parts * sizeof(FusedPiece);
   const size_t budget = size_t(lim.smem_optin) - 1024;  // static: barriers and the route
   for (pl.f.depth = pin.depth; pl.f.depth >= 1; --pl.f.depth) {
     pl.smem = fixed + size_t(pl.f.slot_bytes) * pin.warps * pl.f.depth;

@@ -47,6 +47,12 @@ MXSERVE_HD inline FusedWork FusedWorkOf(const GemmArgs& g, const GemmArgs& d, in
   w.ntiles = ntiles;
   return w;
 }
+// One piece of the fused kernel's work: unit (gate_up when gu), its tile and 16-row group, K
+// chunks [c0, c1). Each CTA lists its pieces once in shared memory (the kernel reads them twice:
+// to request a piece and to compute it).
+struct FusedPiece {
+  int gu, unit, tile, grp, c0, c1;
+};
 // K part q of `parts` of a unit: chunks [c0, c1), and the bytes of one 8-row group's weights
 // there (the 64-K tail chunk, index nfull, is 256 bytes).
 MXSERVE_HD inline void PieceChunks(int q, int parts, int chunks, int& c0, int& c1) {
