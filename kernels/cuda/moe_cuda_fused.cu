@@ -206,8 +206,8 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
   // A piece in its slot: group A's and group B's weights of chunks [c0, c1), wb bytes each, then
   // their scales, sb bytes each.
   auto wbytes = [&](const Piece& pc, int nfull) { return PieceWeightBytes(pc.c0, pc.c1, nfull); };
-  // The CTA's pieces, listed once (the divisions cost ~150 instructions a piece; issue and
-  // compute each looked a piece up).
+  // The CTA's pieces, listed once: issue and compute each looked a piece up, redoing the
+  // divisions (docs/PERFORMANCE.md, seventeenth session: 1.5 % of the one-token layer).
   for (int i = threadIdx.x; i < np; i += 32 * kWarps) s_piece[i] = piece(i);
   __syncthreads();
   auto issue = [&](int p, int s) {  // lane 0
