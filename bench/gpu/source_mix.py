@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """The instruction mix of one kernel launch from `tests/gpu/run_all.sh source` (ncu's SASS source
 page as CSV, gzipped or not): executed warp-level instructions per opcode, scaled to a unit of
-work, with the warp-stall samples each opcode drew; then the most-sampled instructions.
+work, with the warp-stall samples each opcode drew; then the most-sampled instructions; then the
+instructions grouped by how many times each ran (a loop body's instructions share a count: the
+hot loop, the once-per-piece bookkeeping and the once-per-warp prologue come apart).
 
 usage: bench/gpu/source_mix.py SOURCE.csv[.gz] [UNIT_OPCODE [PER_UNIT]] [--top N]
   UNIT_OPCODE (default HGMMA) and PER_UNIT (default 2): the per-unit column divides by
@@ -67,6 +69,18 @@ def main(argv):
     print("\n# most-sampled instructions: samples, executions, SASS")
     for s, ex, src in sorted(lines, reverse=True)[:top]:
         print(f"{s:7d} {ex:10d}  {src[:100]}")
+    # By execution count: instructions that each ran n times, what they executed, their samples.
+    by_n = collections.defaultdict(lambda: [0, 0, 0])
+    for s, ex, _ in lines:
+        g = by_n[ex]
+        g[0] += 1
+        g[1] += ex
+        g[2] += s
+    print("\n# instructions by execution count (the largest shares of executed instructions)")
+    print("| executions each | instructions | executed | % | stall samples |")
+    print("|---|---|---|---|---|")
+    for n, (k, ex, s) in sorted(by_n.items(), key=lambda kv: -kv[1][1])[:12]:
+        print(f"| {n} | {k} | {ex} | {100 * ex / max(total, 1):.1f} | {s} |")
 
 
 if __name__ == "__main__":
