@@ -129,12 +129,16 @@ __global__ void __launch_bounds__(32 * kW + 32, kCb) DecodeKstKernel(const __gri
 
   if (warp == kW) {  // the producer (one thread): (item, slice) -> stage once the stage is empty
     if (lane != 0) return;
+    // Bytes of one activation row in slice s: its full chunks' 256 each, the tail chunk's 128.
+    auto row_bytes = [&](int s) {
+      const int c0 = s * kCs, c1 = min(chunks, c0 + kCs);
+      return max(0, min(c1, nfull) - c0) * 256 + (c1 > nfull ? 128 : 0);
+    };
     // Stage use q's activation rows: slice q % slices of item it_lo + q / slices.
     auto rows_of = [&](int q) {
       const int item = it_lo + q / slices, tile = item / per_tile, s = q % slices;
       const int row0 = __ldg(p.tiles + 3 * tile + 1), n_rows = min(__ldg(p.tiles + 3 * tile + 2), kRows);
-      const int c0 = s * kCs, c1 = min(chunks, c0 + kCs);
-      const int ab = max(0, min(c1, nfull) - c0) * 256 + (c1 > nfull ? 128 : 0);
+      const int c0 = s * kCs, ab = row_bytes(s);
       uint8_t* base = smem + (q % S) * geo.stage_bytes + geo.w_bytes + geo.s_bytes;
       for (int r = 0; r < n_rows; ++r) {
         BulkCopyG2S(base + r * geo.a_stride, reinterpret_cast<const uint8_t*>(p.a + int64_t(row0 + r) * p.kp) + c0 * 256,
@@ -157,11 +161,9 @@ __global__ void __launch_bounds__(32 * kW + 32, kCb) DecodeKstKernel(const __gri
           for (int u = 0; u < early; ++u) rows_of(u);
         }
         if (q >= S) MbarWait(&empty[stage], ((q / S) - 1) & 1);
-        const int c0 = s * kCs, c1 = min(chunks, c0 + kCs);
-        const int nf = max(0, min(c1, nfull) - c0);  // full chunks in the slice
-        const int ab = nf * 256 + (c1 > nfull ? 128 : 0);
+        const int c0 = s * kCs;
         uint8_t* base = smem + stage * geo.stage_bytes;
-        MbarExpectTx(&full[stage], geo.w_bytes + geo.s_bytes + n_rows * ab);
+        MbarExpectTx(&full[stage], geo.w_bytes + geo.s_bytes + n_rows * row_bytes(s));
         TmaLoad2d(base, &wmap, &full[stage], c0 * 64, grow);
         TmaLoad2d(base + geo.w_bytes, &smap, &full[stage], c0 * 4, grow);
         if (q >= early) rows_of(q);
