@@ -105,8 +105,8 @@ __global__ void __launch_bounds__(32 * kW + 32, kCb) DecodeKstKernel(const __gri
   constexpr int kRows = 8 * kNb, kGroups = 2 * kMt * kW;
   extern __shared__ __align__(128) uint8_t smem[];
   __shared__ uint64_t full[kMaxS], empty[kMaxS];
-  // Only the producer reads what the kernel before wrote (a) when the tile list is older
-  // (early_weights): it waits below, after asking for its first stages' weights.
+  // Only the producer reads what the kernel before wrote (a): with early_weights it waits below,
+  // after asking for its first stages' weights.
   if (!p.early_weights) PdlWait();
   const int nvalid = __ldg(p.ntiles);
   PdlLaunchDependents();
@@ -148,6 +148,10 @@ __global__ void __launch_bounds__(32 * kW + 32, kCb) DecodeKstKernel(const __gri
     // early_weights: the first S stage uses get their weights and scales now, their activation
     // rows once the kernel before has finished (at use S, or after the last use if fewer).
     const int uses = (it_hi - it_lo) * slices, early = p.early_weights ? min(S, uses) : 0;
+    auto rows_of_early = [&] {
+      PdlWait();
+      for (int u = 0; u < early; ++u) rows_of(u);
+    };
     int q = 0;  // stage uses so far
     for (int item = it_lo; item < it_hi; ++item) {
       const int tile = item / per_tile, gi0 = (item - tile * per_tile) * kGroups;
@@ -156,10 +160,7 @@ __global__ void __launch_bounds__(32 * kW + 32, kCb) DecodeKstKernel(const __gri
       const int grow = e * nt_total + gi0;  // the item's first group row in the tensor maps
       for (int s = 0; s < slices; ++s, ++q) {
         const int stage = q % S;
-        if (q == early && early > 0) {
-          PdlWait();
-          for (int u = 0; u < early; ++u) rows_of(u);
-        }
+        if (q == early && early > 0) rows_of_early();
         if (q >= S) MbarWait(&empty[stage], ((q / S) - 1) & 1);
         const int c0 = s * kCs;
         uint8_t* base = smem + stage * geo.stage_bytes;
@@ -169,10 +170,7 @@ __global__ void __launch_bounds__(32 * kW + 32, kCb) DecodeKstKernel(const __gri
         if (q >= early) rows_of(q);
       }
     }
-    if (q == early && early > 0) {  // fewer uses than stages
-      PdlWait();
-      for (int u = 0; u < early; ++u) rows_of(u);
-    }
+    if (q == early && early > 0) rows_of_early();  // fewer uses than stages
     return;
   }
 

@@ -254,14 +254,11 @@ struct LayerAccess {
         return CudaCheck(cudaGetLastError(), "MoeForwardCuda launch");
       }
     }
-    // The kst decode GEMMs stream their first weights before the kernel before them ends where
-    // the tile list is older than that kernel (GemmArgs::early_weights; the gate_up GEMM's
-    // operand and the down GEMM's come from the kernel just before them).
-    // MXSERVE_CUDA_MOE_EARLY_WEIGHTS=off (benchmarks): they wait first.
-    const bool route_wrote_last = internal::LaunchRouting(r, stream);
+    internal::LaunchRouting(r, stream);
+    // The kst decode GEMMs stream their first weights before the kernel just before them ends
+    // (GemmArgs::early_weights). MXSERVE_CUDA_MOE_EARLY_WEIGHTS=off (benchmarks): they wait first.
     static const bool early_on = internal::EnvChoice("MXSERVE_CUDA_MOE_EARLY_WEIGHTS", {"default", "off"}) == 0;
-    g.early_weights = g2.early_weights = early_on && !route_wrote_last;
-    d.early_weights = d2.early_weights = early_on;
+    g.early_weights = g2.early_weights = d.early_weights = d2.early_weights = early_on;
     auto launch_failed = [](int code, const char* which) {
       return absl::InternalError(absl::StrCat("MoeForwardCuda: the ", which,
                                               " GEMM could not describe its operands to the copy "

@@ -187,29 +187,25 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
   const int na = range.a1 - range.a0, nu = na + (range.r1 - range.r0) * nt;
   const int npa = na * kParts, np = nu * kParts;  // pieces: gate_up, all
 
-  // Piece p: unit p / kParts (gate_up when < na, else down), K part p % kParts, chunks [c0, c1).
+  // Piece p: unit p / kParts (gate_up when < na, else down), its tile and 16-row group (of 2I
+  // for gate_up, of H for down), K part p % kParts, chunks [c0, c1). The CTA lists its pieces
+  // once: issue and compute each looked a piece up, redoing the divisions (docs/PERFORMANCE.md,
+  // seventeenth session: 1.5 % of the one-token layer).
   using Piece = FusedPiece;
-  // Unit u's tile and 16-row group (of 2I for gate_up, of H for down).
-  auto unit_at = [&](int u, int& tile, int& grp) {
-    const int v = u - na;
-    tile = u < na ? (range.a0 + u) / work.ng_gu : v % max(nt, 1);
-    grp = u < na ? (range.a0 + u) % work.ng_gu : range.r0 + v / max(nt, 1);
-  };
-  auto piece = [&](int p) {
+  for (int p = threadIdx.x; p < np; p += 32 * kWarps) {
     Piece pc;
     pc.unit = p / kParts;
     pc.gu = pc.unit < na;
-    unit_at(pc.unit, pc.tile, pc.grp);
+    const int v = pc.unit - na;
+    pc.tile = pc.gu ? (range.a0 + pc.unit) / work.ng_gu : v % max(nt, 1);
+    pc.grp = pc.gu ? (range.a0 + pc.unit) % work.ng_gu : range.r0 + v / max(nt, 1);
     PieceChunks(p % kParts, kParts, pc.gu ? g.chunks : d.chunks, pc.c0, pc.c1);
-    return pc;
-  };
+    s_piece[p] = pc;
+  }
+  __syncthreads();
   // A piece in its slot: group A's and group B's weights of chunks [c0, c1), wb bytes each, then
   // their scales, sb bytes each.
   auto wbytes = [&](const Piece& pc, int nfull) { return PieceWeightBytes(pc.c0, pc.c1, nfull); };
-  // The CTA's pieces, listed once: issue and compute each looked a piece up, redoing the
-  // divisions (docs/PERFORMANCE.md, seventeenth session: 1.5 % of the one-token layer).
-  for (int i = threadIdx.x; i < np; i += 32 * kWarps) s_piece[i] = piece(i);
-  __syncthreads();
   auto issue = [&](int p, int s) {  // lane 0
     const Piece pc = s_piece[p];
     // (selects, not a reference to g or d: that would copy both arguments to local memory)
@@ -242,10 +238,9 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
   // warp waits for before its first epilogue only (not before its first piece: ~5 us).
   if (warp == kWarps - 1) {
     for (int i = lane; i < nu * 4; i += 32) {
-      int tile, grp;
-      unit_at(i >> 2, tile, grp);
-      const float* b = (i >> 2) < na ? g.bias + int64_t(rt.e[tile]) * g.n : d.bias + int64_t(rt.e[tile]) * d.n;
-      CpAsync16(bias + i * 4, b + grp * 16 + (i & 3) * 4);
+      const Piece& pc = s_piece[(i >> 2) * kParts];  // unit i / 4's first piece
+      const float* b = pc.gu ? g.bias + int64_t(rt.e[pc.tile]) * g.n : d.bias + int64_t(rt.e[pc.tile]) * d.n;
+      CpAsync16(bias + i * 4, b + pc.grp * 16 + (i & 3) * 4);
     }
     asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(SmemAddr(bias_bar)) : "memory");
   }

@@ -34,10 +34,10 @@ struct GemmArgs {
   // The persistent wgmma kernel: each item's wgmma as narrow as its tile's rows allow
   // (moe_cuda_wgmma_tma.cu, ConsumeItem); false: the tile height always.
   bool var_width;
-  // The tile list (tiles, ntiles) was written at least two kernels before this GEMM, so it is
-  // visible before griddepcontrol.wait: the kst decode kernel then streams its first stages'
-  // weights before waiting for the kernel before it (whose output, a, it waits for). False when
-  // the kernel just before wrote the tiles (RoutingArgs: the routing CTA that also gathers).
+  // The kst decode kernel streams its first stages' weights before waiting for the kernel before
+  // it (whose output, a, it waits for): the tile list (tiles, ntiles) is written at least two
+  // kernels before either GEMM (LaunchRouting ends with a gather), so it is visible before
+  // griddepcontrol.wait. False: it waits first (MXSERVE_CUDA_MOE_EARLY_WEIGHTS=off).
   bool early_weights;
 };
 

@@ -161,25 +161,23 @@ __global__ void PlaceKernel(const int32_t* __restrict__ ids, int pairs, const in
 }
 
 // Small batches (pairs <= kSmallPairs, nh <= 1024): count, scan, tile list and placement in one
-// CTA, so decode pays one launch for routing, not four (and, under MXSERVE_CUDA_MOE_ROUTE_GATHER=
-// fused, the gather of very small ones: slower, RouteGatherSetting).
+// CTA, so decode pays one launch for routing, not four. (It also gathered up to 64 slots' rows
+// until 2026-12-01: one CTA converting them held the GEMMs back, 16 tokens of gpt-oss-120b
+// 0.2625 against 0.2369 ms with GatherKernel after it; docs/PERFORMANCE.md, seventeenth session.)
 constexpr int kSmallPairs = 8192;
-constexpr int kFusedGatherPairs = 64;
 
 template <bool kMix>
 __global__ void __launch_bounds__(1024) RouteSmallKernel(const int32_t* __restrict__ ids, int pairs,
                                                          const int32_t* __restrict__ local, int num_experts,
                                                          int nh, int bm, int32_t* __restrict__ meta,
                                                          int32_t* __restrict__ tiles, int32_t* __restrict__ sorted,
-                                                         const float* __restrict__ x, int hidden, int kp_h,
-                                                         int top_k, uint16_t* __restrict__ a, bool gather,
-                                                         bool plain, int bm2, int rmax, int32_t* __restrict__ tiles2) {
+                                                         int bm2, int rmax, int32_t* __restrict__ tiles2) {
   // Rows and tiles per expert are scanned together, packed as rows | tiles << 16 (both totals
   // stay below 2^16: pairs <= kSmallPairs, tiles <= pairs + nh); kMix: | small tiles << 32.
   using Packed = std::conditional_t<kMix, int64_t, int32_t>;
   using Scan = cub::BlockScan<Packed, 1024>;
   __shared__ typename Scan::TempStorage scan_tmp;
-  __shared__ int32_t cnt[1024], cur[1024], s_total, s_sorted[kFusedGatherPairs];
+  __shared__ int32_t cnt[1024], cur[1024];
   PdlLaunchDependents();  // the GEMM after us may take its place on the SMs; it waits for us
   const int tid = threadIdx.x;
   cnt[tid] = 0;
@@ -223,7 +221,6 @@ __global__ void __launch_bounds__(1024) RouteSmallKernel(const int32_t* __restri
     meta[2 * nh] = int(total & 0xFFFF);
     meta[3 * nh + 1] = int(total >> 16) & 0xFFFF;
     if constexpr (kMix) meta[3 * nh + 2] = int(total >> 32);
-    s_total = int(total & 0xFFFF);
   }
   __syncthreads();
   if (tid < nh) cnt[tid] = row;  // now: first row of each expert
@@ -232,17 +229,7 @@ __global__ void __launch_bounds__(1024) RouteSmallKernel(const int32_t* __restri
   for (int i = 0; i < kSmallPairs / 1024; ++i) {
     const int hh = my_h[i];
     if (hh < 0) continue;
-    const int pos = cnt[hh] + atomicAdd(&cur[hh], 1);
-    sorted[pos] = tid + 1024 * i;
-    if (gather) s_sorted[pos] = tid + 1024 * i;  // gather: pairs <= kFusedGatherPairs
-  }
-  if (!gather) return;
-  __syncthreads();
-  const int items = kp_h / 8;
-  for (int i = tid; i < s_total * items; i += 1024) {
-    const int row = i / items;
-    GatherItem(x + int64_t(s_sorted[row] / top_k) * hidden, a + int64_t(row) * kp_h, i - row * items,
-               kp_h / 128, hidden, plain);
+    sorted[cnt[hh] + atomicAdd(&cur[hh], 1)] = tid + 1024 * i;
   }
 }
 
@@ -251,9 +238,9 @@ __global__ void __launch_bounds__(1024) RouteSmallKernel(const int32_t* __restri
 __global__ void GatherKernel(const float* __restrict__ x, int h, int kp, int nfull, int top_k,
                              const int32_t* __restrict__ sorted, const int32_t* __restrict__ total,
                              uint16_t* __restrict__ a, bool plain) {
-  // Launched with PDL after the routing: sorted and total come from it. The GEMM after this may
-  // start only once the routing has finished (it reads the tile list before its own wait:
-  // GemmArgs::early_weights), hence the order of these two.
+  // Launched with PDL after the placement: sorted and total come from it. The GEMM after this
+  // may start only once the placement (and the tile list before it) has finished: it reads the
+  // tile list before its own wait (GemmArgs::early_weights), hence the order of these two.
   PdlWait();
   PdlLaunchDependents();
   const int row = blockIdx.x;
@@ -332,29 +319,20 @@ __global__ void CombineKernel(const float* __restrict__ y, const int32_t* __rest
   }
 }
 
-// Small batches gather in GatherKernel (one CTA per slot row) after the routing CTA: the routing
-// CTA converting the rows itself (up to kFusedGatherPairs of them) held the GEMMs back, gpt-oss-120b
-// 0.2625 against 0.2369 ms at 16 tokens, 0.1562 / 0.1502 at 8, 0.0651 / 0.0643 at 2 (2026-12-01
-// 20:30 call, medians of two alternating rounds). MXSERVE_CUDA_MOE_ROUTE_GATHER=fused (benchmarks):
-// the routing CTA gathers, as before.
-int RouteGatherSetting() {
-  static const int v = EnvChoice("MXSERVE_CUDA_MOE_ROUTE_GATHER", {"default", "fused"});
-  return v;
-}
-
-bool LaunchRouting(const RoutingArgs& r, cudaStream_t stream) {
+void LaunchRouting(const RoutingArgs& r, cudaStream_t stream) {
   const int pairs = r.tokens * r.top_k;
-  if (pairs == 0) return false;
+  if (pairs == 0) return;
+  // One CTA per slot row, after the kernel that placed the rows.
+  auto gather_rows = [&] {
+    LaunchPdl(GatherKernel, dim3(pairs), dim3(256), 0, stream, r.x, r.hidden, r.kp_h, r.kp_h / 128, r.top_k,
+              r.sorted, r.meta + 2 * r.nh, r.a, r.plain_k);
+  };
   if (pairs <= kSmallPairs && r.nh <= 1024) {
-    const bool gather = pairs <= kFusedGatherPairs && RouteGatherSetting() == 1;
     auto* route = r.bm2 > 0 ? RouteSmallKernel<true> : RouteSmallKernel<false>;
     route<<<1, 1024, 0, stream>>>(r.ids, pairs, r.local, r.num_experts, r.nh, r.bm, r.meta, r.tiles, r.sorted,
-                                  r.x, r.hidden, r.kp_h, r.top_k, r.a, gather, r.plain_k, r.bm2, r.rmax, r.tiles2);
-    if (!gather) {
-      LaunchPdl(GatherKernel, dim3(pairs), dim3(256), 0, stream, r.x, r.hidden, r.kp_h, r.kp_h / 128, r.top_k,
-                r.sorted, r.meta + 2 * r.nh, r.a, r.plain_k);
-    }
-    return gather;
+                                  r.bm2, r.rmax, r.tiles2);
+    gather_rows();
+    return;
   }
   cudaMemsetAsync(r.meta, 0, sizeof(int32_t) * (3 * r.nh + 3), stream);
   CountKernel<<<(pairs + 255) / 256, 256, 0, stream>>>(r.ids, pairs, r.local, r.num_experts, r.meta);
@@ -363,13 +341,11 @@ bool LaunchRouting(const RoutingArgs& r, cudaStream_t stream) {
   if (PlaceGatherSetting()) {
     PlaceGatherKernel<<<r.tokens, 256, 0, stream>>>(r.ids, r.top_k, r.local, r.num_experts, r.meta, r.nh,
                                                     r.sorted, r.x, r.hidden, r.kp_h, r.kp_h / 128, r.a, r.plain_k);
-    return false;
+    return;
   }
   PlaceKernel<<<(pairs + 255) / 256, 256, 0, stream>>>(r.ids, pairs, r.local, r.num_experts, r.meta,
                                                        r.nh, r.sorted);
-  LaunchPdl(GatherKernel, dim3(pairs), dim3(256), 0, stream, r.x, r.hidden, r.kp_h, r.kp_h / 128, r.top_k, r.sorted,
-            r.meta + 2 * r.nh, r.a, r.plain_k);
-  return false;
+  gather_rows();
 }
 
 void LaunchCombine(const float* y, const int32_t* ids, const int32_t* local, int num_experts,

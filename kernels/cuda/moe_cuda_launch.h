@@ -65,10 +65,9 @@ struct RoutingArgs {
 
 void LaunchSwizzle(const uint8_t* src_q, const uint8_t* src_s, uint8_t* dst_q, uint8_t* dst_s,
                    int n, int k, int kp, cudaStream_t stream);
-// Returns whether its last kernel wrote the tile lists (then the GEMM after it must wait for it
-// before reading them: GemmArgs::early_weights false); otherwise they were written at least two
-// kernels before the gate_up GEMM.
-bool LaunchRouting(const RoutingArgs& r, cudaStream_t stream);
+// Its last kernel gathers (GatherKernel or PlaceGatherKernel): the tile lists are written by a
+// kernel before that, which GemmArgs::early_weights relies on.
+void LaunchRouting(const RoutingArgs& r, cudaStream_t stream);
 // The kernel configurations (LaunchGemm's `path`), in kPaths' order: decode with 8- or 16-row
 // tiles, mid (32, K-streamed), prefill (64, mma.sync), decode24 (24, K-streamed), the wgmma kernel with register-A weights
 // (moe_cuda_wgmma.cu) at 128 ... 192 token rows and (its TMA-fed form only, moe_cuda_wgmma_tma.cu)
