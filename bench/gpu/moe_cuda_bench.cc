@@ -11,11 +11,16 @@
 // MXSERVE_BENCH_SKEW=<sigma>: expert popularity log-normal(0, sigma) (seeded) instead of uniform,
 // each token's top_k distinct experts drawn by popularity. MXSERVE_BENCH_HOST_IDS=1 hands kAuto
 // the ids' host copy (as the worker does: it then counts each expert's slots).
+// MXSERVE_BENCH_TRIALS=<n>: each row n times in the process, each with a fresh workspace placed
+// after a spacer allocation of 96 MB x trial (its buffers land elsewhere in device memory), one
+// row per trial (path column "auto#trial") and a "# reps" line with the fastest, median and
+// slowest rep: whether a row's spread between processes follows the buffers' placement.
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <random>
 #include <set>
 #include <sstream>
@@ -146,15 +151,27 @@ int Main(int argc, char** argv) {
     hl.reset();  // host copy no longer needed
     std::vector<int> pool(sh.E);
     for (int e = 0; e < sh.E; ++e) pool[e] = e;
-    kc::CudaMoeWorkspace ws;
+    const int trials = [] {
+      const char* v = std::getenv("MXSERVE_BENCH_TRIALS");
+      return v == nullptr ? 1 : std::max(1, std::atoi(v));
+    }();
+    auto ws_holder = std::make_unique<kc::CudaMoeWorkspace>();
     for (int T : tokens)
-    for (int path : paths) {
+    for (int path : paths)
+    for (int trial = 0; trial < trials; ++trial) {
+      void* spacer = nullptr;
+      if (trials > 1) {  // a fresh workspace, placed after the spacer
+        ws_holder = std::make_unique<kc::CudaMoeWorkspace>();
+        CK(cudaMalloc(&spacer, (size_t(96) << 20) * (trial + 1)));
+      }
+      kc::CudaMoeWorkspace& ws = *ws_holder;
       const double avg = double(T) * sh.k / sh.E;
       const int bm = path < 0 ? 0 : kc::internal::PathBm(kc::internal::SpecBig(path));
       if (path >= 0 && (avg > 4.0 * bm || bm > 16.0 * avg)) continue;
       if (pin_each) kc::internal::SetForcedPath(path);
       const int pinned = kc::internal::ForcedPath();
-      const std::string path_str = pinned < 0 ? "auto" : kc::internal::SpecName(pinned);
+      const std::string path_str = (pinned < 0 ? std::string("auto") : kc::internal::SpecName(pinned)) +
+                                   (trials > 1 ? "#" + std::to_string(trial) : std::string());
       const char* path_name = path_str.c_str();
       constexpr int kSets = 4;
       std::vector<cudaGraphExec_t> graphs(kSets);
@@ -222,6 +239,7 @@ int Main(int argc, char** argv) {
       std::printf("| %s | %d | %.4f | %.1f | %.0f | %.1f | %s |\n", sh.name.c_str(), T, med, bytes / 1e6, gbps, tf,
                   path_name);
       std::fprintf(csv, "%s,%d,%.5f,%.0f,%.1f,%.2f,%s\n", sh.name.c_str(), T, med, bytes, gbps, tf, path_name);
+      if (trials > 1) std::printf("# reps %d: fastest %.4f, median %.4f, slowest %.4f ms\n", reps, ms.front(), med, ms.back());
       if (const char* pr = std::getenv("MXSERVE_CUDA_MOE_FUSED_PROBE"); pr != nullptr && std::string(pr) == "stamps") {
         std::printf("%s", kc::internal::FusedStampsReport().c_str());  // the last replay's phases
       }
@@ -232,6 +250,7 @@ int Main(int argc, char** argv) {
       cudaFree(dout);
       cudaEventDestroy(e0);
       cudaEventDestroy(e1);
+      if (spacer != nullptr) cudaFree(spacer);
     }
   }
   std::fclose(csv);

@@ -16,7 +16,8 @@
 # paths (each kernel configuration pinned, auto for kAuto; PATH_SHAPE, PATH_TOKENS, PATHS), decode (the decode kernel variants side by side),
 # wgmmacfg (the wgmma configurations checked and timed), fused (the one-launch layer at <= 4
 # token-slots: checked per configuration, sanitizers, timed against the unfused kernels), stamps
-# (its phase timeline per configuration), ss (the weights-through-shared-memory wgmma kernel
+# (its phase timeline per configuration), spread (run-to-run
+# spread against placement and clocks: SPREAD_PROCS, SPREAD_TRIALS, SPREAD_TOKENS), ss (the weights-through-shared-memory wgmma kernel
 # checked and timed), kstcfg (the K-streamed decode kernel's occupancy
 # variants checked and timed), ab (this build's bench against another build's, alternating),
 # envab (one environment variable's values side by side, alternating: AB_VAR, AB_VALUES,
@@ -186,6 +187,23 @@ for s in $steps; do
           $X /tmp/ab.csv ${AB_SHAPES:-gpt-oss-120b} ${AB_TOKENS:-1,16,64,256,1024} | grep '^| gpt'
         done
       done 2>&1 | tee "$OUT/ab.txt" ;;
+    spread)
+      # Run-to-run spread: SPREAD_PROCS processes, each timing SPREAD_TOKENS SPREAD_TRIALS times
+      # with a fresh workspace placed elsewhere per trial (MXSERVE_BENCH_TRIALS), every output
+      # line stamped with the time, beside nvidia-smi's SM clock, power, temperature and
+      # clock-event reasons every 100 ms (smi.txt): placement, clocks or neither.
+      nvidia-smi -q -d POWER | grep -iE "limit|draw" | head -12
+      nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw.instant,temperature.gpu,clocks_event_reasons.active \
+        --format=csv,noheader -lms 100 > "$OUT/smi.txt" 2>&1 &
+      smi=$!
+      for i in $(seq ${SPREAD_PROCS:-3}); do
+        echo "## process $i"
+        MXSERVE_BENCH_TRIALS=${SPREAD_TRIALS:-4} $B/mxserve-bench-moe-gpu /tmp/spread.csv gpt-oss-120b \
+          ${SPREAD_TOKENS:-4096,16384} 2>&1 | grep --line-buffered -E '^(\| gpt|# reps)' |
+          while IFS= read -r l; do echo "$(date +%T.%3N) $l"; done
+      done 2>&1 | tee "$OUT/spread.txt"
+      kill $smi
+      python3 bench/gpu/smi_summary.py "$OUT/smi.txt" "$OUT/spread.txt" | tee "$OUT/spread_smi.txt" ;;
     stamps)
       # When each phase of the fused one-token layer ends, over the grid (MXSERVE_CUDA_MOE_FUSED_PROBE=stamps),
       # per configuration.
