@@ -134,40 +134,43 @@ __global__ void __launch_bounds__(32 * kW + 32, kCb) DecodeKstKernel(const __gri
       const int c0 = s * kCs, c1 = min(chunks, c0 + kCs);
       return max(0, min(c1, nfull) - c0) * 256 + (c1 > nfull ? 128 : 0);
     };
-    // Stage use q's activation rows: slice q % slices of item it_lo + q / slices.
-    auto rows_of = [&](int q) {
-      const int item = it_lo + q / slices, tile = item / per_tile, s = q % slices;
+    // The activation rows of slice s of a tile into stage `stage`.
+    auto rows_of = [&](int stage, int tile, int s) {
       const int row0 = __ldg(p.tiles + 3 * tile + 1), n_rows = min(__ldg(p.tiles + 3 * tile + 2), kRows);
       const int c0 = s * kCs, ab = row_bytes(s);
-      uint8_t* base = smem + (q % S) * geo.stage_bytes + geo.w_bytes + geo.s_bytes;
+      uint8_t* base = smem + stage * geo.stage_bytes + geo.w_bytes + geo.s_bytes;
       for (int r = 0; r < n_rows; ++r) {
         BulkCopyG2S(base + r * geo.a_stride, reinterpret_cast<const uint8_t*>(p.a + int64_t(row0 + r) * p.kp) + c0 * 256,
-                    ab, &full[q % S]);
+                    ab, &full[stage]);
       }
     };
     // early_weights: the first S stage uses get their weights and scales now, their activation
-    // rows once the kernel before has finished (at use S, or after the last use if fewer).
+    // rows once the kernel before has finished (at use S, or after the last use if fewer). Use u
+    // (< S) is slice u % slices of item it_lo + u / slices, in stage u.
     const int uses = (it_hi - it_lo) * slices, early = p.early_weights ? min(S, uses) : 0;
     auto rows_of_early = [&] {
       PdlWait();
-      for (int u = 0; u < early; ++u) rows_of(u);
+      for (int u = 0; u < early; ++u) rows_of(u, (it_lo + u / slices) / per_tile, u % slices);
     };
-    int q = 0;  // stage uses so far
+    // Stage use q goes to stage q % S, its (q / S)-th use: both kept as counters (S is a kernel
+    // argument: a division per slice cost ~30 instructions in the consumers' loop).
+    int q = 0, stage = 0;
+    uint32_t phase = 0;  // (q / S) & 1
     for (int item = it_lo; item < it_hi; ++item) {
       const int tile = item / per_tile, gi0 = (item - tile * per_tile) * kGroups;
       const int e = __ldg(p.tiles + 3 * tile);
       const int n_rows = min(__ldg(p.tiles + 3 * tile + 2), kRows);
       const int grow = e * nt_total + gi0;  // the item's first group row in the tensor maps
       for (int s = 0; s < slices; ++s, ++q) {
-        const int stage = q % S;
         if (q == early && early > 0) rows_of_early();
-        if (q >= S) MbarWait(&empty[stage], ((q / S) - 1) & 1);
+        if (q >= S) MbarWait(&empty[stage], phase ^ 1u);  // the consumers released use q - S
         const int c0 = s * kCs;
         uint8_t* base = smem + stage * geo.stage_bytes;
         MbarExpectTx(&full[stage], geo.w_bytes + geo.s_bytes + n_rows * row_bytes(s));
         TmaLoad2d(base, &wmap, &full[stage], c0 * 64, grow);
         TmaLoad2d(base + geo.w_bytes, &smap, &full[stage], c0 * 4, grow);
-        if (q >= early) rows_of(q);
+        if (q >= early) rows_of(stage, tile, s);
+        if (++stage == S) stage = 0, phase ^= 1u;
       }
     }
     if (q == early && early > 0) rows_of_early();  // fewer uses than stages
@@ -176,7 +179,8 @@ __global__ void __launch_bounds__(32 * kW + 32, kCb) DecodeKstKernel(const __gri
 
   // Consumer warp `warp`: groups 2 * (kMt * warp + m) and the next, m < kMt, of each item, all token
   // groups of its tile.
-  int q = 0;
+  int stage = 0;        // stage use q's stage (q % S) and parity ((q / S) & 1), as the producer
+  uint32_t phase = 0;
   for (int item = it_lo; item < it_hi; ++item) {
     const int tile = item / per_tile;
     const int e = __ldg(p.tiles + 3 * tile), row0 = __ldg(p.tiles + 3 * tile + 1);
@@ -232,9 +236,8 @@ __global__ void __launch_bounds__(32 * kW + 32, kCb) DecodeKstKernel(const __gri
     int aoff[kNb];
 #pragma unroll
     for (int j = 0; j < kNb; ++j) aoff[j] = (8 * j + g < rows ? 8 * j + g : 0) * geo.a_stride;
-    for (int s = 0; s < slices; ++s, ++q) {
-      const int stage = q % S;
-      MbarWait(&full[stage], (q / S) & 1);
+    for (int s = 0; s < slices; ++s) {
+      MbarWait(&full[stage], phase);
       if (a_ok[0]) {
         const uint8_t* base = smem + stage * geo.stage_bytes;
         const uint8_t* wa[kMt];
@@ -259,6 +262,7 @@ __global__ void __launch_bounds__(32 * kW + 32, kCb) DecodeKstKernel(const __gri
       }
       __syncwarp();
       if (lane == 0) MbarArrive(&empty[stage]);
+      if (++stage == S) stage = 0, phase ^= 1u;
     }
     // The loads above, after the slices (kLate). Written out again rather than shared through a
     // lambda: with one, ptxas emitted other code for 41 of the 84 existing kernels

@@ -149,6 +149,7 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
   FusedPiece* s_piece = reinterpret_cast<FusedPiece*>(bias + f.max_units * 16);  // [units * kParts]
 
   __shared__ float s_w[kTinyPairs];  // routing weights by slot
+  __shared__ int s_tok[kTinyPairs];  // the token of each held row (sorted slot / top_k)
   if (f.probe == 6) return;
   Stamp(f, 0);
   // The grid barrier's generation (GridBarrier): requested now, needed only there.
@@ -192,6 +193,7 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
   // once: issue and compute each looked a piece up, redoing the divisions (docs/PERFORMANCE.md,
   // seventeenth session: 1.5 % of the one-token layer).
   using Piece = FusedPiece;
+  if (threadIdx.x < prow) s_tok[threadIdx.x] = rt.sorted[threadIdx.x] / sr.top_k;
   for (int p = threadIdx.x; p < np; p += 32 * kWarps) {
     Piece pc;
     pc.unit = p / kParts;
@@ -199,22 +201,25 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
     const int v = pc.unit - na;
     pc.tile = pc.gu ? (range.a0 + pc.unit) / work.ng_gu : v % max(nt, 1);
     pc.grp = pc.gu ? (range.a0 + pc.unit) % work.ng_gu : range.r0 + v / max(nt, 1);
-    PieceChunks(p % kParts, kParts, pc.gu ? g.chunks : d.chunks, pc.c0, pc.c1);
+    // (selects, not a reference to g or d: that would copy both arguments to local memory)
+    const int chunks = pc.gu ? g.chunks : d.chunks;
+    PieceChunks(p % kParts, kParts, chunks, pc.c0, pc.c1);
+    pc.wb = PieceWeightBytes(pc.c0, pc.c1, pc.gu ? g.nfull : d.nfull);
+    pc.b_off = 4 * (pc.gu ? g.kp : d.kp);  // one 8-row group's weights
+    pc.sc_off = 32 * chunks;               // and scales
+    pc.pad = 0;
+    const int64_t ga = 2 * (int64_t(rt.e[pc.tile]) * (pc.gu ? work.ng_gu : work.ngd) + pc.grp);  // group A
+    pc.q = (pc.gu ? g.q : d.q) + ga * pc.b_off + pc.c0 * 512;
+    pc.sc = (pc.gu ? g.sc : d.sc) + ga * pc.sc_off + pc.c0 * 32;
     s_piece[p] = pc;
   }
   __syncthreads();
   // A piece in its slot: group A's and group B's weights of chunks [c0, c1), wb bytes each, then
   // their scales, sb bytes each.
-  auto wbytes = [&](const Piece& pc, int nfull) { return PieceWeightBytes(pc.c0, pc.c1, nfull); };
   auto issue = [&](int p, int s) {  // lane 0
-    const Piece pc = s_piece[p];
-    // (selects, not a reference to g or d: that would copy both arguments to local memory)
-    const int nfull = pc.gu ? g.nfull : d.nfull, rg_bytes = 4 * (pc.gu ? g.kp : d.kp);
-    const int sc_bytes = 32 * (pc.gu ? g.chunks : d.chunks);
-    const int wb = wbytes(pc, nfull), sb = 32 * (pc.c1 - pc.c0);
-    const int64_t ga = 2 * (int64_t(rt.e[pc.tile]) * (pc.gu ? work.ng_gu : work.ngd) + pc.grp);  // group A
-    const uint8_t* q = (pc.gu ? g.q : d.q) + ga * rg_bytes + pc.c0 * 512;
-    const uint8_t* sc = (pc.gu ? g.sc : d.sc) + ga * sc_bytes + pc.c0 * 32;
+    const Piece& pc = s_piece[p];
+    const uint8_t *q = pc.q, *sc = pc.sc;
+    const int wb = pc.wb, sb = 32 * (pc.c1 - pc.c0);
     uint8_t* sl = slots + size_t(s) * f.slot_bytes;
     if (f.probe >= 2 && f.probe <= 4) {  // no loads
       MbarExpectTx(&bars[s], 0);
@@ -223,16 +228,17 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
     MbarExpectTx(&bars[s], 2 * (wb + sb));
     if (wb > 0) {
       BulkCopyG2S(sl, q, wb, &bars[s]);
-      BulkCopyG2S(sl + wb, q + rg_bytes, wb, &bars[s]);
+      BulkCopyG2S(sl + wb, q + pc.b_off, wb, &bars[s]);
     }
     if (sb > 0) {
       BulkCopyG2S(sl + 2 * wb, sc, sb, &bars[s]);
-      BulkCopyG2S(sl + 2 * wb + sb, sc + sc_bytes, sb, &bars[s]);
+      BulkCopyG2S(sl + 2 * wb + sb, sc + pc.sc_off, sb, &bars[s]);
     }
   };
-  // The warp's k-th piece is p = warp + k * kWarps, in slot warp + kWarps * (k % depth) (that
-  // slot's use k / depth).
-  auto slot_of = [&](int k) { return warp + kWarps * (k % depth); };
+  // The warp's k-th piece is p = warp + k * kWarps, in slot warp + kWarps * (k % depth), that
+  // slot's use k / depth: kept as counters (ks, kphase) by the loops below, not divided (depth
+  // is an argument: a division per piece).
+  auto slot_of = [&](int i) { return warp + kWarps * i; };  // the warp's slot i < depth
   // Each unit's 16 biases, by the last warp with cp.async (not the copy engine: 64-byte bulk
   // copies queue behind the weight pieces' and held thread 0 ~6 us), completing bias_bar, which a
   // warp waits for before its first epilogue only (not before its first piece: ~5 us).
@@ -251,16 +257,20 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
   // Computes the warp's k-th piece (waits for its slot), refills the slot with piece k + depth,
   // stores the partial; returns true (and the unit's sum in v: rows g, g + 8 x tile rows 2t,
   // 2t + 1) in the warp that finished the unit.
+  int ks = 0;  // k % depth
+  uint32_t kphase = 0;  // (k / depth) & 1
   auto run = [&](int k, const GemmArgs& p, const Piece& pc, float (&v)[4]) {
-    const int s = slot_of(k);
+    const int s = slot_of(ks);
+    const uint32_t parity = kphase;
+    if (++ks == depth) ks = 0, kphase ^= 1u;  // the next piece's (run is called for k = 0, 1, ...)
     const uint8_t* sl = slots + size_t(s) * f.slot_bytes;
-    const int wb = wbytes(pc, p.nfull), sb = 32 * (pc.c1 - pc.c0);
+    const int wb = pc.wb, sb = 32 * (pc.c1 - pc.c0);
     // As if the groups' whole runs were there (only chunks [c0, c1) are read).
     const uint8_t *swa = sl - pc.c0 * 512, *swb = sl + wb - pc.c0 * 512;
     const uint8_t *ssa = sl + 2 * wb - pc.c0 * 32, *ssb = sl + 2 * wb + sb - pc.c0 * 32;
     // gate_up: x rows by token; down: the down operand's rows by tile row.
     const int rows = rt.rows[pc.tile], row = rt.row0[pc.tile] + (gl < rows ? gl : 0);
-    const uint8_t* arow = sa + (pc.gu ? rt.sorted[row] / sr.top_k : row) * f.a_stride + t * 64;
+    const uint8_t* arow = sa + (pc.gu ? s_tok[row] : row) * f.a_stride + t * 64;
     float acc[2][1][2][4];
 #pragma unroll
     for (int i = 0; i < 2; ++i)
@@ -268,7 +278,7 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
       for (int j = 0; j < 2; ++j)
 #pragma unroll
         for (int m = 0; m < 4; ++m) acc[i][0][j][m] = 0.f;
-    MbarWait(&bars[s], (k / depth) & 1);
+    MbarWait(&bars[s], parity);
     const int cf = (f.probe == 1 || f.probe == 3 || f.probe == 4) ? pc.c0 : min(pc.c1, p.nfull);
 #pragma unroll 2
     for (int c = pc.c0; c < cf; ++c) SmemChunkMmaA<kOneMul, false>(acc, swa, swb, ssa, ssb, arow, c, lane);

@@ -49,8 +49,13 @@ MXSERVE_HD inline FusedWork FusedWorkOf(const GemmArgs& g, const GemmArgs& d, in
 }
 // One piece of the fused kernel's work: unit (gate_up when gu), its tile and 16-row group, K
 // chunks [c0, c1). Each CTA lists its pieces once in shared memory (the kernel reads them twice:
-// to request a piece and to compute it).
-struct FusedPiece {
+// to request a piece and to compute it), with what the request needs worked out there, off the
+// requesting lane's path: q / sc, group A's weights / scales at chunk c0 (group B's are
+// b_off / sc_off bytes on), wb weight bytes per group.
+struct alignas(16) FusedPiece {
+  const uint8_t* q;
+  const uint8_t* sc;
+  int wb, b_off, sc_off, pad;
   int gu, unit, tile, grp, c0, c1;
 };
 // K part q of `parts` of a unit: chunks [c0, c1), and the bytes of one 8-row group's weights
