@@ -9,7 +9,7 @@
 #   bench/gpu/get_triton_kernels.sh <the bare git dir that fetch printed>
 # Without it the table says "# matmul_ogs not run: ..." and its columns are "-".
 # then, on the GPU machine from the repo root: tests/gpu/run_all.sh [STEP]...
-# Steps: check (PASS/FAIL per case; CHECK_ONLY=<shape> for one), checkdecode (the small shapes
+# Steps: check (PASS/FAIL per case; CHECK_ONLY="<shape> ..." for some), checkdecode (the small shapes
 # with each other decode kernel pinned), sanitize (compute-sanitizer
 # memcheck on two small shapes), bench (gpt-oss-120b + same-run baselines incl. triton_kernels'
 # matmul_ogs: one table),
@@ -76,7 +76,14 @@ time_pinned() {
 for s in $steps; do
   case $s in
     check)
-      $B/mxserve-gpu-moe-check ${CHECK_ONLY:-} 2>&1 | tee "$OUT/check.txt" || rc=1 ;;
+      # CHECK_ONLY: shapes to check, each in its own process (all of them when unset); e.g. the
+      # small and kst-heavy ones after a decode-kernel change, when device time is short:
+      # CHECK_ONLY="tiny-pad tiny-k1 tiny-skip half-held big-scales gpt-oss-20b".
+      for s in ${CHECK_ONLY:-all}; do
+        [ "$s" = all ] && s=
+        $B/mxserve-gpu-moe-check $s 2>&1 || echo "FAIL mxserve-gpu-moe-check $s exited non-zero"
+      done | tee "$OUT/check.txt"
+      grep -q "^FAIL" "$OUT/check.txt" && rc=1 ;;
     checkdecode)
       # The check again with each other decode kernel pinned (the default, kst4, ran in check).
       for D in ${CHECK_DECODE:-kst kst4 bulk ring}; do
