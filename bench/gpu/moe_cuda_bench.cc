@@ -159,15 +159,15 @@ int Main(int argc, char** argv) {
     for (int T : tokens)
     for (int path : paths)
     for (int trial = 0; trial < trials; ++trial) {
+      const double avg = double(T) * sh.k / sh.E;
+      const int bm = path < 0 ? 0 : kc::internal::PathBm(kc::internal::SpecBig(path));
+      if (path >= 0 && (avg > 4.0 * bm || bm > 16.0 * avg)) continue;
       void* spacer = nullptr;
       if (trials > 1) {  // a fresh workspace, placed after the spacer
         ws_holder = std::make_unique<kc::CudaMoeWorkspace>();
         CK(cudaMalloc(&spacer, (size_t(96) << 20) * (trial + 1)));
       }
       kc::CudaMoeWorkspace& ws = *ws_holder;
-      const double avg = double(T) * sh.k / sh.E;
-      const int bm = path < 0 ? 0 : kc::internal::PathBm(kc::internal::SpecBig(path));
-      if (path >= 0 && (avg > 4.0 * bm || bm > 16.0 * avg)) continue;
       if (pin_each) kc::internal::SetForcedPath(path);
       const int pinned = kc::internal::ForcedPath();
       const std::string path_str = (pinned < 0 ? std::string("auto") : kc::internal::SpecName(pinned)) +

@@ -79,9 +79,9 @@ for s in $steps; do
       # CHECK_ONLY: shapes to check, each in its own process (all of them when unset); e.g. the
       # small and kst-heavy ones after a decode-kernel change, when device time is short:
       # CHECK_ONLY="tiny-pad tiny-k1 tiny-skip half-held big-scales gpt-oss-20b".
-      for s in ${CHECK_ONLY:-all}; do
-        [ "$s" = all ] && s=
-        $B/mxserve-gpu-moe-check $s 2>&1 || echo "FAIL mxserve-gpu-moe-check $s exited non-zero"
+      for shape in ${CHECK_ONLY:-all}; do
+        [ "$shape" = all ] && shape=
+        $B/mxserve-gpu-moe-check $shape 2>&1 || echo "FAIL mxserve-gpu-moe-check $shape exited non-zero"
       done | tee "$OUT/check.txt"
       grep -q "^FAIL" "$OUT/check.txt" && rc=1 ;;
     checkdecode)
