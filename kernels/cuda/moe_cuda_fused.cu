@@ -116,7 +116,8 @@ __device__ __forceinline__ void SmemChunkMmaA(float (&acc)[2][1][2][4], const ui
 // scales (four bulk copies).
 //
 // The CTA's units are a range of gate_up units and then the down row groups [r0, r1) (16 rows of
-// H) for every tile (FusedCtaRange: every CTA reads about the same number of weight bytes). Warp
+// H) for every tile (FusedCtaRange: by default every CTA gets about as many gate_up units, its
+// work before the grid barrier; kFusedDownPct). Warp
 // w takes pieces w, w + kWarps, ... (the parts of a unit go to neighbouring warps, which run
 // together); as soon as a piece is computed its slot is refilled with the warp's next one, so the
 // down weights are already in flight (or landed) while the grid waits for the last gate_up rows.
@@ -183,7 +184,7 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
   const int nt = rt.ntiles;
   const int prow = nt > 0 ? rt.row0[nt - 1] + rt.rows[nt - 1] : 0;  // rows = held slots
 
-  const FusedWork work = FusedWorkOf(g, d, nt);
+  const FusedWork work = FusedWorkOf(g, d, nt, f.down_pct);
   const FusedRange range = FusedCtaRange(work, blockIdx.x, gridDim.x);
   const int na = range.a1 - range.a0, nu = na + (range.r1 - range.r0) * nt;
   const int npa = na * kParts, np = nu * kParts;  // pieces: gate_up, all
@@ -373,6 +374,13 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
 
 namespace {
 
+// The down units' default weight in the grid's split (FusedWorkOf): 0, every CTA as many gate_up
+// units (10 or 11 of gpt-oss-120b's 1440 over 132 CTAs, where equal bytes gave 9 to the CTAs with
+// two down groups and 12 to the rest). One token, three alternations (2026-12-02 01:31 call,
+// `envab`, ms): gpt-oss-120b 0.0375 / 0.0375 / 0.0377 against 0.0378 / 0.0380 / 0.0380 at 100,
+// gpt-oss-20b 0.0375-0.0376 against 0.0380-0.0381; 25 and 50 in between.
+constexpr int kFusedDownPct = 0;
+
 struct FusedPlan {
   int warps = 0, parts = 0;
   FusedArgs f{};
@@ -430,7 +438,18 @@ FusedPlan Plan(const GemmArgs& g, const GemmArgs& d, int tokens) {
   pl.f.slot_bytes = std::max(MaxPieceBytes(g, pl.parts), MaxPieceBytes(d, pl.parts));
   pl.f.a_stride = 2 * std::max(g.kp, d.kp) + 16;
   pl.f.tokens = tokens;
-  FusedWork w = FusedWorkOf(g, d, kTinyPairs);
+  // MXSERVE_CUDA_MOE_FUSED_DOWN=<0..100>: the down units' weight in the grid's split (benchmarks).
+  static const int down_pct = [] {
+    const char* v = std::getenv("MXSERVE_CUDA_MOE_FUSED_DOWN");
+    const int pct = v == nullptr ? kFusedDownPct : std::atoi(v);
+    if (pct < 0 || pct > 100) {
+      std::fprintf(stderr, "MXSERVE_CUDA_MOE_FUSED_DOWN=%s: not 0..100; %d\n", v, kFusedDownPct);
+      return kFusedDownPct;
+    }
+    return pct;
+  }();
+  pl.f.down_pct = down_pct;
+  FusedWork w = FusedWorkOf(g, d, kTinyPairs, down_pct);
   if (!FusedFits32(w, lim.sms)) return pl;  // the in-kernel range arithmetic is 32-bit
   // The most units any CTA gets, over every tile count: ~500 range computations, so kept per
   // layer shape (every decode call asks; one thread's calls are one layer's shapes at a time).

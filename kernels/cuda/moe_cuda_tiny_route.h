@@ -32,16 +32,23 @@ struct SelfRoute {
 // How the fused kernel's grid shares a layer's weights: gate_up units (tile x 16-row group of
 // the 2I rows, numbered tile * ng_gu + group) and down row groups (16 rows of H, for every tile).
 struct FusedWork {
-  uint32_t ca = 0, cd = 0;  // 16-byte units of one gate_up / down unit (16 rows x K, and scales)
+  // 16-byte units of one gate_up unit (16 rows x K, and scales), and what one down unit counts
+  // for in the split: its 16-byte units x down_pct / 100 (FusedWorkOf).
+  uint32_t ca = 0, cd = 0;
   int ng_gu = 0, ngd = 0;   // row groups of gate_up (2I / 16) and down (H / 16)
   int ntiles = 0;           // held experts hit
 };
 // A unit is two 8-row groups of the upload layout (4 kp bytes and 32 bytes of scales per chunk
-// each; kp is even).
-MXSERVE_HD inline FusedWork FusedWorkOf(const GemmArgs& g, const GemmArgs& d, int ntiles) {
+// each; kp is even). down_pct weighs the down units' bytes in the split (100: every CTA reads
+// about as many weight bytes; 0: every CTA gets as many gate_up units). A CTA's down groups are
+// its work after the grid barrier, its gate_up units its work before it: with equal bytes the
+// CTAs holding two down groups of 16 rows (of gpt-oss-120b's 180 over 132 CTAs) have the fewest
+// gate_up units, and those holding one the most, so the barrier waits for the latter and the
+// layer's end for the former.
+MXSERVE_HD inline FusedWork FusedWorkOf(const GemmArgs& g, const GemmArgs& d, int ntiles, int down_pct) {
   FusedWork w;
   w.ca = uint32_t(g.kp / 2 + 4 * g.chunks);
-  w.cd = uint32_t(d.kp / 2 + 4 * d.chunks);
+  w.cd = uint32_t(d.kp / 2 + 4 * d.chunks) * uint32_t(down_pct) / 100u;
   w.ng_gu = g.n >> 4;
   w.ngd = d.n >> 4;
   w.ntiles = ntiles;
@@ -68,7 +75,7 @@ MXSERVE_HD inline int PieceWeightBytes(int c0, int c1, int nfull) {
   return (c1 > nfull ? nfull * 512 + 256 : c1 * 512) - c0 * 512;
 }
 // CTA b of G: gate_up units [a0, a1) and down groups [r0, r1) (all tiles), cut so that every CTA
-// reads about as many weight bytes. The same arithmetic on every CTA makes the ranges chain
+// gets about as much work (ca per gate_up unit, cd per down group and tile). The same arithmetic on every CTA makes the ranges chain
 // (a1 of b is a0 of b + 1, unless a range came out empty: then it only repeats units of its
 // neighbour), so every unit is computed, and none is skipped.
 struct FusedRange {
@@ -104,14 +111,17 @@ MXSERVE_HD inline FusedRange FusedCtaRange(const FusedWork& w, int b, int G) {
 
 // MXSERVE_CUDA_MOE_FUSED pins the fused kernel's configuration (benchmarks): "off" (or "0"), or
 // <parts>x<depth>[w<warps>] (K parts per unit, shared-memory slots per warp, warps per CTA) of a
-// built one; empty: the default, 4x1 with 16 warps, the fastest of 3x1, 4x1, 6x1, 6x2 at one
-// token of gpt-oss-120b (docs/PERFORMANCE.md). Built (FusedBuilt): 16 warps with 3 or 4 parts, 24
+// built one; empty: the default, 6x2 with 24 warps (two slots per warp where they fit, else one),
+// since the gate_up units were split evenly (kFusedDownPct): 0.0371 / 0.0371 / 0.0373 ms at one
+// token of gpt-oss-120b against 0.0376 / 0.0376 / 0.0377 for 4x1 with 16 warps, the default
+// before (2026-12-02, `envab`, three alternations; gpt-oss-20b 0.0371-0.0373 against
+// 0.0374-0.0378; docs/PERFORMANCE.md). Built (FusedBuilt): 16 warps with 3 or 4 parts, 24
 // with 4 or 6, 32 with 6 (more warps to hide latency in fewer registers: 80 at 24, 64 with a few
 // spilled at 32: 0.0386 and 0.0428 ms against 0.0387 at one token, 2026-11-30). Anything else
 // comes back valid = false.
 struct FusedPinned {
   bool off = false, valid = true;
-  int parts = 4, depth = 1, warps = 16;
+  int parts = 6, depth = 2, warps = 24;
 };
 inline bool FusedBuilt(int warps, int parts) {
   return (warps == 16 && (parts == 3 || parts == 4)) || (warps == 24 && (parts == 4 || parts == 6)) ||
@@ -152,6 +162,7 @@ struct FusedArgs {
   int a_stride = 0;          // bytes per activation row in shared memory
   int max_units = 0;         // most units of one CTA (partial sums, counters, biases sized by it)
   int groups = 0;            // most down row groups of one CTA
+  int down_pct = 100;        // the down units' weight in the grid's split (FusedWorkOf)
   // Benchmarks only, wrong results (MXSERVE_CUDA_MOE_FUSED_PROBE): 1 loads without the math,
   // 2 the math without loads, 3 neither, 4 neither and no grid barrier, 5 exit after the
   // routing, 6 exit at once; 7 (right results) timestamps of the phases (FusedStampsReport)

@@ -62,6 +62,7 @@ TEST(FusedCtaRange, CoversEveryUnitAndBalancesBytes) {
     // cd = 1532, ng 360 / 180; Kimi-K2-like: 3808 / 1088, 256 / 448).
     w.ca = 4 + rng() % (trial % 3 == 0 ? 4000 : 400);
     w.cd = 4 + rng() % (trial % 3 == 0 ? 4000 : 400);
+    if (trial % 7 == 0) w.cd = 0;  // FusedWorkOf at down_pct 0: gate_up units split evenly
     w.ng_gu = 1 + rng() % 1000;
     w.ngd = 1 + rng() % 1000;
     w.ntiles = rng() % (kTinyPairs + 1);
@@ -96,6 +97,19 @@ TEST(FusedCtaRange, CoversEveryUnitAndBalancesBytes) {
   big.ng_gu = big.ngd = 1000;
   big.ntiles = kTinyPairs;
   EXPECT_FALSE(FusedFits32(big, 132));
+  // FusedWorkOf: a unit's 16-byte units (weights and scales of 16 rows), the down ones weighed.
+  GemmArgs g{}, d{};
+  g.kp = d.kp = 2880;
+  g.chunks = d.chunks = 23;
+  g.n = 5760;
+  d.n = 2880;
+  const FusedWork full = FusedWorkOf(g, d, kTinyPairs, 100), half = FusedWorkOf(g, d, kTinyPairs, 50);
+  EXPECT_EQ(full.ca, 2880u / 2 + 4 * 23);
+  EXPECT_EQ(full.cd, full.ca);
+  EXPECT_EQ(half.cd, full.cd / 2);
+  EXPECT_EQ(FusedWorkOf(g, d, kTinyPairs, 0).cd, 0u);
+  EXPECT_EQ(full.ng_gu, 360);
+  EXPECT_EQ(full.ngd, 180);
   FusedWork oss;  // gpt-oss-120b, 4 tiles, 132 SMs
   oss.ca = oss.cd = 2880 / 2 + 4 * 23;
   oss.ng_gu = 360;
@@ -108,9 +122,9 @@ TEST(ParseFusedPin, BuiltConfigurationsOffAndRejects) {
   const FusedPinned def = ParseFusedPin("");
   EXPECT_TRUE(def.valid);
   EXPECT_FALSE(def.off);
-  EXPECT_EQ(def.parts, 4);
-  EXPECT_EQ(def.depth, 1);
-  EXPECT_EQ(def.warps, 16);
+  EXPECT_EQ(def.parts, 6);
+  EXPECT_EQ(def.depth, 2);
+  EXPECT_EQ(def.warps, 24);
   EXPECT_TRUE(ParseFusedPin("off").off);
   EXPECT_TRUE(ParseFusedPin("0").off);
   const FusedPinned p = ParseFusedPin("6x2w32");
