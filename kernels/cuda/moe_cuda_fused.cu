@@ -61,16 +61,22 @@ __device__ __forceinline__ void Stamp(const FusedArgs& f, int i) {
 // before the barrier are visible to plain or .cg loads of any CTA after it: bar.sync orders them
 // before thread 0's release (acq_rel atomics and acquire loads, not sequentially consistent
 // fences: those waited for every store in flight, about a microsecond each).
-__device__ void GridBarrier(uint32_t* sync, uint32_t gen, const FusedArgs& f) {
+// arrived() runs in every thread once the CTA has arrived (defer 2 asks for the down pieces there).
+template <typename Arrived>
+__device__ void GridBarrier(uint32_t* sync, uint32_t gen, const FusedArgs& f, Arrived&& arrived) {
   __syncthreads();
   Stamp(f, 3);
+  bool last = false;
   if (threadIdx.x == 0) {
-    if (AtomAddAcqRelGpu(sync, 1u) == gridDim.x - 1) {
+    last = AtomAddAcqRelGpu(sync, 1u) == gridDim.x - 1;
+    if (last) {
       AtomAddReleaseGpu(sync + 1, 1u);
       atomicExch(sync, 0u);  // every CTA has arrived; none reads sync[0] again in this launch
-    } else {
-      while (LdAcquire(sync + 1) == gen) __nanosleep(32);
     }
+  }
+  arrived();
+  if (threadIdx.x == 0 && !last) {
+    while (LdAcquire(sync + 1) == gen) __nanosleep(32);
   }
   __syncthreads();
 }
@@ -113,7 +119,7 @@ __device__ __forceinline__ void SmemChunkMmaA(float (&acc)[2][1][2][4], const ui
 // One CTA per SM, kWarps warps. A unit is 16 weight rows (two 8-row groups of the upload layout)
 // of one held expert over all of K; the work comes in pieces: one of kParts K ranges of a unit.
 // Each warp has `depth` shared-memory slots that its lane 0 fills with one piece's weights and
-// scales (four bulk copies).
+// scales (four bulk copies); its first down pieces are asked for when f.defer says (kFusedDefer).
 //
 // The CTA's units are a range of gate_up units and then the down row groups [r0, r1) (16 rows of
 // H) for every tile (FusedCtaRange: by default every CTA gets about as many gate_up units, its
@@ -251,8 +257,10 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
     }
     asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(SmemAddr(bias_bar)) : "memory");
   }
+  // Down pieces wait (f.defer) until the warp's or the CTA's gate_up pieces are computed.
+  int first_held = f.defer > 0 ? npa : np;  // pieces from here on are not asked for yet
   if (lane == 0) {
-    for (int k = 0; k < depth && warp + k * kWarps < np; ++k) issue(warp + k * kWarps, slot_of(k));
+    for (int k = 0; k < depth && warp + k * kWarps < min(np, first_held); ++k) issue(warp + k * kWarps, slot_of(k));
   }
   Stamp(f, 2);
   // Computes the warp's k-th piece (waits for its slot), refills the slot with piece k + depth,
@@ -286,7 +294,7 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
     if (pc.c1 > p.nfull && cf == min(pc.c1, p.nfull)) SmemChunkMmaA<kOneMul, true>(acc, swa, swb, ssa, ssb, arow, p.nfull, lane);
     __syncwarp();
     const int next = warp + (k + depth) * kWarps;
-    if (lane == 0 && next < np) issue(next, s);
+    if (lane == 0 && next < min(np, first_held)) issue(next, s);
 #pragma unroll
     for (int m = 0; m < 4; ++m) v[m] = (acc[0][0][0][m] + acc[0][0][1][m]) + (acc[1][0][0][m] + acc[1][0][1][m]);
     // Lanes t >= 2 hold tile rows 4-7, never stored (kTinyPairs = 4): 16 lanes' partials kept.
@@ -323,7 +331,25 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
     StoreTileA<true>(g, v, bias[pc.unit * 16 + gl], bias[pc.unit * 16 + 8 + gl], fa, fb, true, gl, t, ts);
   }
 
-  if (f.probe != 4) GridBarrier(f.sync, gen, f);
+  // The down pieces held back: the warp's next `depth` ones (k is its first down piece; the slots
+  // they go to held gate_up pieces already computed, or none).
+  auto ask_held = [&] {
+    if (lane != 0 || f.defer == 0) return;
+    for (int i = 0; i < depth && warp + (k + i) * kWarps < np; ++i) {
+      int si = ks + i;
+      if (si >= depth) si -= depth;
+      if (warp + (k + i) * kWarps >= npa) issue(warp + (k + i) * kWarps, slot_of(si));
+    }
+  };
+  if (f.defer == 1) ask_held();
+  if (f.probe != 4) {
+    GridBarrier(f.sync, gen, f, [&] {
+      if (f.defer == 2) ask_held();
+    });
+  } else if (f.defer == 2) {
+    ask_held();
+  }
+  first_held = np;  // the down phase refills its slots as before
   Stamp(f, 4);
   {  // the down operand's rows (written by other CTAs: through L2, not L1)
     const int per_row = d.kp / 8;
@@ -376,10 +402,18 @@ namespace {
 
 // The down units' default weight in the grid's split (FusedWorkOf): 0, every CTA as many gate_up
 // units (10 or 11 of gpt-oss-120b's 1440 over 132 CTAs, where equal bytes gave 9 to the CTAs with
-// two down groups and 12 to the rest). One token, three alternations (2026-12-02 01:31 call,
+// two down groups and 12 to the rest). One token, three alternations (2026-12-02 01:18 call,
 // `envab`, ms): gpt-oss-120b 0.0375 / 0.0375 / 0.0377 against 0.0378 / 0.0380 / 0.0380 at 100,
 // gpt-oss-20b 0.0375-0.0376 against 0.0380-0.0381; 25 and 50 in between.
 constexpr int kFusedDownPct = 0;
+
+// When the down pieces are asked for by default (FusedArgs::defer): 1, once the warp has computed
+// its gate_up pieces. One token, three alternations (2026-12-02 01:39 call, `envab`, ms):
+// gpt-oss-120b 0.0370 / 0.0370 / 0.0371 against 0.0373-0.0375 as soon as a slot is free (0);
+// gpt-oss-20b 0.0371-0.0372 against 0.0372-0.0374. At the grid barrier (2) was slower, 0.0384:
+// the barrier then passed 5.6 us after the last CTA's gate_up instead of ~3, its polls queued
+// behind every CTA's down pieces asked for at once.
+constexpr int kFusedDefer = 1;
 
 struct FusedPlan {
   int warps = 0, parts = 0;
@@ -556,6 +590,8 @@ bool LaunchFusedDecode(const GemmArgs& g, const GemmArgs& d, const SelfRoute& sr
   static const int probe = EnvChoice("MXSERVE_CUDA_MOE_FUSED_PROBE",
                                      {"default", "loads", "math", "neither", "nobarrier", "route", "empty", "stamps"});
   pl.f.probe = probe;
+  static const int defer = EnvChoice("MXSERVE_CUDA_MOE_FUSED_DEFER", {"default", "off", "warp", "cta"});
+  pl.f.defer = defer == 0 ? kFusedDefer : defer - 1;
 
   // The configurations FusedBuilt names (Plan only returns those).
   const cudaError_t e = pl.warps == 24 ? (pl.parts == 6 ? LaunchFusedWP<24, 6>(g, d, sr, pl, one_mul, stream)

@@ -114,7 +114,7 @@ MXSERVE_HD inline FusedRange FusedCtaRange(const FusedWork& w, int b, int G) {
 // built one; empty: the default, 6x2 with 24 warps (two slots per warp where they fit, else one),
 // since the gate_up units were split evenly (kFusedDownPct): 0.0371 / 0.0371 / 0.0373 ms at one
 // token of gpt-oss-120b against 0.0376 / 0.0376 / 0.0377 for 4x1 with 16 warps, the default
-// before (2026-12-02, `envab`, three alternations; gpt-oss-20b 0.0371-0.0373 against
+// before (2026-12-02 01:25 call, `envab`, three alternations; gpt-oss-20b 0.0371-0.0373 against
 // 0.0374-0.0378; docs/PERFORMANCE.md). Built (FusedBuilt): 16 warps with 3 or 4 parts, 24
 // with 4 or 6, 32 with 6 (more warps to hide latency in fewer registers: 80 at 24, 64 with a few
 // spilled at 32: 0.0386 and 0.0428 ms against 0.0387 at one token, 2026-11-30). Anything else
@@ -163,6 +163,11 @@ struct FusedArgs {
   int max_units = 0;         // most units of one CTA (partial sums, counters, biases sized by it)
   int groups = 0;            // most down row groups of one CTA
   int down_pct = 100;        // the down units' weight in the grid's split (FusedWorkOf)
+  // When a warp asks for its first down pieces (MXSERVE_CUDA_MOE_FUSED_DEFER): 0 as soon as a
+  // slot is free, 1 once the warp's gate_up pieces are computed, 2 once the CTA's are (at the
+  // grid barrier). The grid barrier waits for the last CTA's gate_up; down pieces asked for
+  // earlier compete with the gate_up pieces still in flight for DRAM.
+  int defer = 0;
   // Benchmarks only, wrong results (MXSERVE_CUDA_MOE_FUSED_PROBE): 1 loads without the math,
   // 2 the math without loads, 3 neither, 4 neither and no grid barrier, 5 exit after the
   // routing, 6 exit at once; 7 (right results) timestamps of the phases (FusedStampsReport)
