@@ -260,7 +260,9 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
   // Down pieces wait (f.defer) until the warp's or the CTA's gate_up pieces are computed.
   int first_held = f.defer > 0 ? npa : np;  // pieces from here on are not asked for yet
   if (lane == 0) {
-    for (int k = 0; k < depth && warp + k * kWarps < min(np, first_held); ++k) issue(warp + k * kWarps, slot_of(k));
+    for (int k = 0; k < depth && warp + k * kWarps < min(np, first_held); ++k) {
+      issue(warp + k * kWarps, slot_of(k));
+    }
   }
   Stamp(f, 2);
   // Computes the warp's k-th piece (waits for its slot), refills the slot with piece k + depth,

@@ -75,9 +75,10 @@ MXSERVE_HD inline int PieceWeightBytes(int c0, int c1, int nfull) {
   return (c1 > nfull ? nfull * 512 + 256 : c1 * 512) - c0 * 512;
 }
 // CTA b of G: gate_up units [a0, a1) and down groups [r0, r1) (all tiles), cut so that every CTA
-// gets about as much work (ca per gate_up unit, cd per down group and tile). The same arithmetic on every CTA makes the ranges chain
-// (a1 of b is a0 of b + 1, unless a range came out empty: then it only repeats units of its
-// neighbour), so every unit is computed, and none is skipped.
+// gets about as much work (ca per gate_up unit, cd per down group and tile). The same
+// arithmetic on every CTA makes the ranges chain (a1 of b is a0 of b + 1, unless a range came
+// out empty: then it only repeats units of its neighbour), so every unit is computed, and none
+// is skipped.
 struct FusedRange {
   int a0 = 0, a1 = 0, r0 = 0, r1 = 0;
 };
@@ -111,14 +112,14 @@ MXSERVE_HD inline FusedRange FusedCtaRange(const FusedWork& w, int b, int G) {
 
 // MXSERVE_CUDA_MOE_FUSED pins the fused kernel's configuration (benchmarks): "off" (or "0"), or
 // <parts>x<depth>[w<warps>] (K parts per unit, shared-memory slots per warp, warps per CTA) of a
-// built one; empty: the default, 6x2 with 24 warps (two slots per warp where they fit, else one),
-// since the gate_up units were split evenly (kFusedDownPct): 0.0371 / 0.0371 / 0.0373 ms at one
-// token of gpt-oss-120b against 0.0376 / 0.0376 / 0.0377 for 4x1 with 16 warps, the default
-// before (2026-12-02 01:25 call, `envab`, three alternations; gpt-oss-20b 0.0371-0.0373 against
-// 0.0374-0.0378; docs/PERFORMANCE.md). Built (FusedBuilt): 16 warps with 3 or 4 parts, 24
-// with 4 or 6, 32 with 6 (more warps to hide latency in fewer registers: 80 at 24, 64 with a few
-// spilled at 32: 0.0386 and 0.0428 ms against 0.0387 at one token, 2026-11-30). Anything else
-// comes back valid = false.
+// built one; empty or "default": the default, 6x2 with 24 warps (two slots per warp where they
+// fit, else one), since the gate_up units were split evenly (kFusedDownPct): 0.0371 / 0.0371 /
+// 0.0373 ms at one token of gpt-oss-120b against 0.0376 / 0.0376 / 0.0377 for 4x1 with 16
+// warps, the default before (2026-12-02 01:25 call, `envab`, three alternations; gpt-oss-20b
+// 0.0371-0.0373 against 0.0374-0.0378; docs/PERFORMANCE.md). Built (FusedBuilt): 16 warps with
+// 3 or 4 parts, 24 with 4 or 6, 32 with 6 (more warps to hide latency in fewer registers: 80
+// at 24, 64 with a few spilled at 32: 0.0386 and 0.0428 ms against 0.0387 at one token,
+// 2026-11-30). Anything else comes back valid = false.
 struct FusedPinned {
   bool off = false, valid = true;
   int parts = 6, depth = 2, warps = 24;
@@ -129,7 +130,7 @@ inline bool FusedBuilt(int warps, int parts) {
 }
 inline FusedPinned ParseFusedPin(const std::string& s) {
   FusedPinned p;
-  if (s.empty()) return p;
+  if (s.empty() || s == "default") return p;  // "default": what tests/gpu/run_all.sh envab passes
   if (s == "off" || s == "0") {
     p.off = true;
     return p;

@@ -125,6 +125,12 @@ TEST(ParseFusedPin, BuiltConfigurationsOffAndRejects) {
   EXPECT_EQ(def.parts, 6);
   EXPECT_EQ(def.depth, 2);
   EXPECT_EQ(def.warps, 24);
+  const FusedPinned named = ParseFusedPin("default");  // envab's name for the code's own choice
+  EXPECT_TRUE(named.valid);
+  EXPECT_FALSE(named.off);
+  EXPECT_EQ(named.parts, def.parts);
+  EXPECT_EQ(named.depth, def.depth);
+  EXPECT_EQ(named.warps, def.warps);
   EXPECT_TRUE(ParseFusedPin("off").off);
   EXPECT_TRUE(ParseFusedPin("0").off);
   const FusedPinned p = ParseFusedPin("6x2w32");
