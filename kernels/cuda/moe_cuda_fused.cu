@@ -61,22 +61,16 @@ __device__ __forceinline__ void Stamp(const FusedArgs& f, int i) {
 // before the barrier are visible to plain or .cg loads of any CTA after it: bar.sync orders them
 // before thread 0's release (acq_rel atomics and acquire loads, not sequentially consistent
 // fences: those waited for every store in flight, about a microsecond each).
-// arrived() runs in every thread once the CTA has arrived (defer 2 asks for the down pieces there).
-template <typename Arrived>
-__device__ void GridBarrier(uint32_t* sync, uint32_t gen, const FusedArgs& f, Arrived&& arrived) {
+__device__ void GridBarrier(uint32_t* sync, uint32_t gen, const FusedArgs& f) {
   __syncthreads();
   Stamp(f, 3);
-  bool last = false;
   if (threadIdx.x == 0) {
-    last = AtomAddAcqRelGpu(sync, 1u) == gridDim.x - 1;
-    if (last) {
+    if (AtomAddAcqRelGpu(sync, 1u) == gridDim.x - 1) {
       AtomAddReleaseGpu(sync + 1, 1u);
       atomicExch(sync, 0u);  // every CTA has arrived; none reads sync[0] again in this launch
+    } else {
+      while (LdAcquire(sync + 1) == gen) __nanosleep(32);
     }
-  }
-  arrived();
-  if (threadIdx.x == 0 && !last) {
-    while (LdAcquire(sync + 1) == gen) __nanosleep(32);
   }
   __syncthreads();
 }
@@ -119,7 +113,8 @@ __device__ __forceinline__ void SmemChunkMmaA(float (&acc)[2][1][2][4], const ui
 // One CTA per SM, kWarps warps. A unit is 16 weight rows (two 8-row groups of the upload layout)
 // of one held expert over all of K; the work comes in pieces: one of kParts K ranges of a unit.
 // Each warp has `depth` shared-memory slots that its lane 0 fills with one piece's weights and
-// scales (four bulk copies); its first down pieces are asked for when f.defer says (kFusedDefer).
+// scales (four bulk copies); with f.defer its first down pieces only once its gate_up pieces are
+// computed (kFusedDefer).
 //
 // The CTA's units are a range of gate_up units and then the down row groups [r0, r1) (16 rows of
 // H) for every tile (FusedCtaRange: by default every CTA gets about as many gate_up units, its
@@ -257,10 +252,9 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
     }
     asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(SmemAddr(bias_bar)) : "memory");
   }
-  // Down pieces wait (f.defer) until the warp's or the CTA's gate_up pieces are computed.
-  int first_held = f.defer > 0 ? npa : np;  // pieces from here on are not asked for yet
+  // With f.defer a warp asks for no down piece before its gate_up pieces are computed (ask_down).
   if (lane == 0) {
-    for (int k = 0; k < depth && warp + k * kWarps < min(np, first_held); ++k) {
+    for (int k = 0; k < depth && warp + k * kWarps < (f.defer ? npa : np); ++k) {
       issue(warp + k * kWarps, slot_of(k));
     }
   }
@@ -296,7 +290,7 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
     if (pc.c1 > p.nfull && cf == min(pc.c1, p.nfull)) SmemChunkMmaA<kOneMul, true>(acc, swa, swb, ssa, ssb, arow, p.nfull, lane);
     __syncwarp();
     const int next = warp + (k + depth) * kWarps;
-    if (lane == 0 && next < min(np, first_held)) issue(next, s);
+    if (lane == 0 && next < (f.defer && pc.gu ? npa : np)) issue(next, s);
 #pragma unroll
     for (int m = 0; m < 4; ++m) v[m] = (acc[0][0][0][m] + acc[0][0][1][m]) + (acc[1][0][0][m] + acc[1][0][1][m]);
     // Lanes t >= 2 hold tile rows 4-7, never stored (kTinyPairs = 4): 16 lanes' partials kept.
@@ -333,25 +327,14 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
     StoreTileA<true>(g, v, bias[pc.unit * 16 + gl], bias[pc.unit * 16 + 8 + gl], fa, fb, true, gl, t, ts);
   }
 
-  // The down pieces held back: the warp's next `depth` ones (k is its first down piece; the slots
-  // they go to held gate_up pieces already computed, or none).
-  auto ask_held = [&] {
-    if (lane != 0 || f.defer == 0) return;
+  // ask_down: the down pieces held back, the warp's next `depth` (k is its first down piece; the
+  // slots they go to held gate_up pieces already computed, or none).
+  if (lane == 0 && f.defer) {
     for (int i = 0; i < depth && warp + (k + i) * kWarps < np; ++i) {
-      int si = ks + i;
-      if (si >= depth) si -= depth;
-      if (warp + (k + i) * kWarps >= npa) issue(warp + (k + i) * kWarps, slot_of(si));
+      issue(warp + (k + i) * kWarps, slot_of(ks + i < depth ? ks + i : ks + i - depth));
     }
-  };
-  if (f.defer == 1) ask_held();
-  if (f.probe != 4) {
-    GridBarrier(f.sync, gen, f, [&] {
-      if (f.defer == 2) ask_held();
-    });
-  } else if (f.defer == 2) {
-    ask_held();
   }
-  first_held = np;  // the down phase refills its slots as before
+  if (f.probe != 4) GridBarrier(f.sync, gen, f);
   Stamp(f, 4);
   {  // the down operand's rows (written by other CTAs: through L2, not L1)
     const int per_row = d.kp / 8;
@@ -409,13 +392,14 @@ namespace {
 // gpt-oss-20b 0.0375-0.0376 against 0.0380-0.0381; 25 and 50 in between.
 constexpr int kFusedDownPct = 0;
 
-// When the down pieces are asked for by default (FusedArgs::defer): 1, once the warp has computed
-// its gate_up pieces. One token, three alternations (2026-12-02 01:39 call, `envab`, ms):
-// gpt-oss-120b 0.0370 / 0.0370 / 0.0371 against 0.0373-0.0375 as soon as a slot is free (0);
-// gpt-oss-20b 0.0371-0.0372 against 0.0372-0.0374. At the grid barrier (2) was slower, 0.0384:
-// the barrier then passed 5.6 us after the last CTA's gate_up instead of ~3, its polls queued
-// behind every CTA's down pieces asked for at once.
-constexpr int kFusedDefer = 1;
+// Whether a warp asks for its first down pieces only once its gate_up pieces are computed, by
+// default (FusedArgs::defer). One token, three alternations (2026-12-02 01:39 call, `envab`, ms):
+// gpt-oss-120b 0.0370 / 0.0370 / 0.0371 against 0.0373-0.0375 as soon as a slot is free;
+// gpt-oss-20b 0.0371-0.0372 against 0.0372-0.0374. At the grid barrier instead (once the whole
+// CTA's are; built for that call, removed) it was slower, 0.0384: the barrier then passed 5.6 us
+// after the last CTA's gate_up instead of ~3, its polls queued behind every CTA's down pieces
+// asked for at once.
+constexpr bool kFusedDefer = true;
 
 struct FusedPlan {
   int warps = 0, parts = 0;
@@ -474,15 +458,11 @@ FusedPlan Plan(const GemmArgs& g, const GemmArgs& d, int tokens) {
   pl.f.slot_bytes = std::max(MaxPieceBytes(g, pl.parts), MaxPieceBytes(d, pl.parts));
   pl.f.a_stride = 2 * std::max(g.kp, d.kp) + 16;
   pl.f.tokens = tokens;
-  // MXSERVE_CUDA_MOE_FUSED_DOWN=<0..100>: the down units' weight in the grid's split (benchmarks).
+  // MXSERVE_CUDA_MOE_FUSED_DOWN: the down units' weight in the grid's split, percent (benchmarks;
+  // a value not listed is reported and means the default).
   static const int down_pct = [] {
-    const char* v = std::getenv("MXSERVE_CUDA_MOE_FUSED_DOWN");
-    const int pct = v == nullptr ? kFusedDownPct : std::atoi(v);
-    if (pct < 0 || pct > 100) {
-      std::fprintf(stderr, "MXSERVE_CUDA_MOE_FUSED_DOWN=%s: not 0..100; %d\n", v, kFusedDownPct);
-      return kFusedDownPct;
-    }
-    return pct;
+    constexpr int kPct[] = {kFusedDownPct, 0, 25, 50, 75, 100};
+    return kPct[EnvChoice("MXSERVE_CUDA_MOE_FUSED_DOWN", {"default", "0", "25", "50", "75", "100"})];
   }();
   pl.f.down_pct = down_pct;
   FusedWork w = FusedWorkOf(g, d, kTinyPairs, down_pct);
@@ -592,8 +572,8 @@ bool LaunchFusedDecode(const GemmArgs& g, const GemmArgs& d, const SelfRoute& sr
   static const int probe = EnvChoice("MXSERVE_CUDA_MOE_FUSED_PROBE",
                                      {"default", "loads", "math", "neither", "nobarrier", "route", "empty", "stamps"});
   pl.f.probe = probe;
-  static const int defer = EnvChoice("MXSERVE_CUDA_MOE_FUSED_DEFER", {"default", "off", "warp", "cta"});
-  pl.f.defer = defer == 0 ? kFusedDefer : defer - 1;
+  static const int defer = EnvChoice("MXSERVE_CUDA_MOE_FUSED_DEFER", {"default", "off", "warp"});
+  pl.f.defer = defer == 0 ? kFusedDefer : defer == 2;
 
   // The configurations FusedBuilt names (Plan only returns those).
   const cudaError_t e = pl.warps == 24 ? (pl.parts == 6 ? LaunchFusedWP<24, 6>(g, d, sr, pl, one_mul, stream)

@@ -164,11 +164,10 @@ struct FusedArgs {
   int max_units = 0;         // most units of one CTA (partial sums, counters, biases sized by it)
   int groups = 0;            // most down row groups of one CTA
   int down_pct = 100;        // the down units' weight in the grid's split (FusedWorkOf)
-  // When a warp asks for its first down pieces (MXSERVE_CUDA_MOE_FUSED_DEFER): 0 as soon as a
-  // slot is free, 1 once the warp's gate_up pieces are computed, 2 once the CTA's are (at the
-  // grid barrier). The grid barrier waits for the last CTA's gate_up; down pieces asked for
-  // earlier compete with the gate_up pieces still in flight for DRAM.
-  int defer = 0;
+  // A warp asks for its first down pieces once its gate_up pieces are computed, not as soon as a
+  // slot is free (MXSERVE_CUDA_MOE_FUSED_DEFER=warp|off): the grid barrier waits for the last
+  // CTA's gate_up, and down pieces asked for earlier compete with its pieces for DRAM.
+  bool defer = false;
   // Benchmarks only, wrong results (MXSERVE_CUDA_MOE_FUSED_PROBE): 1 loads without the math,
   // 2 the math without loads, 3 neither, 4 neither and no grid barrier, 5 exit after the
   // routing, 6 exit at once; 7 (right results) timestamps of the phases (FusedStampsReport)
