@@ -106,6 +106,8 @@ absl::StatusOr<std::unique_ptr<CudaMoeLayer>> CudaMoeLayer::Upload(const MoeLaye
   }
   const int nh = static_cast<int>(held.size());
   L->num_held_ = nh;
+  L->held_range_ = nh > 0 && held.back() - held.front() + 1 == nh;
+  L->held_lo_ = nh > 0 ? held.front() : 0;
   L->local_ = local;
   const int ch_h = (L->kp_h_ + 127) / 128, ch_i = (L->kp_i_ + 127) / 128;
   const size_t gu_q = size_t(2 * I) * (L->kp_h_ / 2), gu_s = size_t(2 * I / 8) * ch_h * 32;
@@ -208,11 +210,11 @@ absl::Status CudaMoeWorkspace::Reserve(const CudaMoeLayer& layer, int num_tokens
   ok(Alloc(&d_a_, pairs * kph, "cudaMalloc(ws a)"));
   ok(Alloc(&d_act_, pairs * kpi, "cudaMalloc(ws act)"));
   ok(Alloc(&d_y_, pairs * h, "cudaMalloc(ws y)"));
-  ok(Alloc(&d_sync_, 2, "cudaMalloc(ws sync)"));
+  ok(Alloc(&d_sync_, 1, "cudaMalloc(ws sync)"));
   if (side_ == nullptr) ok(CudaCheck(cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking), "cudaStreamCreate(ws side)"));
   if (fork_ == nullptr) ok(CudaCheck(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming), "cudaEventCreate(ws fork)"));
   if (join_ == nullptr) ok(CudaCheck(cudaEventCreateWithFlags(&join_, cudaEventDisableTiming), "cudaEventCreate(ws join)"));
-  if (s.ok()) ok(CudaCheck(cudaMemset(d_sync_, 0, 2 * sizeof(uint32_t)), "cudaMemset(ws sync)"));
+  if (s.ok()) ok(CudaCheck(cudaMemset(d_sync_, 0, sizeof(uint32_t)), "cudaMemset(ws sync)"));
   if (!s.ok()) {
     Free();
     return s;

@@ -48,6 +48,10 @@ class CudaMoeLayer {
   size_t device_bytes_ = 0;
   int32_t* d_local_ = nullptr;        // [E] global id -> held index or -1
   std::vector<int32_t> local_;        // its host copy (kAuto's slot counts)
+  // The held experts are exactly [held_lo_, held_lo_ + num_held_) (held index = id - held_lo_):
+  // the fused kernel then does not read d_local_ (SelfRoute::held_n).
+  bool held_range_ = false;
+  int held_lo_ = 0;
   uint8_t* d_gu_q_ = nullptr;         // [held][2I/8][Kp_h/... ] swizzled nibbles
   uint8_t* d_gu_s_ = nullptr;         // [held][2I/8][chunks][8][4] E8M0
   float* d_gu_b_ = nullptr;           // [held][2I] (zeros when absent)
@@ -75,7 +79,7 @@ class CudaMoeWorkspace {
   uint16_t* d_a_ = nullptr;       // [P][Kp_h] bf16, permuted or plain (gate_up operand)
   uint16_t* d_act_ = nullptr;     // [P][Kp_i] bf16, permuted or plain (down operand)
   float* d_y_ = nullptr;          // [P][H] per-slot outputs, weighted
-  uint32_t* d_sync_ = nullptr;    // [2] the fused kernel's grid barrier (zeroed at allocation)
+  uint32_t* d_sync_ = nullptr;    // [1] the fused kernel's grid barrier (zeroed at allocation)
   size_t tiles_cap_ = 0;
   // Two tile heights: the second height's GEMMs run on side_, forked after the routing (fork_)
   // and joined before the combine (join_), beside the first's. Made with the first buffers (so

@@ -250,6 +250,13 @@ struct LayerAccess {
       sr.x = b.x;
       sr.hidden = H;
       sr.top_k = b.top_k;
+      // MXSERVE_CUDA_MOE_FUSED_HELD=table (benchmarks): the held-index table read even when the
+      // held experts are one range.
+      static const bool table = internal::EnvChoice("MXSERVE_CUDA_MOE_FUSED_HELD", {"default", "table"}) == 1;
+      if (L.held_range_ && !table) {
+        sr.held_lo = L.held_lo_;
+        sr.held_n = L.num_held_;
+      }
       if (internal::LaunchFusedDecode(g, d, sr, out, ws.d_sync_, b.num_tokens, L.small_scales_, stream)) {
         return CudaCheck(cudaGetLastError(), "MoeForwardCuda launch");
       }

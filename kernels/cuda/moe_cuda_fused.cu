@@ -26,13 +26,11 @@ __device__ __forceinline__ uint32_t LdAcquire(const uint32_t* p) {
   asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
   return v;
 }
-__device__ __forceinline__ uint32_t AtomAddAcqRelGpu(uint32_t* p, uint32_t v) {
+// old = *p; *p = old >= lim ? 0 : old + 1.
+__device__ __forceinline__ uint32_t AtomIncAcqRelGpu(uint32_t* p, uint32_t lim) {
   uint32_t old;
-  asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(v) : "memory");
+  asm volatile("atom.acq_rel.gpu.global.inc.u32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(lim) : "memory");
   return old;
-}
-__device__ __forceinline__ void AtomAddReleaseGpu(uint32_t* p, uint32_t v) {
-  asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }
 __device__ __forceinline__ int AtomAddAcqRelCta(int* p, int v) {
   int old;
@@ -52,24 +50,27 @@ __device__ __forceinline__ void Stamp(const FusedArgs& f, int i) {
 }
 
 // Every CTA of the grid arrives; returns once all have (co-residency is guaranteed by the
-// cooperative launch). sync[0] counts arrivals; the last one bumps the generation sync[1] the
-// others wait on, then resets sync[0]: one barrier per launch, and launches on one workspace are
-// stream-ordered, never concurrent (no PDL), so the words need no other reset and `gen`, the
-// generation thread 0 read at the kernel's start, cannot have moved before this CTA arrives.
-// Each step on the critical path is a round trip to L2 that queues behind the weights in flight
-// (~1 us each): hence no generation read here and no reset before the bump. Writes of the CTA
-// before the barrier are visible to plain or .cg loads of any CTA after it: bar.sync orders them
-// before thread 0's release (acq_rel atomics and acquire loads, not sequentially consistent
-// fences: those waited for every store in flight, about a microsecond each).
-__device__ void GridBarrier(uint32_t* sync, uint32_t gen, const FusedArgs& f) {
+// cooperative launch). sync[0] counts the arrivals of every launch, modulo G * 2^20 (atom.inc
+// wraps there, at a multiple of G), so each launch finds it at a multiple of G, base, and is
+// through once the count has left [base, base + G): the last arrival's own increment releases
+// the others. Launches on one workspace are stream-ordered, never concurrent (no PDL), so no
+// launch's arrivals mix with another's. Each step on the critical path is a round trip to L2
+// that queues behind the weights in flight (~1 us): a generation word bumped by the last
+// arrival, the barrier until 2026-12-02, added one (one token of gpt-oss-120b 0.0362-0.0364 ms
+// against 0.0365-0.0368, docs/PERFORMANCE.md). Writes of the CTA before the barrier are visible
+// to plain or .cg loads of any CTA after it: bar.sync orders them before thread 0's release, and
+// every arrival is acq_rel, so the chain of increments carries all of them to each acquire load
+// that sees the last (acq_rel atomics and acquire loads, not sequentially consistent fences:
+// those waited for every store in flight, about a microsecond each).
+__device__ void GridBarrier(uint32_t* sync, const FusedArgs& f) {
   __syncthreads();
   Stamp(f, 3);
   if (threadIdx.x == 0) {
-    if (AtomAddAcqRelGpu(sync, 1u) == gridDim.x - 1) {
-      AtomAddReleaseGpu(sync + 1, 1u);
-      atomicExch(sync, 0u);  // every CTA has arrived; none reads sync[0] again in this launch
-    } else {
-      while (LdAcquire(sync + 1) == gen) __nanosleep(32);
+    const uint32_t G = gridDim.x;
+    const uint32_t old = AtomIncAcqRelGpu(sync, (G << 20) - 1u);
+    const uint32_t base = old - old % G;
+    if (old - base != G - 1u) {
+      while (LdAcquire(sync) - base < G) __nanosleep(32);
     }
   }
   __syncthreads();
@@ -154,13 +155,11 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
   __shared__ int s_tok[kTinyPairs];  // the token of each held row (sorted slot / top_k)
   if (f.probe == 6) return;
   Stamp(f, 0);
-  // The grid barrier's generation (GridBarrier): requested now, needed only there.
-  const uint32_t gen = threadIdx.x == 0 ? *reinterpret_cast<volatile const uint32_t*>(f.sync + 1) : 0u;
-  // Thread 0 routes (two dependent reads: the ids, then the held-index table). The phase ends
-  // ~2.8 us in; reading the whole table into shared memory in parallel did not shorten it (18:52
-  // call): the gather of x below sets it.
+  // Thread 0 routes: one dependent global read, the ids, when the held experts are one range
+  // (SelfRoute::held_n), else two (then the held-index table; reading the whole table into
+  // shared memory in parallel did not shorten the phase: 18:52 call).
   if (threadIdx.x == 0) {
-    s_route[0] = MakeTinyRoute(sr.ids, sr.pairs, sr.local, sr.experts);
+    s_route[0] = MakeTinyRoute(sr.ids, sr.pairs, sr.local, sr.experts, sr.held_lo, sr.held_n);
     for (int i = 0; i < kWarps * depth; ++i) MbarInit(&bars[i], 1);
     MbarInit(bias_bar, 32);  // one arrival per lane of the last warp
     FenceMbarInit();
@@ -334,7 +333,7 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
       issue(warp + (k + i) * kWarps, slot_of(ks + i < depth ? ks + i : ks + i - depth));
     }
   }
-  if (f.probe != 4) GridBarrier(f.sync, gen, f);
+  if (f.probe != 4) GridBarrier(f.sync, f);
   Stamp(f, 4);
   {  // the down operand's rows (written by other CTAs: through L2, not L1)
     const int per_row = d.kp / 8;
@@ -467,6 +466,7 @@ FusedPlan Plan(const GemmArgs& g, const GemmArgs& d, int tokens) {
   pl.f.down_pct = down_pct;
   FusedWork w = FusedWorkOf(g, d, kTinyPairs, down_pct);
   if (!FusedFits32(w, lim.sms)) return pl;  // the in-kernel range arithmetic is 32-bit
+  if (lim.sms >= 4096) return pl;            // GridBarrier's count wraps at G * 2^20 < 2^32
   // The most units any CTA gets, over every tile count: ~500 range computations, so kept per
   // layer shape (every decode call asks; one thread's calls are one layer's shapes at a time).
   thread_local int64_t cached_key[5] = {-1, -1, -1, -1, -1};

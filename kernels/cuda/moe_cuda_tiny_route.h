@@ -27,6 +27,9 @@ struct SelfRoute {
   int pairs = 0, experts = 0;
   const float* x = nullptr;        // [T][hidden] fp32 (gate_up gathers its rows from it)
   int hidden = 0, top_k = 1;
+  // held_n >= 0: the held experts are exactly [held_lo, held_lo + held_n), in order (HeldIndex),
+  // and `local` is not read.
+  int held_lo = 0, held_n = -1;
 };
 
 // How the fused kernel's grid shares a layer's weights: gate_up units (tile x 16-row group of
@@ -156,7 +159,7 @@ inline FusedPinned ParseFusedPin(const std::string& s) {
 // The fused kernel's other arguments (moe_cuda_fused.cu sets them).
 struct FusedArgs {
   float* out = nullptr;      // [T][hidden] fp32
-  uint32_t* sync = nullptr;  // [2] grid barrier: arrivals, generation (zeroed once)
+  uint32_t* sync = nullptr;  // [1] grid barrier: arrivals of every launch (GridBarrier; zeroed once)
   int tokens = 0;
   int depth = 1;             // shared-memory slots per warp
   int slot_bytes = 0;        // the largest piece (a K part of one unit) of either GEMM, with scales
@@ -184,15 +187,24 @@ struct TinyRoute {
   int sorted[kTinyPairs] = {};  // row -> slot
 };
 
+// The held index of global expert id e: -1 when out of range or not held; with held_n >= 0 the
+// held experts are exactly [held_lo, held_lo + held_n) (a worker holding one contiguous range, or
+// all of them), e - held_lo, without reading local: the fused kernel's routing then waits for one
+// dependent global read (the ids) instead of two.
+MXSERVE_HD inline int HeldIndex(int e, const int32_t* local, int num_experts, int held_lo, int held_n) {
+  if (e < 0 || e >= num_experts) return -1;
+  if (held_n >= 0) return e >= held_lo && e - held_lo < held_n ? e - held_lo : -1;
+  return local[e];
+}
+
 // ids [pairs] (pairs <= kTinyPairs): global expert ids, -1 or out of range = skipped slot;
-// local [num_experts]: held index, or -1 for an expert this worker does not hold.
+// local [num_experts]: held index, or -1 for an expert this worker does not hold (HeldIndex).
 MXSERVE_HD inline TinyRoute MakeTinyRoute(const int32_t* ids, int pairs, const int32_t* local,
-                                          int num_experts) {
+                                          int num_experts, int held_lo = 0, int held_n = -1) {
   TinyRoute r;
   int h[kTinyPairs];
   for (int i = 0; i < kTinyPairs; ++i) {
-    const int e = i < pairs ? ids[i] : -1;
-    h[i] = e >= 0 && e < num_experts ? local[e] : -1;
+    h[i] = HeldIndex(i < pairs ? ids[i] : -1, local, num_experts, held_lo, held_n);
   }
   int row = 0, prev = -1;
   for (int n = 0; n < kTinyPairs; ++n) {  // the next held expert above prev, if any

@@ -42,6 +42,31 @@ TEST(TinyRoute, MatchesASortOfTheSlots) {
   }
 }
 
+// A held range [lo, lo + n) (HeldIndex without the table) routes exactly as its table does, ids
+// below, inside, past the range and out of [0, E) included.
+TEST(TinyRoute, HeldRangeMatchesItsTable) {
+  std::mt19937 rng(23);
+  for (int trial = 0; trial < 2000; ++trial) {
+    const int E = 1 + rng() % 12, lo = rng() % E, n = rng() % (E - lo + 1), pairs = rng() % (kTinyPairs + 1);
+    std::vector<int32_t> local(E, -1), ids(kTinyPairs, 12345);
+    for (int e = lo; e < lo + n; ++e) local[e] = e - lo;
+    for (int i = 0; i < pairs; ++i) ids[i] = int(rng() % (E + 3)) - 2;  // -2 .. E
+    const TinyRoute want = MakeTinyRoute(ids.data(), pairs, local.data(), E);
+    const TinyRoute got = MakeTinyRoute(ids.data(), pairs, /*local=*/nullptr, E, lo, n);
+    ASSERT_EQ(got.ntiles, want.ntiles) << "trial " << trial;
+    for (int t = 0; t < want.ntiles; ++t) {
+      EXPECT_EQ(got.e[t], want.e[t]);
+      EXPECT_EQ(got.row0[t], want.row0[t]);
+      EXPECT_EQ(got.rows[t], want.rows[t]);
+    }
+    const int rows = want.ntiles > 0 ? want.row0[want.ntiles - 1] + want.rows[want.ntiles - 1] : 0;
+    for (int r = 0; r < rows; ++r) EXPECT_EQ(got.sorted[r], want.sorted[r]) << "trial " << trial;
+    for (int e = -2; e <= E; ++e) {
+      EXPECT_EQ(HeldIndex(e, nullptr, E, lo, n), e >= 0 && e < E ? local[e] : -1) << "id " << e;
+    }
+  }
+}
+
 // The fused kernel's split of a layer over its grid: every gate_up unit and every down group in
 // some CTA's range (ranges chain), and each CTA's weight bytes within one unit of an even share
 // wherever its down groups alone do not exceed that share.

@@ -42,12 +42,17 @@ struct Shape {
   int H, I, E, k;
   bool bias;
   int pool;          // experts tokens route to (< E: some experts get none)
-  bool half_held;    // the layer holds only even experts (ids routed to those only)
+  int held;          // which experts the layer holds (kHeldAll, kHeldEven, kHeldMiddle); ids are
+                     // routed to held experts only
   std::vector<int> tokens;
   int scale_lo = 118, scale_span = 10;  // > 128 somewhere: the two-multiply decode path
   float x_scale = 1.0f;  // keeps gate_up outputs near the SwiGLU clamp range when scales are big
   double skip = 0.05;    // share of slots with id -1
 };
+
+// Shape::held. kHeldEven: the fused kernel reads the held-index table; kHeldMiddle (experts
+// [E/4, 3E/4), one range not starting at 0) and kHeldAll: it computes the index (HeldIndex).
+constexpr int kHeldAll = 0, kHeldEven = 1, kHeldMiddle = 2;
 
 int failures = 0;
 
@@ -84,7 +89,8 @@ absl::Status RunForced(kc::CudaMoeLayer& dl, HostBatch& b, int T, int k, kc::Cud
 void CheckCase(const Shape& sh, HostLayer& hl, kc::CudaMoeLayer& dl, kc::CudaMoeRunner& runner,
                int T, kc::CudaMoePath path, uint64_t seed, const char* pin = nullptr) {
   std::vector<int> pool;
-  for (int e = 0; e < sh.E && int(pool.size()) < sh.pool; e += sh.half_held ? 2 : 1) pool.push_back(e);
+  const int e0 = sh.held == kHeldMiddle ? sh.E / 4 : 0, e1 = sh.held == kHeldMiddle ? 3 * sh.E / 4 : sh.E;
+  for (int e = e0; e < e1 && int(pool.size()) < sh.pool; e += sh.held == kHeldEven ? 2 : 1) pool.push_back(e);
   HostBatch b = gpu_test::MakeBatch(T, sh.k, sh.H, pool, sh.skip, seed);
   for (float& v : b.x) v *= sh.x_scale;
   std::vector<float> out(size_t(T) * sh.H, std::nanf("")), out2(out.size(), std::nanf(""));
@@ -239,6 +245,10 @@ int Main(int argc, char** argv) {
       {"fused-k2", 1024, 1024, 16, 2, true, 16, false, {1, 1, 2, 2, 2}, 118, 10, 1.0f, 0.3},
       {"fused-dup", 1024, 1536, 16, 1, true, 2, false, {2, 3, 4, 4}, 118, 10, 1.0f, 0.2},
       {"fused-k1", 2880, 2880, 32, 1, true, 32, false, {1, 2, 3, 4}},
+      // The fused layer with part of the experts held: every other one (the held-index table),
+      // and experts 8-23 of 32 (one range: held index = id - 8, no table read).
+      {"fused-even", 1024, 1024, 32, 4, true, 16, kHeldEven, {1, 1, 1}},
+      {"fused-range", 1024, 1024, 32, 4, true, 16, kHeldMiddle, {1, 1, 1}},
       {"gpt-oss-20b", 2880, 2880, 32, 4, true, 32, false, {1, 2, 7, 64, 200, 333, 400, 750, 1024, 1600, 4097}},
       {"gpt-oss-120b", 2880, 2880, 128, 4, true, 100, false, {1, 16, 256, 2049, 16384}},
       {"kimi-k2-like", 7168, 2048, 384, 8, false, 384, false, {1, 64, 1000, 16384}},
@@ -255,7 +265,8 @@ int Main(int argc, char** argv) {
   for (const Shape& sh : shapes) {
     if (!only.empty() && only != sh.name) continue;
     std::vector<bool> held;
-    if (sh.half_held) for (int e = 0; e < sh.E; ++e) held.push_back(e % 2 == 0);
+    if (sh.held == kHeldEven) for (int e = 0; e < sh.E; ++e) held.push_back(e % 2 == 0);
+    if (sh.held == kHeldMiddle) for (int e = 0; e < sh.E; ++e) held.push_back(e >= sh.E / 4 && e < 3 * sh.E / 4);
     const auto t0 = std::chrono::steady_clock::now();
     auto hl = gpu_test::MakeLayer(sh.H, sh.I, sh.E, sh.bias, seed++, held, sh.scale_lo, sh.scale_span);
     auto dl_or = kc::CudaMoeLayer::Upload(hl->layer, runner.stream());

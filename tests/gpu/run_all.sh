@@ -153,7 +153,7 @@ for s in $steps; do
       # per warp>[w<warps>] or off): the small shapes checked with each configuration (the check also
       # compares it with the unfused kernels), sanitizers, then timed, alternating.
       check_pinned MXSERVE_CUDA_MOE_FUSED "${FUSED_CFGS:-6x2w24 4x1 3x1 4x1w24 6x1w24 6x1w32}" \
-        "tiny-pad tiny-k1 tiny-skip big-scales gpt-oss-20b" "$OUT/check_fused.txt"
+        "tiny-pad tiny-k1 tiny-skip fused-even fused-range big-scales gpt-oss-20b" "$OUT/check_fused.txt"
       for T in memcheck racecheck synccheck; do
         compute-sanitizer --tool $T --error-exitcode 9 $B/mxserve-gpu-moe-check tiny-skip > "$OUT/${T}_fused.txt" 2>&1 || rc=1
         echo "$T: $(tail -n 1 "$OUT/${T}_fused.txt")"
