@@ -40,7 +40,7 @@ __device__ __forceinline__ int AtomAddAcqRelCta(int* p, int v) {
 
 // MXSERVE_CUDA_MOE_FUSED_PROBE=stamps: %globaltimer (ns) of thread 0 of each CTA at the phase
 // boundaries of the last call, read back by FusedStampsReport.
-constexpr int kStampCtas = 1024, kStamps = 8;
+constexpr int kStampCtas = 1024, kStamps = 9;
 __device__ uint64_t g_stamps[kStampCtas][kStamps];
 __device__ __forceinline__ void Stamp(const FusedArgs& f, int i) {
   if (f.probe != 7 || threadIdx.x != 0 || blockIdx.x >= kStampCtas) return;
@@ -146,10 +146,10 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
   uint8_t* slots = smem;
   uint8_t* sa = smem + size_t(f.slot_bytes) * kWarps * depth;  // kTinyPairs rows of a_stride
   float4* part = reinterpret_cast<float4*>(sa + kTinyPairs * f.a_stride);  // [units][kParts][16]
-  int* cnt = reinterpret_cast<int*>(part + size_t(f.max_units) * kParts * 16);  // [units]
-  float* ys = reinterpret_cast<float*>(cnt + f.max_units);  // [groups][kTinyPairs][16]
-  float* bias = ys + f.groups * kTinyPairs * 16;                // [units][16]
+  float* ys = reinterpret_cast<float*>(part + size_t(f.max_units) * kParts * 16);  // [groups][kTinyPairs][16]
+  float* bias = ys + f.groups * kTinyPairs * 16;                                  // [units][16]
   FusedPiece* s_piece = reinterpret_cast<FusedPiece*>(bias + f.max_units * 16);  // [units * kParts]
+  int* cnt = reinterpret_cast<int*>(s_piece + f.max_units * kParts);             // [units], last: any count
 
   __shared__ float s_w[kTinyPairs];  // routing weights by slot
   __shared__ int s_tok[kTinyPairs];  // the token of each held row (sorted slot / top_k)
@@ -215,6 +215,7 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
     s_piece[p] = pc;
   }
   __syncthreads();
+  Stamp(f, 8);
   // A piece in its slot: group A's and group B's weights of chunks [c0, c1), wb bytes each, then
   // their scales, sb bytes each.
   auto issue = [&](int p, int s) {  // lane 0
@@ -484,7 +485,7 @@ FusedPlan Plan(const GemmArgs& g, const GemmArgs& d, int tokens) {
     std::copy(key, key + 5, cached_key);
     cached_units = units;
   }
-  pl.f.max_units = (cached_units + 3) & ~3;  // keeps what follows the counters 16-byte aligned
+  pl.f.max_units = cached_units;
   const int groups = (w.ngd + lim.sms - 1) / lim.sms;
   pl.f.groups = groups;
   const size_t fixed = size_t(kTinyPairs) * pl.f.a_stride + size_t(pl.f.max_units) * pl.parts * 16 * 16 +
@@ -537,16 +538,26 @@ cudaError_t LaunchFusedWP(const GemmArgs& g, const GemmArgs& d, const SelfRoute&
 
 }  // namespace
 
+namespace {
+// The last launch's configuration (warps, parts, depth, shared memory), for FusedStampsReport.
+std::atomic<int> g_last_plan[4];
+}  // namespace
+
 std::string FusedStampsReport() {
-  static const char* kPhase[kStamps] = {"start",        "routed, x in",  "pieces asked for", "gate_up done",
-                                        "grid barrier", "down operand in", "down done", "summed"};
+  static const char* kPhase[kStamps] = {"start",        "routed, x in",    "pieces asked for", "gate_up done",
+                                        "grid barrier", "down operand in", "down done",        "summed",
+                                        "pieces listed"};
   uint64_t st[kStampCtas][kStamps];
   if (cudaMemcpyFromSymbol(st, g_stamps, sizeof(st)) != cudaSuccess) return "no stamps";
   const int n = std::min(Limits().sms, kStampCtas);
   uint64_t t0 = st[0][0];
   for (int b = 0; b < n; ++b) t0 = std::min(t0, st[b][0]);
-  std::string r = "| phase | min us | median us | max us |\n|---|---|---|---|\n";
-  for (int i = 0; i < kStamps; ++i) {
+  char plan[160];
+  std::snprintf(plan, sizeof(plan), "# fused plan: %d warps, %d K parts, %d slot(s) per warp, %d B of shared memory\n",
+                g_last_plan[0].load(), g_last_plan[1].load(), g_last_plan[2].load(), g_last_plan[3].load());
+  std::string r = std::string(plan) + "| phase | min us | median us | max us |\n|---|---|---|---|\n";
+  constexpr int kOrder[kStamps] = {0, 1, 8, 2, 3, 4, 5, 6, 7};  // in time order
+  for (int i : kOrder) {
     std::vector<double> v;
     for (int b = 0; b < n; ++b) v.push_back((st[b][i] - t0) * 1e-3);
     std::sort(v.begin(), v.end());
@@ -576,13 +587,17 @@ bool LaunchFusedDecode(const GemmArgs& g, const GemmArgs& d, const SelfRoute& sr
   pl.f.defer = defer == 0 ? kFusedDefer : defer == 2;
 
   // The configurations FusedBuilt names (Plan only returns those).
-  const cudaError_t e = pl.warps == 24 ? (pl.parts == 6 ? LaunchFusedWP<24, 6>(g, d, sr, pl, one_mul, stream)
+  const cudaError_t e = pl.warps == 24 ? (pl.parts == 8   ? LaunchFusedWP<24, 8>(g, d, sr, pl, one_mul, stream)
+                                        : pl.parts == 6 ? LaunchFusedWP<24, 6>(g, d, sr, pl, one_mul, stream)
                                                         : LaunchFusedWP<24, 4>(g, d, sr, pl, one_mul, stream))
                         : pl.warps == 32 ? LaunchFusedWP<32, 6>(g, d, sr, pl, one_mul, stream)
+                        : pl.parts == 8  ? LaunchFusedWP<16, 8>(g, d, sr, pl, one_mul, stream)
+                        : pl.parts == 6  ? LaunchFusedWP<16, 6>(g, d, sr, pl, one_mul, stream)
                         : pl.parts == 3  ? LaunchFusedWP<16, 3>(g, d, sr, pl, one_mul, stream)
                                          : LaunchFusedWP<16, 4>(g, d, sr, pl, one_mul, stream);
   if (e == cudaSuccess) {
     g_fused_launches.fetch_add(1, std::memory_order_relaxed);
+    g_last_plan[0] = pl.warps, g_last_plan[1] = pl.parts, g_last_plan[2] = pl.f.depth, g_last_plan[3] = int(pl.smem);
     return true;
   }
   (void)CudaCheck(e, "fused MoE launch");  // exits on a sticky error

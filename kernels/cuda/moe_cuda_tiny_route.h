@@ -115,20 +115,21 @@ MXSERVE_HD inline FusedRange FusedCtaRange(const FusedWork& w, int b, int G) {
 
 // MXSERVE_CUDA_MOE_FUSED pins the fused kernel's configuration (benchmarks): "off" (or "0"), or
 // <parts>x<depth>[w<warps>] (K parts per unit, shared-memory slots per warp, warps per CTA) of a
-// built one; empty or "default": the default, 6x2 with 24 warps (two slots per warp where they
-// fit, else one), since the gate_up units were split evenly (kFusedDownPct): 0.0371 / 0.0371 /
-// 0.0373 ms at one token of gpt-oss-120b against 0.0376 / 0.0376 / 0.0377 for 4x1 with 16
-// warps, the default before (2026-12-02 01:25 call, `envab`, three alternations; gpt-oss-20b
-// 0.0371-0.0373 against 0.0374-0.0378; docs/PERFORMANCE.md). Built (FusedBuilt): 16 warps with
-// 3 or 4 parts, 24 with 4 or 6, 32 with 6 (more warps to hide latency in fewer registers: 80
-// at 24, 64 with a few spilled at 32: 0.0386 and 0.0428 ms against 0.0387 at one token,
-// 2026-11-30). Anything else comes back valid = false.
+// built one; empty or "default": the default, 6x2 with 16 warps. Two slots per warp where they
+// fit, else one: at gpt-oss-120b's shapes two fit with 16 warps (202,640 bytes) but not with 24,
+// so 6x2w24, the default before, ran one slot per warp (FusedStampsReport's plan line).
+// 6x2w16 at one token: 0.0350-0.0352 ms against 0.0362-0.0363 (2026-12-02 03:40 call, `envab`,
+// three alternations; gpt-oss-20b 0.0350-0.0352 against 0.0362-0.0363; docs/PERFORMANCE.md).
+// Built (FusedBuilt): 16 warps with 3, 4, 6 or 8 parts, 24 with 4, 6 or 8, 32 with 6 (more warps
+// hide latency in fewer registers: 114 at 16 warps, 80 at 24, 64 with a few spilled at 32).
+// Anything else comes back valid = false.
 struct FusedPinned {
   bool off = false, valid = true;
-  int parts = 6, depth = 2, warps = 24;
+  int parts = 6, depth = 2, warps = 16;
 };
 inline bool FusedBuilt(int warps, int parts) {
-  return (warps == 16 && (parts == 3 || parts == 4)) || (warps == 24 && (parts == 4 || parts == 6)) ||
+  return (warps == 16 && (parts == 3 || parts == 4 || parts == 6 || parts == 8)) ||
+         (warps == 24 && (parts == 4 || parts == 6 || parts == 8)) ||
          (warps == 32 && parts == 6);
 }
 inline FusedPinned ParseFusedPin(const std::string& s) {
