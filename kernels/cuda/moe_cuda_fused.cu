@@ -113,9 +113,9 @@ __device__ __forceinline__ void SmemChunkMmaA(float (&acc)[2][1][2][4], const ui
 
 // One CTA per SM, kWarps warps. A unit is 16 weight rows (two 8-row groups of the upload layout)
 // of one held expert over all of K; the work comes in pieces: one of kParts K ranges of a unit.
-// Each warp has `depth` shared-memory slots that its lane 0 fills with one piece's weights and
-// scales (four bulk copies); with f.defer its first down pieces only once its gate_up pieces are
-// computed (kFusedDefer).
+// Each warp has `depth` shared-memory slots (f.depth, or one more: f.deep) that its lane 0 fills
+// with one piece's weights and scales (four bulk copies); with f.defer its first down pieces only
+// once its gate_up pieces are computed (kFusedDefer).
 //
 // The CTA's units are a range of gate_up units and then the down row groups [r0, r1) (16 rows of
 // H) for every tile (FusedCtaRange: by default every CTA gets about as many gate_up units, its
@@ -138,13 +138,15 @@ template <int kWarps, int kParts, bool kOneMul>
 __global__ void __launch_bounds__(32 * kWarps, 1)
     FusedDecodeKernel(const GemmArgs g, const GemmArgs d, const SelfRoute sr, const FusedArgs f) {
   extern __shared__ __align__(128) uint8_t smem[];
-  __shared__ uint64_t bars[2 * kWarps + 1];  // the slots', then the biases'
-  uint64_t* bias_bar = &bars[2 * kWarps];
+  __shared__ uint64_t bars[3 * kWarps + 1];  // the slots', then the biases'
+  uint64_t* bias_bar = &bars[3 * kWarps];
   __shared__ TinyRoute s_route[1];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gl = lane >> 2, t = lane & 3;
-  const int depth = f.depth;
+  // This warp's slots: f.depth, one more in the first f.deep warps (slot i of warp w is
+  // w + kWarps * i, so the grid's slots are numbered 0 .. nslots - 1).
+  const int depth = f.depth + (warp < f.deep ? 1 : 0), nslots = kWarps * f.depth + f.deep;
   uint8_t* slots = smem;
-  uint8_t* sa = smem + size_t(f.slot_bytes) * kWarps * depth;  // kTinyPairs rows of a_stride
+  uint8_t* sa = smem + size_t(f.slot_bytes) * nslots;  // kTinyPairs rows of a_stride
   float4* part = reinterpret_cast<float4*>(sa + kTinyPairs * f.a_stride);  // [units][kParts][16]
   float* ys = reinterpret_cast<float*>(part + size_t(f.max_units) * kParts * 16);  // [groups][kTinyPairs][16]
   float* bias = ys + f.groups * kTinyPairs * 16;                                  // [units][16]
@@ -160,7 +162,7 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
   // shared memory in parallel did not shorten the phase: 18:52 call).
   if (threadIdx.x == 0) {
     s_route[0] = MakeTinyRoute(sr.ids, sr.pairs, sr.local, sr.experts, sr.held_lo, sr.held_n);
-    for (int i = 0; i < kWarps * depth; ++i) MbarInit(&bars[i], 1);
+    for (int i = 0; i < nslots; ++i) MbarInit(&bars[i], 1);
     MbarInit(bias_bar, 32);  // one arrival per lane of the last warp
     FenceMbarInit();
   } else if (threadIdx.x < 1 + kTinyPairs && threadIdx.x <= sr.pairs) {
@@ -493,13 +495,14 @@ FusedPlan Plan(const GemmArgs& g, const GemmArgs& d, int tokens) {
                        size_t(pl.f.max_units) * 16 * 4 +  // biases
                        size_t(pl.f.max_units) * pl.parts * sizeof(FusedPiece);
   const size_t budget = size_t(lim.smem_optin) - 1024;  // static: barriers and the route
-  for (pl.f.depth = pin.depth; pl.f.depth >= 1; --pl.f.depth) {
-    pl.smem = fixed + size_t(pl.f.slot_bytes) * pin.warps * pl.f.depth;
-    if (pl.smem <= budget) {
-      pl.warps = pin.warps;
-      break;
-    }
-  }
+  // As many slots as fit, up to pin.depth per warp: f.depth each, one more in the first f.deep.
+  if (fixed + size_t(pl.f.slot_bytes) * pin.warps > budget) return pl;
+  const int fit = int((budget - fixed) / size_t(pl.f.slot_bytes));
+  const int nslots = std::min(pin.warps * pin.depth, fit);
+  pl.f.depth = nslots / pin.warps;
+  pl.f.deep = nslots % pin.warps;
+  pl.smem = fixed + size_t(pl.f.slot_bytes) * nslots;
+  pl.warps = pin.warps;
   return pl;
 }
 
@@ -539,7 +542,7 @@ cudaError_t LaunchFusedWP(const GemmArgs& g, const GemmArgs& d, const SelfRoute&
 }  // namespace
 
 namespace {
-// The last launch's configuration (warps, parts, depth, shared memory), for FusedStampsReport.
+// The last launch's configuration (warps, parts, slots, shared memory), for FusedStampsReport.
 std::atomic<int> g_last_plan[4];
 }  // namespace
 
@@ -553,7 +556,7 @@ std::string FusedStampsReport() {
   uint64_t t0 = st[0][0];
   for (int b = 0; b < n; ++b) t0 = std::min(t0, st[b][0]);
   char plan[160];
-  std::snprintf(plan, sizeof(plan), "# fused plan: %d warps, %d K parts, %d slot(s) per warp, %d B of shared memory\n",
+  std::snprintf(plan, sizeof(plan), "# fused plan: %d warps, %d K parts, %d slots, %d B of shared memory\n",
                 g_last_plan[0].load(), g_last_plan[1].load(), g_last_plan[2].load(), g_last_plan[3].load());
   std::string r = std::string(plan) + "| phase | min us | median us | max us |\n|---|---|---|---|\n";
   constexpr int kOrder[kStamps] = {0, 1, 8, 2, 3, 4, 5, 6, 7};  // in time order
@@ -591,13 +594,15 @@ bool LaunchFusedDecode(const GemmArgs& g, const GemmArgs& d, const SelfRoute& sr
                                         : pl.parts == 6 ? LaunchFusedWP<24, 6>(g, d, sr, pl, one_mul, stream)
                                                         : LaunchFusedWP<24, 4>(g, d, sr, pl, one_mul, stream))
                         : pl.warps == 32 ? LaunchFusedWP<32, 6>(g, d, sr, pl, one_mul, stream)
+                        : pl.warps == 20 ? LaunchFusedWP<20, 6>(g, d, sr, pl, one_mul, stream)
                         : pl.parts == 8  ? LaunchFusedWP<16, 8>(g, d, sr, pl, one_mul, stream)
                         : pl.parts == 6  ? LaunchFusedWP<16, 6>(g, d, sr, pl, one_mul, stream)
                         : pl.parts == 3  ? LaunchFusedWP<16, 3>(g, d, sr, pl, one_mul, stream)
                                          : LaunchFusedWP<16, 4>(g, d, sr, pl, one_mul, stream);
   if (e == cudaSuccess) {
     g_fused_launches.fetch_add(1, std::memory_order_relaxed);
-    g_last_plan[0] = pl.warps, g_last_plan[1] = pl.parts, g_last_plan[2] = pl.f.depth, g_last_plan[3] = int(pl.smem);
+    g_last_plan[0] = pl.warps, g_last_plan[1] = pl.parts, g_last_plan[2] = pl.warps * pl.f.depth + pl.f.deep;
+    g_last_plan[3] = int(pl.smem);
     return true;
   }
   (void)CudaCheck(e, "fused MoE launch");  // exits on a sticky error

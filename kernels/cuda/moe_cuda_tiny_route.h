@@ -114,21 +114,22 @@ MXSERVE_HD inline FusedRange FusedCtaRange(const FusedWork& w, int b, int G) {
 }
 
 // MXSERVE_CUDA_MOE_FUSED pins the fused kernel's configuration (benchmarks): "off" (or "0"), or
-// <parts>x<depth>[w<warps>] (K parts per unit, shared-memory slots per warp, warps per CTA) of a
-// built one; empty or "default": the default, 6x2 with 16 warps. Two slots per warp where they
-// fit, else one: at gpt-oss-120b's shapes two fit with 16 warps (202,640 bytes) but not with 24,
-// so 6x2w24, the default before, ran one slot per warp (FusedStampsReport's plan line).
-// 6x2w16 at one token: 0.0350-0.0352 ms against 0.0362-0.0363 (2026-12-02 03:40 call, `envab`,
-// three alternations; gpt-oss-20b 0.0350-0.0352 against 0.0362-0.0363; docs/PERFORMANCE.md).
-// Built (FusedBuilt): 16 warps with 3, 4, 6 or 8 parts, 24 with 4, 6 or 8, 32 with 6 (more warps
-// hide latency in fewer registers: 114 at 16 warps, 80 at 24, 64 with a few spilled at 32).
-// Anything else comes back valid = false.
+// <parts>x<depth>[w<warps>] (K parts per unit, shared-memory slots per warp (1-3), warps per CTA)
+// of a built one; empty or "default": the default, 6x2 with 16 warps. The plan gives each warp
+// `depth` slots where they fit, else as many slots as fit, spread over the warps (FusedArgs::deep):
+// at gpt-oss-120b's shapes 16 warps fit two each (200,652 bytes), 24 warps 39 slots. 6x2w16 at one
+// token: 0.0350-0.0352 ms against 0.0362-0.0363 for 6x2w24 with one slot per warp, the default
+// before (2026-12-02 03:40 call, `envab`, three alternations; gpt-oss-20b alike); filling the
+// rest of the shared memory with slots did not pay (03:54 call: 6x3w16 0.0353-0.0355, 6x2w20
+// 0.0351-0.0352, 6x2w24 0.0353-0.0354, all at 39 slots, against 0.0348-0.0351; docs/PERFORMANCE.md).
+// Built (FusedBuilt): 16 warps with 3, 4, 6 or 8 parts, 20 with 6, 24 with 4, 6 or 8, 32 with 6
+// (111, 93, 79 and 64 registers; a few spilled at 32). Anything else comes back valid = false.
 struct FusedPinned {
   bool off = false, valid = true;
   int parts = 6, depth = 2, warps = 16;
 };
 inline bool FusedBuilt(int warps, int parts) {
-  return (warps == 16 && (parts == 3 || parts == 4 || parts == 6 || parts == 8)) ||
+  return (warps == 16 && (parts == 3 || parts == 4 || parts == 6 || parts == 8)) || (warps == 20 && parts == 6) ||
          (warps == 24 && (parts == 4 || parts == 6 || parts == 8)) ||
          (warps == 32 && parts == 6);
 }
@@ -142,7 +143,7 @@ inline FusedPinned ParseFusedPin(const std::string& s) {
   int parts = 0, depth = 0, warps = 16, used = 0;
   char x = 0;
   const int n = std::sscanf(s.c_str(), "%d%c%d%n", &parts, &x, &depth, &used);
-  bool ok = n == 3 && x == 'x' && (depth == 1 || depth == 2);
+  bool ok = n == 3 && x == 'x' && depth >= 1 && depth <= 3;
   if (ok && used < int(s.size())) {  // "w<warps>" and nothing after it
     int more = 0;
     ok = std::sscanf(s.c_str() + used, "w%d%n", &warps, &more) == 1 && used + more == int(s.size());
@@ -163,6 +164,7 @@ struct FusedArgs {
   uint32_t* sync = nullptr;  // [1] grid barrier: arrivals of every launch (GridBarrier; zeroed once)
   int tokens = 0;
   int depth = 1;             // shared-memory slots per warp
+  int deep = 0;              // warps 0 .. deep - 1 have one more (the plan fills what fits)
   int slot_bytes = 0;        // the largest piece (a K part of one unit) of either GEMM, with scales
   int a_stride = 0;          // bytes per activation row in shared memory
   int max_units = 0;         // most units of one CTA (partial sums, counters, biases sized by it)

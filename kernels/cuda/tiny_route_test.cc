@@ -163,11 +163,11 @@ TEST(ParseFusedPin, BuiltConfigurationsOffAndRejects) {
   EXPECT_EQ(p.parts, 6);
   EXPECT_EQ(p.depth, 2);
   EXPECT_EQ(p.warps, 32);
-  for (const char* ok : {"3x1", "4x2", "4x1w16", "6x2w16", "8x2", "4x1w24", "6x1w24", "8x2w24", "6x1w32"}) {
+  for (const char* ok : {"3x1", "4x2", "4x1w16", "6x2w16", "6x3w16", "8x2", "6x2w20", "4x1w24", "6x1w24", "8x2w24", "6x1w32"}) {
     EXPECT_TRUE(ParseFusedPin(ok).valid) << ok;
     EXPECT_FALSE(ParseFusedPin(ok).off) << ok;
   }
-  for (const char* bad : {"5x1", "2x1", "4x3", "4x0", "4x1w20", "4x1w", "4x1junk", "4x1w24x", "x1", "4", "on"}) {
+  for (const char* bad : {"5x1", "2x1", "4x4", "4x0", "4x1w20", "4x1w", "4x1junk", "4x1w24x", "x1", "4", "on"}) {
     EXPECT_FALSE(ParseFusedPin(bad).valid) << bad;
   }
 }

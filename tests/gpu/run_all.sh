@@ -214,7 +214,7 @@ for s in $steps; do
     stamps)
       # When each phase of the fused one-token layer ends, over the grid (MXSERVE_CUDA_MOE_FUSED_PROBE=stamps),
       # per configuration.
-      for F in ${FUSED_CFGS:-6x2w16 6x1w24 8x2w24}; do
+      for F in ${FUSED_CFGS:-6x2w16 6x2w24 8x2w24}; do
         echo "## MXSERVE_CUDA_MOE_FUSED=$F"
         MXSERVE_CUDA_MOE_FUSED=$F MXSERVE_CUDA_MOE_FUSED_PROBE=stamps $B/mxserve-bench-moe-gpu /tmp/s.csv gpt-oss-120b 1 | grep -E '^(\||# fused plan)' | tail -13
       done 2>&1 | tee "$OUT/stamps.txt" ;;
