@@ -27,6 +27,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/numbers.h"
+#include "kernels/cuda/env_choice.h"
 #include "kernels/cuda/moe_cuda.h"
 #include "kernels/cuda/moe_cuda_launch.h"  // FusedStampsReport (a benchmark probe)
 #include "tests/gpu/random_moe.h"
@@ -78,6 +80,25 @@ void SkewIds(gpu_test::HostBatch& b, int E, double sigma, uint64_t seed) {
   }
 }
 
+// A number from an argument or an environment variable: the whole text, within [lo, hi], or a
+// message naming what is wrong and exit 2 (atoi read a typo as 0, and stoi threw, uncaught).
+int StrictInt(const char* what, const std::string& text, int lo, int hi) {
+  int v = 0;
+  if (!absl::SimpleAtoi(text, &v) || v < lo || v > hi) {
+    std::fprintf(stderr, "%s: '%s' is not an integer in [%d, %d]\n", what, text.c_str(), lo, hi);
+    std::exit(2);
+  }
+  return v;
+}
+double StrictDouble(const char* what, const std::string& text, double lo, double hi) {
+  double v = 0;
+  if (!absl::SimpleAtod(text, &v) || !(v >= lo && v <= hi)) {
+    std::fprintf(stderr, "%s: '%s' is not a number in [%g, %g]\n", what, text.c_str(), lo, hi);
+    std::exit(2);
+  }
+  return v;
+}
+
 std::vector<std::string> Split(const std::string& s) {
   std::vector<std::string> out;
   std::stringstream ss(s);
@@ -99,7 +120,7 @@ int Main(int argc, char** argv) {
   std::vector<int> tokens = {1, 4, 16, 64, 256, 1024, 4096, 16384};
   if (argc > 3) {
     tokens.clear();
-    for (auto& t : Split(argv[3])) tokens.push_back(std::stoi(t));
+    for (auto& t : Split(argv[3])) tokens.push_back(StrictInt("token count", t, 1, 1 << 20));
   }
   FILE* csv = std::fopen(argv[1], "w");
   if (!csv) return 1;
@@ -119,9 +140,8 @@ int Main(int argc, char** argv) {
     }
   }
   const char* skew_env = std::getenv("MXSERVE_BENCH_SKEW");
-  const double skew = skew_env == nullptr ? 0.0 : std::atof(skew_env);
-  const char* host_env = std::getenv("MXSERVE_BENCH_HOST_IDS");
-  const bool host_ids = host_env != nullptr && std::string(host_env) == "1";
+  const double skew = skew_env == nullptr ? 0.0 : StrictDouble("MXSERVE_BENCH_SKEW", skew_env, 0.0, 10.0);
+  const bool host_ids = kc::internal::EnvChoice("MXSERVE_BENCH_HOST_IDS", {"0", "1"}) == 1;
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
   std::printf("# %s, %d SMs, L2 %d MB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
@@ -133,10 +153,7 @@ int Main(int argc, char** argv) {
   CK(cudaMemset(flush, 0, flush_bytes));
   // MXSERVE_BENCH_FLUSH=read: evict L2 by reading the buffer instead of writing it (no dirty
   // lines left to write back while the layer runs; l2_read.cu).
-  const bool read_flush = [] {
-    const char* v = std::getenv("MXSERVE_BENCH_FLUSH");
-    return v != nullptr && std::string(v) == "read";
-  }();
+  const bool read_flush = kc::internal::EnvChoice("MXSERVE_BENCH_FLUSH", {"write", "read"}) == 1;
   uint32_t* sink = nullptr;
   CK(cudaMalloc(&sink, 4));
   std::printf("| shape | tokens | ms | weight MB | GB/s | TFLOP/s | path |\n|---|---|---|---|---|---|---|\n");
@@ -153,7 +170,7 @@ int Main(int argc, char** argv) {
     for (int e = 0; e < sh.E; ++e) pool[e] = e;
     const int trials = [] {
       const char* v = std::getenv("MXSERVE_BENCH_TRIALS");
-      return v == nullptr ? 1 : std::max(1, std::atoi(v));
+      return v == nullptr ? 1 : StrictInt("MXSERVE_BENCH_TRIALS", v, 1, 1000);
     }();
     auto ws_holder = std::make_unique<kc::CudaMoeWorkspace>();
     for (int T : tokens)

@@ -495,13 +495,8 @@ FusedPlan Plan(const GemmArgs& g, const GemmArgs& d, int tokens) {
                        size_t(pl.f.max_units) * 16 * 4 +  // biases
                        size_t(pl.f.max_units) * pl.parts * sizeof(FusedPiece);
   const size_t budget = size_t(lim.smem_optin) - 1024;  // static: barriers and the route
-  // As many slots as fit, up to pin.depth per warp: f.depth each, one more in the first f.deep.
-  if (fixed + size_t(pl.f.slot_bytes) * pin.warps > budget) return pl;
-  const int fit = int((budget - fixed) / size_t(pl.f.slot_bytes));
-  const int nslots = std::min(pin.warps * pin.depth, fit);
-  pl.f.depth = nslots / pin.warps;
-  pl.f.deep = nslots % pin.warps;
-  pl.smem = fixed + size_t(pl.f.slot_bytes) * nslots;
+  if (fixed >= budget || !FusedSlots(budget - fixed, pl.f.slot_bytes, pin.warps, pin.depth, pl.f)) return pl;
+  pl.smem = fixed + size_t(pl.f.slot_bytes) * (pin.warps * pl.f.depth + pl.f.deep);
   pl.warps = pin.warps;
   return pl;
 }

@@ -181,6 +181,18 @@ struct FusedArgs {
   int probe = 0;
 };
 
+// The fused kernel's shared-memory slots: up to `depth` per warp, as many as fit in `room` bytes
+// of slot_bytes each, f.depth for every warp and one more for the first f.deep; false (f left as
+// it was) when not even one per warp fits.
+inline bool FusedSlots(size_t room, int slot_bytes, int warps, int depth, FusedArgs& f) {
+  if (slot_bytes <= 0 || warps <= 0 || depth <= 0 || room / size_t(slot_bytes) < size_t(warps)) return false;
+  const size_t fit = room / size_t(slot_bytes);
+  const int n = fit < size_t(warps) * size_t(depth) ? int(fit) : warps * depth;
+  f.depth = n / warps;
+  f.deep = n % warps;
+  return true;
+}
+
 // What the routing kernel writes for such a batch with 8-row tiles: one tile per held expert
 // hit, in ascending held index, its rows in slot order (the routing kernel's order within an
 // expert is arbitrary; every row is computed independently, so nothing depends on it).

@@ -143,6 +143,37 @@ TEST(FusedCtaRange, CoversEveryUnitAndBalancesBytes) {
   EXPECT_TRUE(FusedFits32(oss, 132));
 }
 
+// The slots the plan gives: at most depth per warp, all that fit otherwise, spread with at most one
+// more per warp, and none when one per warp does not fit. Against a count one slot at a time.
+TEST(FusedSlots, AsManyAsFitSpreadOverTheWarps) {
+  std::mt19937 rng(31);
+  for (int trial = 0; trial < 20000; ++trial) {
+    const int warps = 1 + rng() % 32, depth = 1 + rng() % 3, slot = 16 * (1 + rng() % 600);
+    const size_t room = rng() % (size_t(slot) * 100);
+    FusedArgs f;
+    f.depth = -7;
+    int want = 0;  // slots handed out one at a time while one more fits and a warp has room
+    while (want < warps * depth && size_t(want + 1) * slot <= room) ++want;
+    const bool ok = FusedSlots(room, slot, warps, depth, f);
+    ASSERT_EQ(ok, want >= warps) << "trial " << trial;
+    if (!ok) {
+      EXPECT_EQ(f.depth, -7);  // left as it was
+      continue;
+    }
+    EXPECT_EQ(warps * f.depth + f.deep, want) << "trial " << trial;
+    EXPECT_GE(f.depth, 1);
+    EXPECT_LE(f.depth + (f.deep > 0 ? 1 : 0), depth);
+    EXPECT_GE(f.deep, 0);
+    EXPECT_LT(f.deep, warps);
+  }
+  FusedArgs f;  // gpt-oss-120b at 6 parts: 4,352-byte slots beside 61,388 fixed bytes (03:46 and 03:54 calls)
+  ASSERT_TRUE(FusedSlots(231424 - 61388, 4352, 16, 2, f));
+  EXPECT_EQ(f.depth, 2);
+  EXPECT_EQ(f.deep, 0);
+  ASSERT_TRUE(FusedSlots(231424 - 61388, 4352, 24, 2, f));
+  EXPECT_EQ(24 * f.depth + f.deep, 39);
+}
+
 TEST(ParseFusedPin, BuiltConfigurationsOffAndRejects) {
   const FusedPinned def = ParseFusedPin("");
   EXPECT_TRUE(def.valid);
