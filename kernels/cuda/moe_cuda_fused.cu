@@ -134,7 +134,7 @@ __device__ __forceinline__ void SmemChunkMmaA(float (&acc)[2][1][2][4], const ui
 // 4. down pieces; the unit epilogue writes bias x routing weight per slot to shared memory; then
 //    each CTA sums its rows of every token over the token's slots in slot order (the combine
 //    kernel's order) into out.
-template <int kWarps, int kParts, bool kOneMul>
+template <int kWarps, int kParts, bool kOneMul, bool kEarly>
 __global__ void __launch_bounds__(32 * kWarps, 1)
     FusedDecodeKernel(const GemmArgs g, const GemmArgs d, const SelfRoute sr, const FusedArgs f) {
   extern __shared__ __align__(128) uint8_t smem[];
@@ -197,7 +197,7 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
   // seventeenth session: 1.5 % of the one-token layer).
   using Piece = FusedPiece;
   if (threadIdx.x < prow) s_tok[threadIdx.x] = rt.sorted[threadIdx.x] / sr.top_k;
-  for (int p = threadIdx.x; p < np; p += 32 * kWarps) {
+  auto make_piece = [&](int p) {
     Piece pc;
     pc.unit = p / kParts;
     pc.gu = pc.unit < na;
@@ -214,14 +214,11 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
     const int64_t ga = 2 * (int64_t(rt.e[pc.tile]) * (pc.gu ? work.ng_gu : work.ngd) + pc.grp);  // group A
     pc.q = (pc.gu ? g.q : d.q) + ga * pc.b_off + pc.c0 * 512;
     pc.sc = (pc.gu ? g.sc : d.sc) + ga * pc.sc_off + pc.c0 * 32;
-    s_piece[p] = pc;
-  }
-  __syncthreads();
-  Stamp(f, 8);
+    return pc;
+  };
   // A piece in its slot: group A's and group B's weights of chunks [c0, c1), wb bytes each, then
   // their scales, sb bytes each.
-  auto issue = [&](int p, int s) {  // lane 0
-    const Piece& pc = s_piece[p];
+  auto issue_piece = [&](const Piece& pc, int s) {  // lane 0
     const uint8_t *q = pc.q, *sc = pc.sc;
     const int wb = pc.wb, sb = 32 * (pc.c1 - pc.c0);
     uint8_t* sl = slots + size_t(s) * f.slot_bytes;
@@ -239,10 +236,23 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
       BulkCopyG2S(sl + 2 * wb + sb, sc + pc.sc_off, sb, &bars[s]);
     }
   };
+  auto issue = [&](int p, int s) { issue_piece(s_piece[p], s); };
   // The warp's k-th piece is p = warp + k * kWarps, in slot warp + kWarps * (k % depth), that
   // slot's use k / depth: kept as counters (ks, kphase) by the loops below, not divided (depth
   // is an argument: a division per piece).
   auto slot_of = [&](int i) { return warp + kWarps * i; };  // the warp's slot i < depth
+  // With f.defer a warp asks for no down piece before its gate_up pieces are computed (ask_down).
+  const int first_limit = f.defer ? npa : np;
+  // kEarly: lane 0 works out its warp's first pieces itself and asks for them before the CTA's
+  // list is written (not run on the GPU yet: MXSERVE_CUDA_MOE_FUSED_EARLY=on).
+  if (kEarly && lane == 0) {
+    for (int k = 0; k < depth && warp + k * kWarps < first_limit; ++k) {
+      issue_piece(make_piece(warp + k * kWarps), slot_of(k));
+    }
+  }
+  for (int p = threadIdx.x; p < np; p += 32 * kWarps) s_piece[p] = make_piece(p);
+  __syncthreads();
+  Stamp(f, 8);
   // Each unit's 16 biases, by the last warp with cp.async (not the copy engine: 64-byte bulk
   // copies queue behind the weight pieces' and held thread 0 ~6 us), completing bias_bar, which a
   // warp waits for before its first epilogue only (not before its first piece: ~5 us).
@@ -254,11 +264,8 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
     }
     asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(SmemAddr(bias_bar)) : "memory");
   }
-  // With f.defer a warp asks for no down piece before its gate_up pieces are computed (ask_down).
-  if (lane == 0) {
-    for (int k = 0; k < depth && warp + k * kWarps < (f.defer ? npa : np); ++k) {
-      issue(warp + k * kWarps, slot_of(k));
-    }
+  if (!kEarly && lane == 0) {
+    for (int k = 0; k < depth && warp + k * kWarps < first_limit; ++k) issue(warp + k * kWarps, slot_of(k));
   }
   Stamp(f, 2);
   // Computes the warp's k-th piece (waits for its slot), refills the slot with piece k + depth,
@@ -501,10 +508,10 @@ FusedPlan Plan(const GemmArgs& g, const GemmArgs& d, int tokens) {
   return pl;
 }
 
-template <int kWarps, int kParts, bool kOneMul>
+template <int kWarps, int kParts, bool kOneMul, bool kEarly>
 cudaError_t LaunchFusedT(const GemmArgs& g, const GemmArgs& d, const SelfRoute& sr, const FusedPlan& pl,
                          cudaStream_t stream) {
-  auto kernel = FusedDecodeKernel<kWarps, kParts, kOneMul>;
+  auto kernel = FusedDecodeKernel<kWarps, kParts, kOneMul, kEarly>;
   // The most dynamic shared memory next to the kernel's static (the plan keeps 1 KB for it).
   static const cudaError_t raised = [&] {
     cudaFuncAttributes fa{};
@@ -527,11 +534,11 @@ cudaError_t LaunchFusedT(const GemmArgs& g, const GemmArgs& d, const SelfRoute& 
   return cudaLaunchKernelEx(&cfg, kernel, g, d, sr, pl.f);
 }
 
-template <int kWarps, int kParts>
+template <int kWarps, int kParts, bool kEarly = false>
 cudaError_t LaunchFusedWP(const GemmArgs& g, const GemmArgs& d, const SelfRoute& sr, const FusedPlan& pl,
                           bool one_mul, cudaStream_t stream) {
-  return one_mul ? LaunchFusedT<kWarps, kParts, true>(g, d, sr, pl, stream)
-                 : LaunchFusedT<kWarps, kParts, false>(g, d, sr, pl, stream);
+  return one_mul ? LaunchFusedT<kWarps, kParts, true, kEarly>(g, d, sr, pl, stream)
+                 : LaunchFusedT<kWarps, kParts, false, kEarly>(g, d, sr, pl, stream);
 }
 
 }  // namespace
@@ -584,8 +591,12 @@ bool LaunchFusedDecode(const GemmArgs& g, const GemmArgs& d, const SelfRoute& sr
   static const int defer = EnvChoice("MXSERVE_CUDA_MOE_FUSED_DEFER", {"default", "off", "warp"});
   pl.f.defer = defer == 0 ? kFusedDefer : defer == 2;
 
+  // MXSERVE_CUDA_MOE_FUSED_EARLY=on (benchmarks; the default configuration only): each warp asks
+  // for its first pieces before the CTA's piece list is written (FusedDecodeKernel's kEarly).
+  static const bool early = EnvChoice("MXSERVE_CUDA_MOE_FUSED_EARLY", {"default", "off", "on"}) == 2;
   // The configurations FusedBuilt names (Plan only returns those).
-  const cudaError_t e = pl.warps == 24 ? (pl.parts == 8   ? LaunchFusedWP<24, 8>(g, d, sr, pl, one_mul, stream)
+  const cudaError_t e = early && pl.warps == 16 && pl.parts == 6 ? LaunchFusedWP<16, 6, true>(g, d, sr, pl, one_mul, stream)
+                        : pl.warps == 24 ? (pl.parts == 8   ? LaunchFusedWP<24, 8>(g, d, sr, pl, one_mul, stream)
                                         : pl.parts == 6 ? LaunchFusedWP<24, 6>(g, d, sr, pl, one_mul, stream)
                                                         : LaunchFusedWP<24, 4>(g, d, sr, pl, one_mul, stream))
                         : pl.warps == 32 ? LaunchFusedWP<32, 6>(g, d, sr, pl, one_mul, stream)
