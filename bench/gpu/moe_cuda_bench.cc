@@ -25,6 +25,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -82,18 +83,14 @@ void SkewIds(gpu_test::HostBatch& b, int E, double sigma, uint64_t seed) {
 
 // A number from an argument or an environment variable: the whole text, within [lo, hi], or a
 // message naming what is wrong and exit 2 (atoi read a typo as 0, and stoi threw, uncaught).
-int StrictInt(const char* what, const std::string& text, int lo, int hi) {
-  int v = 0;
-  if (!absl::SimpleAtoi(text, &v) || v < lo || v > hi) {
-    std::fprintf(stderr, "%s: '%s' is not an integer in [%d, %d]\n", what, text.c_str(), lo, hi);
-    std::exit(2);
-  }
-  return v;
-}
-double StrictDouble(const char* what, const std::string& text, double lo, double hi) {
-  double v = 0;
-  if (!absl::SimpleAtod(text, &v) || !(v >= lo && v <= hi)) {
-    std::fprintf(stderr, "%s: '%s' is not a number in [%g, %g]\n", what, text.c_str(), lo, hi);
+template <typename T>
+T Strict(const char* what, const std::string& text, T lo, T hi) {
+  T v{};
+  bool ok;
+  if constexpr (std::is_integral_v<T>) ok = absl::SimpleAtoi(text, &v);
+  else ok = absl::SimpleAtod(text, &v);
+  if (!ok || !(v >= lo && v <= hi)) {
+    std::fprintf(stderr, "%s: '%s' is not a number in [%.10g, %.10g]\n", what, text.c_str(), double(lo), double(hi));
     std::exit(2);
   }
   return v;
@@ -120,7 +117,7 @@ int Main(int argc, char** argv) {
   std::vector<int> tokens = {1, 4, 16, 64, 256, 1024, 4096, 16384};
   if (argc > 3) {
     tokens.clear();
-    for (auto& t : Split(argv[3])) tokens.push_back(StrictInt("token count", t, 1, 1 << 20));
+    for (auto& t : Split(argv[3])) tokens.push_back(Strict("token count", t, 1, 1 << 20));
   }
   FILE* csv = std::fopen(argv[1], "w");
   if (!csv) return 1;
@@ -140,7 +137,7 @@ int Main(int argc, char** argv) {
     }
   }
   const char* skew_env = std::getenv("MXSERVE_BENCH_SKEW");
-  const double skew = skew_env == nullptr ? 0.0 : StrictDouble("MXSERVE_BENCH_SKEW", skew_env, 0.0, 10.0);
+  const double skew = skew_env == nullptr ? 0.0 : Strict("MXSERVE_BENCH_SKEW", skew_env, 0.0, 10.0);
   const bool host_ids = kc::internal::EnvChoice("MXSERVE_BENCH_HOST_IDS", {"0", "1"}) == 1;
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
@@ -170,7 +167,7 @@ int Main(int argc, char** argv) {
     for (int e = 0; e < sh.E; ++e) pool[e] = e;
     const int trials = [] {
       const char* v = std::getenv("MXSERVE_BENCH_TRIALS");
-      return v == nullptr ? 1 : StrictInt("MXSERVE_BENCH_TRIALS", v, 1, 1000);
+      return v == nullptr ? 1 : Strict("MXSERVE_BENCH_TRIALS", v, 1, 1000);
     }();
     auto ws_holder = std::make_unique<kc::CudaMoeWorkspace>();
     for (int T : tokens)

@@ -64,7 +64,7 @@ __device__ __forceinline__ void Stamp(const FusedArgs& f, int i) {
 // those waited for every store in flight, about a microsecond each).
 __device__ void GridBarrier(uint32_t* sync, const FusedArgs& f) {
   __syncthreads();
-  Stamp(f, 3);
+  Stamp(f, 4);
   if (threadIdx.x == 0) {
     const uint32_t G = gridDim.x;
     const uint32_t old = AtomIncAcqRelGpu(sync, (G << 20) - 1u);
@@ -144,7 +144,7 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gl = lane >> 2, t = lane & 3;
   // This warp's slots: f.depth, one more in the first f.deep warps (slot i of warp w is
   // w + kWarps * i, so the grid's slots are numbered 0 .. nslots - 1).
-  const int depth = f.depth + (warp < f.deep ? 1 : 0), nslots = kWarps * f.depth + f.deep;
+  const int depth = f.depth + (warp < f.deep ? 1 : 0), nslots = FusedSlotCount(f, kWarps);
   uint8_t* slots = smem;
   uint8_t* sa = smem + size_t(f.slot_bytes) * nslots;  // kTinyPairs rows of a_stride
   float4* part = reinterpret_cast<float4*>(sa + kTinyPairs * f.a_stride);  // [units][kParts][16]
@@ -252,7 +252,7 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
   }
   for (int p = threadIdx.x; p < np; p += 32 * kWarps) s_piece[p] = make_piece(p);
   __syncthreads();
-  Stamp(f, 8);
+  Stamp(f, 2);
   // Each unit's 16 biases, by the last warp with cp.async (not the copy engine: 64-byte bulk
   // copies queue behind the weight pieces' and held thread 0 ~6 us), completing bias_bar, which a
   // warp waits for before its first epilogue only (not before its first piece: ~5 us).
@@ -267,7 +267,7 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
   if (!kEarly && lane == 0) {
     for (int k = 0; k < depth && warp + k * kWarps < first_limit; ++k) issue(warp + k * kWarps, slot_of(k));
   }
-  Stamp(f, 2);
+  Stamp(f, 3);
   // Computes the warp's k-th piece (waits for its slot), refills the slot with piece k + depth,
   // stores the partial; returns true (and the unit's sum in v: rows g, g + 8 x tile rows 2t,
   // 2t + 1) in the warp that finished the unit.
@@ -344,7 +344,7 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
     }
   }
   if (f.probe != 4) GridBarrier(f.sync, f);
-  Stamp(f, 4);
+  Stamp(f, 5);
   {  // the down operand's rows (written by other CTAs: through L2, not L1)
     const int per_row = d.kp / 8;
     for (int i = threadIdx.x; i < prow * per_row; i += 32 * kWarps) {
@@ -354,7 +354,7 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
     }
   }
   __syncthreads();
-  Stamp(f, 5);
+  Stamp(f, 6);
 
   for (; warp + k * kWarps < np; ++k) {
     const Piece pc = s_piece[warp + k * kWarps];
@@ -374,7 +374,7 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
     }
   }
   __syncthreads();
-  Stamp(f, 6);
+  Stamp(f, 7);
 
   // out rows [16 r0, 16 r1) of every token: its held slots in slot order, from 0 (CombineKernel).
   uint32_t held = 0;
@@ -389,7 +389,7 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
     }
     f.out[int64_t(tok) * d.n + (range.r0 + rr) * 16 + col] = acc;
   }
-  Stamp(f, 7);
+  Stamp(f, 8);
 }
 
 namespace {
@@ -503,7 +503,7 @@ FusedPlan Plan(const GemmArgs& g, const GemmArgs& d, int tokens) {
                        size_t(pl.f.max_units) * pl.parts * sizeof(FusedPiece);
   const size_t budget = size_t(lim.smem_optin) - 1024;  // static: barriers and the route
   if (fixed >= budget || !FusedSlots(budget - fixed, pl.f.slot_bytes, pin.warps, pin.depth, pl.f)) return pl;
-  pl.smem = fixed + size_t(pl.f.slot_bytes) * (pin.warps * pl.f.depth + pl.f.deep);
+  pl.smem = fixed + size_t(pl.f.slot_bytes) * FusedSlotCount(pl.f, pin.warps);
   pl.warps = pin.warps;
   return pl;
 }
@@ -549,9 +549,9 @@ std::atomic<int> g_last_plan[4];
 }  // namespace
 
 std::string FusedStampsReport() {
-  static const char* kPhase[kStamps] = {"start",        "routed, x in",    "pieces asked for", "gate_up done",
-                                        "grid barrier", "down operand in", "down done",        "summed",
-                                        "pieces listed"};
+  static const char* kPhase[kStamps] = {"start",           "routed, x in", "pieces listed", "pieces asked for",
+                                        "gate_up done",    "grid barrier", "down operand in", "down done",
+                                        "summed"};
   uint64_t st[kStampCtas][kStamps];
   if (cudaMemcpyFromSymbol(st, g_stamps, sizeof(st)) != cudaSuccess) return "no stamps";
   const int n = std::min(Limits().sms, kStampCtas);
@@ -561,8 +561,7 @@ std::string FusedStampsReport() {
   std::snprintf(plan, sizeof(plan), "# fused plan: %d warps, %d K parts, %d slots, %d B of shared memory\n",
                 g_last_plan[0].load(), g_last_plan[1].load(), g_last_plan[2].load(), g_last_plan[3].load());
   std::string r = std::string(plan) + "| phase | min us | median us | max us |\n|---|---|---|---|\n";
-  constexpr int kOrder[kStamps] = {0, 1, 8, 2, 3, 4, 5, 6, 7};  // in time order
-  for (int i : kOrder) {
+  for (int i = 0; i < kStamps; ++i) {
     std::vector<double> v;
     for (int b = 0; b < n; ++b) v.push_back((st[b][i] - t0) * 1e-3);
     std::sort(v.begin(), v.end());
@@ -607,7 +606,7 @@ bool LaunchFusedDecode(const GemmArgs& g, const GemmArgs& d, const SelfRoute& sr
                                          : LaunchFusedWP<16, 4>(g, d, sr, pl, one_mul, stream);
   if (e == cudaSuccess) {
     g_fused_launches.fetch_add(1, std::memory_order_relaxed);
-    g_last_plan[0] = pl.warps, g_last_plan[1] = pl.parts, g_last_plan[2] = pl.warps * pl.f.depth + pl.f.deep;
+    g_last_plan[0] = pl.warps, g_last_plan[1] = pl.parts, g_last_plan[2] = FusedSlotCount(pl.f, pl.warps);
     g_last_plan[3] = int(pl.smem);
     return true;
   }

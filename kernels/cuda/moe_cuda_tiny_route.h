@@ -181,6 +181,8 @@ struct FusedArgs {
   int probe = 0;
 };
 
+// The slots of a CTA of `warps` warps (f.depth each, one more in the first f.deep).
+MXSERVE_HD inline int FusedSlotCount(const FusedArgs& f, int warps) { return warps * f.depth + f.deep; }
 // The fused kernel's shared-memory slots: up to `depth` per warp, as many as fit in `room` bytes
 // of slot_bytes each, f.depth for every warp and one more for the first f.deep; false (f left as
 // it was) when not even one per warp fits.

@@ -53,6 +53,9 @@ struct Shape {
 // Shape::held. kHeldEven: the fused kernel reads the held-index table; kHeldMiddle (experts
 // [E/4, 3E/4), one range not starting at 0) and kHeldAll: it computes the index (HeldIndex).
 constexpr int kHeldAll = 0, kHeldEven = 1, kHeldMiddle = 2;
+bool Holds(const Shape& sh, int e) {
+  return sh.held == kHeldEven ? e % 2 == 0 : sh.held == kHeldMiddle ? e >= sh.E / 4 && e < 3 * sh.E / 4 : true;
+}
 
 int failures = 0;
 
@@ -89,8 +92,9 @@ absl::Status RunForced(kc::CudaMoeLayer& dl, HostBatch& b, int T, int k, kc::Cud
 void CheckCase(const Shape& sh, HostLayer& hl, kc::CudaMoeLayer& dl, kc::CudaMoeRunner& runner,
                int T, kc::CudaMoePath path, uint64_t seed, const char* pin = nullptr) {
   std::vector<int> pool;
-  const int e0 = sh.held == kHeldMiddle ? sh.E / 4 : 0, e1 = sh.held == kHeldMiddle ? 3 * sh.E / 4 : sh.E;
-  for (int e = e0; e < e1 && int(pool.size()) < sh.pool; e += sh.held == kHeldEven ? 2 : 1) pool.push_back(e);
+  for (int e = 0; e < sh.E && int(pool.size()) < sh.pool; ++e) {
+    if (Holds(sh, e)) pool.push_back(e);
+  }
   HostBatch b = gpu_test::MakeBatch(T, sh.k, sh.H, pool, sh.skip, seed);
   for (float& v : b.x) v *= sh.x_scale;
   std::vector<float> out(size_t(T) * sh.H, std::nanf("")), out2(out.size(), std::nanf(""));
@@ -265,8 +269,7 @@ int Main(int argc, char** argv) {
   for (const Shape& sh : shapes) {
     if (!only.empty() && only != sh.name) continue;
     std::vector<bool> held;
-    if (sh.held == kHeldEven) for (int e = 0; e < sh.E; ++e) held.push_back(e % 2 == 0);
-    if (sh.held == kHeldMiddle) for (int e = 0; e < sh.E; ++e) held.push_back(e >= sh.E / 4 && e < 3 * sh.E / 4);
+    if (sh.held != kHeldAll) for (int e = 0; e < sh.E; ++e) held.push_back(Holds(sh, e));
     const auto t0 = std::chrono::steady_clock::now();
     auto hl = gpu_test::MakeLayer(sh.H, sh.I, sh.E, sh.bias, seed++, held, sh.scale_lo, sh.scale_span);
     auto dl_or = kc::CudaMoeLayer::Upload(hl->layer, runner.stream());
