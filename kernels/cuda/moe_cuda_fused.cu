@@ -43,11 +43,17 @@ __device__ __forceinline__ int AtomAddAcqRelCta(int* p, int v) {
 // boundaries of the last call, read back by FusedStampsReport.
 constexpr int kStampCtas = 1024, kStamps = 9;
 __device__ uint64_t g_stamps[kStampCtas][kStamps];
+__device__ uint32_t g_stamp_sm[kStampCtas];  // each CTA's SM (%smid)
 __device__ __forceinline__ void Stamp(const FusedArgs& f, int i) {
   if (f.probe != 7 || threadIdx.x != 0 || blockIdx.x >= kStampCtas) return;
   uint64_t t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
   g_stamps[blockIdx.x][i] = t;
+  if (i == 0) {
+    uint32_t sm;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+    g_stamp_sm[blockIdx.x] = sm;
+  }
 }
 
 // Every CTA of the grid arrives; returns once all have (co-residency is guaranteed by the
@@ -714,6 +720,18 @@ std::string FusedStampsReport() {
     char line[160];
     std::snprintf(line, sizeof(line), "| %s | %.2f | %.2f | %.2f |\n", kPhase[i], v.front(), v[v.size() / 2], v.back());
     r += line;
+  }
+  // MXSERVE_CUDA_MOE_FUSED_STAMPS=ctas: each CTA's SM and its gate_up, barrier and down ends
+  // (whether the late CTAs are the same SMs from launch to launch).
+  static const bool ctas = EnvChoice("MXSERVE_CUDA_MOE_FUSED_STAMPS", {"default", "ctas"}) == 1;
+  uint32_t sm[kStampCtas];
+  if (ctas && cudaMemcpyFromSymbol(sm, g_stamp_sm, sizeof(sm)) == cudaSuccess) {
+    for (int b = 0; b < n; ++b) {
+      char line[160];
+      std::snprintf(line, sizeof(line), "# cta %d sm %u gate_up %.2f barrier %.2f down %.2f\n", b, sm[b],
+                    (st[b][4] - t0) * 1e-3, (st[b][5] - t0) * 1e-3, (st[b][7] - t0) * 1e-3);
+      r += line;
+    }
   }
   return r;
 }
