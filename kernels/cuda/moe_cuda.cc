@@ -10,7 +10,6 @@
 #include "absl/strings/str_cat.h"
 #include "kernels/cuda/moe_cuda_gemm_args.h"
 #include "kernels/cuda/moe_cuda_launch.h"
-#include "kernels/cuda/moe_cuda_tiny_route.h"
 
 namespace mxserve::kernels::cuda {
 
@@ -187,9 +186,7 @@ void CudaMoeWorkspace::Free() {
   FreeDev(d_act_);
   FreeDev(d_y_);
   FreeDev(d_sync_);
-  FreeDev(d_pool_);
   pairs_cap_ = experts_cap_ = kp_h_cap_ = kp_i_cap_ = h_cap_ = tiles_cap_ = 0;
-  pool_cap_ = 0;
 }
 
 absl::Status CudaMoeWorkspace::Reserve(const CudaMoeLayer& layer, int num_tokens, int top_k) {
@@ -200,10 +197,8 @@ absl::Status CudaMoeWorkspace::Reserve(const CudaMoeLayer& layer, int num_tokens
   // Smallest tile: 8 rows; twice that for two heights (two lists, the second at a host-known
   // offset: LayerAccess::Forward).
   const size_t tiles = 2 * (pairs / 8 + std::min(nh, pairs) + 1);
-  // The fused kernel's gate_up pool: every gate_up unit of kTinyPairs experts (16 rows of 2I).
-  const int pool_cap = internal::kTinyPairs * ((2 * layer.intermediate() + 15) / 16);
   if (pairs <= pairs_cap_ && nh <= experts_cap_ && kph <= kp_h_cap_ && kpi <= kp_i_cap_ &&
-      h <= h_cap_ && tiles <= tiles_cap_ && pool_cap <= pool_cap_) {
+      h <= h_cap_ && tiles <= tiles_cap_) {
     return absl::OkStatus();
   }
   Free();
@@ -216,13 +211,10 @@ absl::Status CudaMoeWorkspace::Reserve(const CudaMoeLayer& layer, int num_tokens
   ok(Alloc(&d_act_, pairs * kpi, "cudaMalloc(ws act)"));
   ok(Alloc(&d_y_, pairs * h, "cudaMalloc(ws y)"));
   ok(Alloc(&d_sync_, 1, "cudaMalloc(ws sync)"));
-  const size_t pool_words = internal::FusedPoolWords(pool_cap);
-  ok(Alloc(&d_pool_, pool_words, "cudaMalloc(ws pool)"));
   if (side_ == nullptr) ok(CudaCheck(cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking), "cudaStreamCreate(ws side)"));
   if (fork_ == nullptr) ok(CudaCheck(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming), "cudaEventCreate(ws fork)"));
   if (join_ == nullptr) ok(CudaCheck(cudaEventCreateWithFlags(&join_, cudaEventDisableTiming), "cudaEventCreate(ws join)"));
   if (s.ok()) ok(CudaCheck(cudaMemset(d_sync_, 0, sizeof(uint32_t)), "cudaMemset(ws sync)"));
-  if (s.ok()) ok(CudaCheck(cudaMemset(d_pool_, 0, sizeof(uint32_t) * pool_words), "cudaMemset(ws pool)"));
   if (!s.ok()) {
     Free();
     return s;
@@ -233,7 +225,6 @@ absl::Status CudaMoeWorkspace::Reserve(const CudaMoeLayer& layer, int num_tokens
   kp_i_cap_ = kpi;
   h_cap_ = h;
   tiles_cap_ = tiles;
-  pool_cap_ = pool_cap;
   return absl::OkStatus();
 }
 

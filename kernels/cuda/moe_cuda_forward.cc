@@ -257,8 +257,7 @@ struct LayerAccess {
         sr.held_lo = L.held_lo_;
         sr.held_n = L.num_held_;
       }
-      if (internal::LaunchFusedDecode(g, d, sr, out, ws.d_sync_, ws.d_pool_, ws.pool_cap_, b.num_tokens,
-                                          L.small_scales_, stream)) {
+      if (internal::LaunchFusedDecode(g, d, sr, out, ws.d_sync_, b.num_tokens, L.small_scales_, stream)) {
         return CudaCheck(cudaGetLastError(), "MoeForwardCuda launch");
       }
     }

@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <climits>
 #include <cstdint>
 #include <cstdlib>
 #include <cstdio>
@@ -132,14 +131,6 @@ __device__ __forceinline__ void SmemChunkMmaA(float (&acc)[2][1][2][4], const ui
 // down weights are already in flight (or landed) while the grid waits for the last gate_up rows.
 // The warp that finishes a unit's last part sums the parts' fp32 partials in part order
 // (deterministic) and runs the unit's epilogue.
-// kPool: the last FusedWork::pool gate_up units are in no CTA's range; once a warp has asked for
-// its own gate_up pieces, it claims pool pieces one at a time (a global count per shard of the
-// pool, the next claim sent as soon as the last one is taken, so its answer is there when the
-// slot frees), until the count passes its shard: the CTAs whose pieces arrive early take more.
-// (One count for the grid: ~4,400 atomics on one address, 0.040 ms at 20 % against 0.035
-// without a pool, docs/PERFORMANCE.md.) A pool unit's parts come
-// from any CTA: their partials go through global memory (f.pool), and the warp that counts a
-// unit's last part sums them in part order and runs its epilogue.
 // 1. Thread 0 works the tiles out from the expert ids (MakeTinyRoute) while the CTA converts the
 //    tokens' rows of x to bf16 (permuted K order) in shared memory; lane 0 of every warp requests
 //    its first pieces, the last warp the CTA's units' biases (shared memory).
@@ -149,7 +140,7 @@ __device__ __forceinline__ void SmemChunkMmaA(float (&acc)[2][1][2][4], const ui
 // 4. down pieces; the unit epilogue writes bias x routing weight per slot to shared memory; then
 //    each CTA sums its rows of every token over the token's slots in slot order (the combine
 //    kernel's order) into out.
-template <int kWarps, int kParts, bool kOneMul, bool kPool>
+template <int kWarps, int kParts, bool kOneMul>
 __global__ void __launch_bounds__(32 * kWarps, 1)
     FusedDecodeKernel(const GemmArgs g, const GemmArgs d, const SelfRoute sr, const FusedArgs f) {
   extern __shared__ __align__(128) uint8_t smem[];
@@ -170,11 +161,6 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
 
   __shared__ float s_w[kTinyPairs];  // routing weights by slot
   __shared__ int s_tok[kTinyPairs];  // the token of each held row (sorted slot / top_k)
-  // kPool: each slot's piece (an s_piece index, -1 - q for pool piece q, or kNone), and whether
-  // a warp of the CTA found the pool empty (the others then send no claim).
-  constexpr int kNone = INT_MIN;
-  __shared__ int s_code[kPool ? 3 * kWarps : 1];
-  __shared__ volatile int s_pool_empty;
   if (f.probe == 6) return;
   Stamp(f, 0);
   // Thread 0 routes: one dependent global read, the ids, when the held experts are one range
@@ -189,7 +175,6 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
     s_w[threadIdx.x - 1] = __ldg(d.route_w + threadIdx.x - 1);
   }
   for (int i = threadIdx.x; i < f.max_units; i += 32 * kWarps) cnt[i] = 0;
-  if (kPool && threadIdx.x == 0) s_pool_empty = 0;
   // The tokens' rows of x, bf16 in permuted K order (row = token: at most kTinyPairs). (Asking for
   // the first weight pieces before this gather was slower: docs/PERFORMANCE.md.)
   {
@@ -207,7 +192,7 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
   const int nt = rt.ntiles;
   const int prow = nt > 0 ? rt.row0[nt - 1] + rt.rows[nt - 1] : 0;  // rows = held slots
 
-  const FusedWork work = FusedWorkOf(g, d, nt, f.down_pct, kPool ? f.pool_pct : 0);
+  const FusedWork work = FusedWorkOf(g, d, nt, f.down_pct);
   const FusedRange range = FusedCtaRange(work, blockIdx.x, gridDim.x);
   const int na = range.a1 - range.a0, nu = na + (range.r1 - range.r0) * nt;
   const int npa = na * kParts, np = nu * kParts;  // pieces: gate_up, all
@@ -218,37 +203,25 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
   // seventeenth session: 1.5 % of the one-token layer).
   using Piece = FusedPiece;
   if (threadIdx.x < prow) s_tok[threadIdx.x] = rt.sorted[threadIdx.x] / sr.top_k;
-  // K part `part` of the unit of tile and 16-row group grp (unit: its index in the CTA's list,
-  // or in the pool).
-  auto unit_piece = [&](int gu, int tile, int grp, int part, int unit) {
+  auto make_piece = [&](int p) {
     Piece pc;
-    pc.unit = unit;
-    pc.gu = gu;
-    pc.tile = tile;
-    pc.grp = grp;
-    pc.part = part;
+    pc.unit = p / kParts;
+    pc.gu = pc.unit < na;
+    const int v = pc.unit - na;
+    pc.tile = pc.gu ? (range.a0 + pc.unit) / work.ng_gu : v % max(nt, 1);
+    pc.grp = pc.gu ? (range.a0 + pc.unit) % work.ng_gu : range.r0 + v / max(nt, 1);
     // (selects, not a reference to g or d: that would copy both arguments to local memory)
     const int chunks = pc.gu ? g.chunks : d.chunks;
-    PieceChunks(part, kParts, chunks, pc.c0, pc.c1);
+    PieceChunks(p % kParts, kParts, chunks, pc.c0, pc.c1);
     pc.wb = PieceWeightBytes(pc.c0, pc.c1, pc.gu ? g.nfull : d.nfull);
     pc.b_off = 4 * (pc.gu ? g.kp : d.kp);  // one 8-row group's weights
     pc.sc_off = 32 * chunks;               // and scales
+    pc.pad = 0;
     const int64_t ga = 2 * (int64_t(rt.e[pc.tile]) * (pc.gu ? work.ng_gu : work.ngd) + pc.grp);  // group A
     pc.q = (pc.gu ? g.q : d.q) + ga * pc.b_off + pc.c0 * 512;
     pc.sc = (pc.gu ? g.sc : d.sc) + ga * pc.sc_off + pc.c0 * 32;
     return pc;
   };
-  auto make_piece = [&](int p) {
-    const int u = p / kParts, v = u - na;
-    return u < na ? unit_piece(1, (range.a0 + u) / work.ng_gu, (range.a0 + u) % work.ng_gu, p % kParts, u)
-                  : unit_piece(0, v % max(nt, 1), range.r0 + v / max(nt, 1), p % kParts, u);
-  };
-  const int pool0 = FusedStaticUnits(work);  // the pool's first unit
-  auto pool_piece = [&](int q) {
-    const int u = pool0 + q / kParts;
-    return unit_piece(2, u / work.ng_gu, u % work.ng_gu, q % kParts, q / kParts);
-  };
-  auto piece_of = [&](int code) { return code >= 0 ? s_piece[code] : pool_piece(-1 - code); };
   // A piece in its slot: group A's and group B's weights of chunks [c0, c1), wb bytes each, then
   // their scales, sb bytes each.
   auto issue_piece = [&](const Piece& pc, int s) {  // lane 0
@@ -270,61 +243,14 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
     }
   };
   auto issue = [&](int p, int s) { issue_piece(s_piece[p], s); };
-  // kPool, lane 0: the code of the warp's next piece: its own gate_up pieces, then the pool's,
-  // then (allow_down) its down pieces; kNone when there is none it may ask for now.
-  int next_own = warp, next_down = npa + warp;  // s_piece indices
-  uint32_t claim = 0;  // the claimed pool piece (claiming == 1)
-  int claiming = 0;    // 0: not yet, 1: a claim sent, 2: the pool is empty
-  // This CTA's shard: pool units [lo, hi), claimed at f.pool[shard * kFusedPoolStride].
-  const uint32_t shard = blockIdx.x % uint32_t(f.pool_shards), nsh = uint32_t(f.pool_shards);
-  const uint32_t pool_lo = shard * uint32_t(work.pool) / nsh, pool_hi = (shard + 1) * uint32_t(work.pool) / nsh;
-  const uint32_t pool_pieces = (pool_hi - pool_lo) * kParts;
-  auto send_claim = [&] {
-    if (s_pool_empty) {
-      claiming = 2;
-    } else {
-      claim = atomicAdd(f.pool + shard * kFusedPoolStride, 1u);
-      claiming = 1;
-    }
-  };
-  auto next_code = [&](bool allow_down) {
-    if (next_own < npa) {
-      const int c = next_own;
-      next_own += kWarps;
-      if (next_own >= npa && f.pool_ahead) send_claim();  // its answer is needed one piece later
-      return c;
-    }
-    if (claiming == 0) send_claim();
-    if (claiming == 1) {
-      if (claim < pool_pieces) {
-        const int c = -1 - int(pool_lo * kParts + claim);
-        if (f.pool_ahead) {
-          send_claim();
-        } else {
-          claiming = 0;  // the next claim when the next slot frees
-        }
-        return c;
-      }
-      claiming = 2;
-      s_pool_empty = 1;
-    }
-    if (!allow_down || next_down >= np) return kNone;
-    const int c = next_down;
-    next_down += kWarps;
-    return c;
-  };
-  // kPool, lane 0: slot s gets the warp's next piece, if any.
-  auto refill = [&](int s, bool allow_down) {
-    const int c = next_code(allow_down);
-    s_code[s] = c;
-    if (c != kNone) issue_piece(piece_of(c), s);
-  };
   // The warp's k-th piece is p = warp + k * kWarps, in slot warp + kWarps * (k % depth), that
   // slot's use k / depth: kept as counters (ks, kphase) by the loops below, not divided (depth
   // is an argument: a division per piece).
   auto slot_of = [&](int i) { return warp + kWarps * i; };  // the warp's slot i < depth
   // With f.defer a warp asks for no down piece before its gate_up pieces are computed (ask_down).
   const int first_limit = f.defer ? npa : np;
+  // (Lane 0 asking for its warp's first pieces before the list is written did not pay:
+  // docs/PERFORMANCE.md, twenty-first session.)
   for (int p = threadIdx.x; p < np; p += 32 * kWarps) s_piece[p] = make_piece(p);
   __syncthreads();
   Stamp(f, 2);
@@ -340,13 +266,8 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
     asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(SmemAddr(bias_bar)) : "memory");
   }
   if (lane == 0) {
-    if (kPool) {
-      for (int k = 0; k < depth; ++k) refill(slot_of(k), !f.defer);
-    } else {
-      for (int k = 0; k < depth && warp + k * kWarps < first_limit; ++k) issue(warp + k * kWarps, slot_of(k));
-    }
+    for (int k = 0; k < depth && warp + k * kWarps < first_limit; ++k) issue(warp + k * kWarps, slot_of(k));
   }
-  if (kPool) __syncwarp();  // s_code
   Stamp(f, 3);
   // Computes the warp's k-th piece (waits for its slot), refills the slot with piece k + depth,
   // stores the partial; returns true (and the unit's sum in v: rows g, g + 8 x tile rows 2t,
@@ -378,37 +299,13 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
     for (int c = pc.c0; c < cf; ++c) SmemChunkMmaA<kOneMul, false>(acc, swa, swb, ssa, ssb, arow, c, lane);
     if (pc.c1 > p.nfull && cf == min(pc.c1, p.nfull)) SmemChunkMmaA<kOneMul, true>(acc, swa, swb, ssa, ssb, arow, p.nfull, lane);
     __syncwarp();
-    if (kPool) {
-      if (lane == 0) refill(s, !(f.defer && pc.gu));
-    } else {
-      const int next = warp + (k + depth) * kWarps;
-      if (lane == 0 && next < (f.defer && pc.gu ? npa : np)) issue(next, s);
-    }
+    const int next = warp + (k + depth) * kWarps;
+    if (lane == 0 && next < (f.defer && pc.gu ? npa : np)) issue(next, s);
 #pragma unroll
     for (int m = 0; m < 4; ++m) v[m] = (acc[0][0][0][m] + acc[0][0][1][m]) + (acc[1][0][0][m] + acc[1][0][1][m]);
     // Lanes t >= 2 hold tile rows 4-7, never stored (kTinyPairs = 4): 16 lanes' partials kept.
     const int pl = 2 * gl + t;
-    if (kPool && pc.gu == 2) {  // a pool unit: partials through L2; counted at gpu scope
-      float4* gp = reinterpret_cast<float4*>(f.pool + FusedPoolPartialsWord(f.pool_cap)) +
-                   size_t(pc.unit) * kFusedMaxParts * 16;
-      if (t < 2) __stcg(gp + pc.part * 16 + pl, make_float4(v[0], v[1], v[2], v[3]));
-      __syncwarp();
-      int last = 0;
-      if (lane == 0) last = AtomIncAcqRelGpu(f.pool + kFusedPoolCountWord + pc.unit, kParts - 1) == kParts - 1;
-      if (!__shfl_sync(0xffffffffu, last, 0)) return false;
-      __syncwarp();
-      if (t < 2) {
-        float4 w = __ldcg(gp + pl);
-        v[0] = w.x, v[1] = w.y, v[2] = w.z, v[3] = w.w;
-#pragma unroll
-        for (int q = 1; q < kParts; ++q) {
-          w = __ldcg(gp + q * 16 + pl);
-          v[0] += w.x, v[1] += w.y, v[2] += w.z, v[3] += w.w;
-        }
-      }
-      return true;
-    }
-    if (t < 2) part[(pc.unit * kParts + pc.part) * 16 + pl] = make_float4(v[0], v[1], v[2], v[3]);
+    if (t < 2) part[(pc.unit * kParts + (warp + k * kWarps) % kParts) * 16 + pl] = make_float4(v[0], v[1], v[2], v[3]);
     // The partials are ordered before lane 0's acq_rel count by __syncwarp, and the last warp's
     // reads after its count by the second __syncwarp (no sequentially consistent fence: that
     // would wait for the warp's global stores in flight).
@@ -429,52 +326,25 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
     return true;
   };
 
-  // kPool: the slot's code says which piece is there (the loops end at the first that is not
-  // theirs); otherwise the warp's k-th piece is s_piece[warp + k * kWarps].
   int k = 0;
-  for (;; ++k) {
-    Piece pc;
-    if (kPool) {
-      const int c = s_code[slot_of(ks)];
-      if (c == kNone || c >= npa) break;
-      pc = piece_of(c);
-    } else {
-      if (warp + k * kWarps >= npa) break;
-      pc = s_piece[warp + k * kWarps];
-    }
+  for (; warp + k * kWarps < npa; ++k) {
+    const Piece pc = s_piece[warp + k * kWarps];
     float v[4];
     if (!run(k, g, pc, v)) continue;  // (warp-uniform: StoreTileA shuffles across the warp)
-    float ba, bb;
-    if (kPool && pc.gu == 2) {  // (not in the CTA's biases)
-      const float* b = g.bias + int64_t(rt.e[pc.tile]) * g.n + pc.grp * 16 + gl;
-      ba = __ldg(b), bb = __ldg(b + 8);
-    } else {
-      MbarWait(bias_bar, 0);
-      ba = bias[pc.unit * 16 + gl], bb = bias[pc.unit * 16 + 8 + gl];
-    }
+    MbarWait(bias_bar, 0);
     const int fa = pc.grp * 16 + gl, fb = fa + 8;
     TileSlotsA ts{rt.row0[pc.tile], rt.rows[pc.tile], 0, 0, 0.f, 0.f};
-    StoreTileA<true>(g, v, ba, bb, fa, fb, true, gl, t, ts);
+    StoreTileA<true>(g, v, bias[pc.unit * 16 + gl], bias[pc.unit * 16 + 8 + gl], fa, fb, true, gl, t, ts);
   }
 
   // ask_down: the down pieces held back, the warp's next `depth` (k is its first down piece; the
   // slots they go to held gate_up pieces already computed, or none).
   if (lane == 0 && f.defer) {
-    for (int i = 0; i < depth && (kPool || warp + (k + i) * kWarps < np); ++i) {
-      const int s = slot_of(ks + i < depth ? ks + i : ks + i - depth);
-      if (kPool) {
-        refill(s, true);
-      } else {
-        issue(warp + (k + i) * kWarps, s);
-      }
+    for (int i = 0; i < depth && warp + (k + i) * kWarps < np; ++i) {
+      issue(warp + (k + i) * kWarps, slot_of(ks + i < depth ? ks + i : ks + i - depth));
     }
   }
   if (f.probe != 4) GridBarrier(f.sync, f);
-  // Every claim of the launch was answered before its CTA arrived (a warp leaves the gate_up
-  // loop only after a claim past its shard): the counts go back to 0 for the next launch.
-  if (kPool && blockIdx.x == 0 && threadIdx.x < f.pool_shards) {
-    *reinterpret_cast<volatile uint32_t*>(f.pool + threadIdx.x * kFusedPoolStride) = 0;
-  }
   Stamp(f, 5);
   {  // the down operand's rows (written by other CTAs: through L2, not L1)
     const int per_row = d.kp / 8;
@@ -487,15 +357,8 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
   __syncthreads();
   Stamp(f, 6);
 
-  for (;; ++k) {
-    int p = warp + k * kWarps;
-    if (kPool) {
-      p = s_code[slot_of(ks)];
-      if (p == kNone) break;
-    } else if (p >= np) {
-      break;
-    }
-    const Piece pc = s_piece[p];
+  for (; warp + k * kWarps < np; ++k) {
+    const Piece pc = s_piece[warp + k * kWarps];
     float v[4];
     if (!run(k, d, pc, v)) continue;
     MbarWait(bias_bar, 0);
@@ -548,12 +411,6 @@ constexpr int kFusedDownPct = 0;
 // asked for at once.
 constexpr bool kFusedDefer = true;
 
-// The gate_up units in the pool by default, percent (FusedWork::pool; the 16-warp 6-part
-// configuration only: its kPool variant).
-constexpr int kFusedPoolPct = 0;
-constexpr int kFusedPoolShardsDefault = 8;
-static_assert(kFusedPoolShardsDefault <= kFusedPoolShards);
-
 struct FusedPlan {
   int warps = 0, parts = 0;
   FusedArgs f{};
@@ -602,7 +459,7 @@ int MaxPieceBytes(const GemmArgs& a, int parts) {
 }
 
 // The configuration for these layer shapes, or warps == 0 when it does not fit one CTA per SM.
-FusedPlan Plan(const GemmArgs& g, const GemmArgs& d, int tokens, int pool_cap) {
+FusedPlan Plan(const GemmArgs& g, const GemmArgs& d, int tokens) {
   FusedPlan pl;
   const FusedPinned& pin = FusedPin();
   if (pin.off) return pl;
@@ -618,32 +475,24 @@ FusedPlan Plan(const GemmArgs& g, const GemmArgs& d, int tokens, int pool_cap) {
     return kPct[EnvChoice("MXSERVE_CUDA_MOE_FUSED_DOWN", {"default", "0", "25", "50", "75", "100"})];
   }();
   pl.f.down_pct = down_pct;
-  // MXSERVE_CUDA_MOE_FUSED_POOL: the gate_up pool's share, percent (benchmarks; as above). Only
-  // the configuration with a kPool variant has one, and only where the workspace holds it.
-  static const int pool_pct = [] {
-    constexpr int kPct[] = {kFusedPoolPct, 0, 1, 5, 10, 15, 20, 30, 40, 50};
-    return kPct[EnvChoice("MXSERVE_CUDA_MOE_FUSED_POOL", {"default", "0", "1", "5", "10", "15", "20", "30", "40", "50"})];
-  }();
-  const bool pool_built = pin.warps == 16 && pin.parts == 6;
-  pl.f.pool_pct = pool_built && pool_cap >= kTinyPairs * (g.n >> 4) ? pool_pct : 0;
-  FusedWork w = FusedWorkOf(g, d, kTinyPairs, down_pct, pl.f.pool_pct);
+  FusedWork w = FusedWorkOf(g, d, kTinyPairs, down_pct);
   if (!FusedFits32(w, lim.sms)) return pl;  // the in-kernel range arithmetic is 32-bit
   if (lim.sms >= 4096) return pl;            // GridBarrier's count wraps at G * 2^20 < 2^32
   // The most units any CTA gets, over every tile count: ~500 range computations, so kept per
   // layer shape (every decode call asks; one thread's calls are one layer's shapes at a time).
-  thread_local int64_t cached_key[6] = {-1, -1, -1, -1, -1, -1};
+  thread_local int64_t cached_key[5] = {-1, -1, -1, -1, -1};
   thread_local int cached_units = 0;
-  const int64_t key[6] = {w.ca, w.cd, w.ng_gu, w.ngd, lim.sms, pl.f.pool_pct};  // (w.ntiles varies below)
-  if (!std::equal(key, key + 6, cached_key)) {
+  const int64_t key[5] = {w.ca, w.cd, w.ng_gu, w.ngd, lim.sms};  // (w.ntiles varies below)
+  if (!std::equal(key, key + 5, cached_key)) {
     int units = 0;
     for (int nt = 1; nt <= kTinyPairs; ++nt) {
-      w = FusedWorkOf(g, d, nt, down_pct, pl.f.pool_pct);
+      w.ntiles = nt;
       for (int b = 0; b < lim.sms; ++b) {
         const FusedRange r = FusedCtaRange(w, b, lim.sms);
         units = std::max(units, r.a1 - r.a0 + (r.r1 - r.r0) * nt);
       }
     }
-    std::copy(key, key + 6, cached_key);
+    std::copy(key, key + 5, cached_key);
     cached_units = units;
   }
   pl.f.max_units = cached_units;
@@ -660,10 +509,10 @@ FusedPlan Plan(const GemmArgs& g, const GemmArgs& d, int tokens, int pool_cap) {
   return pl;
 }
 
-template <int kWarps, int kParts, bool kOneMul, bool kPool>
+template <int kWarps, int kParts, bool kOneMul>
 cudaError_t LaunchFusedT(const GemmArgs& g, const GemmArgs& d, const SelfRoute& sr, const FusedPlan& pl,
                          cudaStream_t stream) {
-  auto kernel = FusedDecodeKernel<kWarps, kParts, kOneMul, kPool>;
+  auto kernel = FusedDecodeKernel<kWarps, kParts, kOneMul>;
   // The most dynamic shared memory next to the kernel's static (the plan keeps 1 KB for it).
   static const cudaError_t raised = [&] {
     cudaFuncAttributes fa{};
@@ -686,11 +535,11 @@ cudaError_t LaunchFusedT(const GemmArgs& g, const GemmArgs& d, const SelfRoute& 
   return cudaLaunchKernelEx(&cfg, kernel, g, d, sr, pl.f);
 }
 
-template <int kWarps, int kParts, bool kPool = false>
+template <int kWarps, int kParts>
 cudaError_t LaunchFusedWP(const GemmArgs& g, const GemmArgs& d, const SelfRoute& sr, const FusedPlan& pl,
                           bool one_mul, cudaStream_t stream) {
-  return one_mul ? LaunchFusedT<kWarps, kParts, true, kPool>(g, d, sr, pl, stream)
-                 : LaunchFusedT<kWarps, kParts, false, kPool>(g, d, sr, pl, stream);
+  return one_mul ? LaunchFusedT<kWarps, kParts, true>(g, d, sr, pl, stream)
+                 : LaunchFusedT<kWarps, kParts, false>(g, d, sr, pl, stream);
 }
 
 }  // namespace
@@ -743,33 +592,19 @@ std::atomic<uint64_t> g_fused_launches{0};
 uint64_t FusedLaunches() { return g_fused_launches.load(std::memory_order_relaxed); }
 
 bool LaunchFusedDecode(const GemmArgs& g, const GemmArgs& d, const SelfRoute& sr, float* out, uint32_t* sync,
-                       uint32_t* pool, int pool_cap, int tokens, bool one_mul, cudaStream_t stream) {
-  static const int probe = EnvChoice("MXSERVE_CUDA_MOE_FUSED_PROBE",
-                                     {"default", "loads", "math", "neither", "nobarrier", "route", "empty", "stamps"});
-  // (without the grid barrier the pool's count could not be put back: no pool)
-  FusedPlan pl = Plan(g, d, tokens, pool == nullptr || probe == 4 ? 0 : pool_cap);
+                       int tokens, bool one_mul, cudaStream_t stream) {
+  FusedPlan pl = Plan(g, d, tokens);
   if (pl.warps == 0 || sr.pairs > kTinyPairs || tokens > kTinyPairs) return false;
   pl.f.out = out;
   pl.f.sync = sync;
-  pl.f.pool = pool;
-  pl.f.pool_cap = pool_cap;
-  // MXSERVE_CUDA_MOE_FUSED_POOL_SHARDS: the pool's claim counts (benchmarks).
-  static const int shards = [] {
-    constexpr int kShards[] = {kFusedPoolShardsDefault, 1, 4, 8, 16};
-    return kShards[EnvChoice("MXSERVE_CUDA_MOE_FUSED_POOL_SHARDS", {"default", "1", "4", "8", "16"})];
-  }();
-  pl.f.pool_shards = std::min(shards, Limits().sms);
-  // MXSERVE_CUDA_MOE_FUSED_POOL_AHEAD=off (benchmarks): a warp claims a pool piece only when a
-  // slot frees, not one piece ahead.
-  static const bool ahead = EnvChoice("MXSERVE_CUDA_MOE_FUSED_POOL_AHEAD", {"default", "off"}) == 0;
-  pl.f.pool_ahead = ahead;  // (a shard without a CTA would never be claimed)
+  static const int probe = EnvChoice("MXSERVE_CUDA_MOE_FUSED_PROBE",
+                                     {"default", "loads", "math", "neither", "nobarrier", "route", "empty", "stamps"});
   pl.f.probe = probe;
   static const int defer = EnvChoice("MXSERVE_CUDA_MOE_FUSED_DEFER", {"default", "off", "warp"});
   pl.f.defer = defer == 0 ? kFusedDefer : defer == 2;
 
-  // The configurations FusedBuilt names (Plan only returns those), 16x6 with a pool too.
-  const cudaError_t e = pl.f.pool_pct > 0 ? LaunchFusedWP<16, 6, true>(g, d, sr, pl, one_mul, stream)
-                        : pl.warps == 24 ? (pl.parts == 8   ? LaunchFusedWP<24, 8>(g, d, sr, pl, one_mul, stream)
+  // The configurations FusedBuilt names (Plan only returns those).
+  const cudaError_t e = pl.warps == 24 ? (pl.parts == 8   ? LaunchFusedWP<24, 8>(g, d, sr, pl, one_mul, stream)
                                         : pl.parts == 6 ? LaunchFusedWP<24, 6>(g, d, sr, pl, one_mul, stream)
                                                         : LaunchFusedWP<24, 4>(g, d, sr, pl, one_mul, stream))
                         : pl.warps == 32 ? LaunchFusedWP<32, 6>(g, d, sr, pl, one_mul, stream)

@@ -72,7 +72,7 @@ TEST(TinyRoute, HeldRangeMatchesItsTable) {
 // wherever its down groups alone do not exceed that share.
 // FusedAStart's arithmetic in 64 bits (the obvious twin of the kernel's 32-bit one).
 int AStart64(const FusedWork& w, int b, int G) {
-  const int64_t na = int64_t(w.ntiles) * w.ng_gu - w.pool;
+  const int64_t na = int64_t(w.ntiles) * w.ng_gu;
   const int64_t total = na * w.ca + int64_t(w.ngd) * w.ntiles * w.cd;
   const int64_t v = int64_t(b) * total / G - (int64_t(b) * w.ngd / G) * w.ntiles * w.cd;
   return v <= 0 ? 0 : v / w.ca < na ? int(v / w.ca) : int(na);
@@ -91,14 +91,11 @@ TEST(FusedCtaRange, CoversEveryUnitAndBalancesBytes) {
     w.ng_gu = 1 + rng() % 1000;
     w.ngd = 1 + rng() % 1000;
     w.ntiles = rng() % (kTinyPairs + 1);
-    // The gate_up pool: the last units, in no CTA's range.
-    if (trial % 3 == 1) w.pool = int(rng() % (uint32_t(w.ntiles * w.ng_gu) + 1));
     const int G = 1 + rng() % 200;
     if (!FusedFits32(w, G)) continue;
     ++ran;
     for (int b = 0; b <= G; ++b) ASSERT_EQ(FusedAStart(w, b, G), AStart64(w, b, G)) << "trial " << trial;
-    const int64_t na = int64_t(w.ntiles) * w.ng_gu - w.pool;
-    ASSERT_EQ(FusedStaticUnits(w), na);
+    const int64_t na = int64_t(w.ntiles) * w.ng_gu;
     const double share = double(na * w.ca + int64_t(w.ngd) * w.ntiles * w.cd) / G;
     int next_a = 0, next_r = 0;
     for (int b = 0; b < G; ++b) {
@@ -136,17 +133,6 @@ TEST(FusedCtaRange, CoversEveryUnitAndBalancesBytes) {
   EXPECT_EQ(full.cd, full.ca);
   EXPECT_EQ(half.cd, full.cd / 2);
   EXPECT_EQ(FusedWorkOf(g, d, kTinyPairs, 0).cd, 0u);
-  EXPECT_EQ(full.pool, 0);
-  EXPECT_EQ(FusedWorkOf(g, d, kTinyPairs, 0, 20).pool, 1440 / 5);
-  EXPECT_EQ(FusedWorkOf(g, d, 3, 0, 15).pool, 1080 * 15 / 100);
-  EXPECT_EQ(FusedWorkOf(g, d, 1, 0, 100).pool, 360);
-  // The pool's workspace: the claim count and a count per unit, then 16-byte aligned partials of
-  // up to kFusedMaxParts parts.
-  for (int cap : {1, 3, 4, 1440}) {
-    EXPECT_GE(FusedPoolPartialsWord(cap), size_t(cap) + kFusedPoolCountWord);
-    EXPECT_EQ(FusedPoolPartialsWord(cap) % 4, 0u);
-    EXPECT_EQ(FusedPoolWords(cap), FusedPoolPartialsWord(cap) + size_t(cap) * kFusedMaxParts * 64);
-  }
   EXPECT_EQ(full.ng_gu, 360);
   EXPECT_EQ(full.ngd, 180);
   FusedWork oss;  // gpt-oss-120b, 4 tiles, 132 SMs
@@ -201,14 +187,6 @@ TEST(ParseFusedPin, BuiltConfigurationsOffAndRejects) {
   EXPECT_EQ(named.parts, def.parts);
   EXPECT_EQ(named.depth, def.depth);
   EXPECT_EQ(named.warps, def.warps);
-  // The pool's partials hold kFusedMaxParts parts of a unit: no built configuration has more.
-  for (int w = 1; w <= 64; ++w) {
-    for (int parts = 1; parts <= 32; ++parts) {
-      if (FusedBuilt(w, parts)) {
-        EXPECT_LE(parts, kFusedMaxParts) << w << " warps";
-      }
-    }
-  }
   EXPECT_TRUE(ParseFusedPin("off").off);
   EXPECT_TRUE(ParseFusedPin("0").off);
   const FusedPinned p = ParseFusedPin("6x2w32");
