@@ -194,7 +194,8 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
 
   const FusedWork work = FusedWorkOf(g, d, nt, f.down_pct);
   const FusedRange range = FusedCtaRange(work, blockIdx.x, gridDim.x);
-  const int na = range.a1 - range.a0, nu = na + (range.r1 - range.r0) * nt;
+  const int na = f.stride ? FusedStridedUnits(work, blockIdx.x, gridDim.x) : range.a1 - range.a0;
+  const int nu = na + (range.r1 - range.r0) * nt;
   const int npa = na * kParts, np = nu * kParts;  // pieces: gate_up, all
 
   // Piece p: unit p / kParts (gate_up when < na, else down), its tile and 16-row group (of 2I
@@ -208,8 +209,9 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
     pc.unit = p / kParts;
     pc.gu = pc.unit < na;
     const int v = pc.unit - na;
-    pc.tile = pc.gu ? (range.a0 + pc.unit) / work.ng_gu : v % max(nt, 1);
-    pc.grp = pc.gu ? (range.a0 + pc.unit) % work.ng_gu : range.r0 + v / max(nt, 1);
+    const int ua = f.stride ? int(blockIdx.x) + pc.unit * int(gridDim.x) : range.a0 + pc.unit;  // gate_up
+    pc.tile = pc.gu ? ua / work.ng_gu : v % max(nt, 1);
+    pc.grp = pc.gu ? ua % work.ng_gu : range.r0 + v / max(nt, 1);
     // (selects, not a reference to g or d: that would copy both arguments to local memory)
     const int chunks = pc.gu ? g.chunks : d.chunks;
     PieceChunks(p % kParts, kParts, chunks, pc.c0, pc.c1);
@@ -489,7 +491,8 @@ FusedPlan Plan(const GemmArgs& g, const GemmArgs& d, int tokens) {
       w.ntiles = nt;
       for (int b = 0; b < lim.sms; ++b) {
         const FusedRange r = FusedCtaRange(w, b, lim.sms);
-        units = std::max(units, r.a1 - r.a0 + (r.r1 - r.r0) * nt);
+        // (either split of the gate_up units: MXSERVE_CUDA_MOE_FUSED_STRIDE)
+        units = std::max(units, std::max(r.a1 - r.a0, FusedStridedUnits(w, b, lim.sms)) + (r.r1 - r.r0) * nt);
       }
     }
     std::copy(key, key + 5, cached_key);
@@ -602,6 +605,9 @@ bool LaunchFusedDecode(const GemmArgs& g, const GemmArgs& d, const SelfRoute& sr
   pl.f.probe = probe;
   static const int defer = EnvChoice("MXSERVE_CUDA_MOE_FUSED_DEFER", {"default", "off", "warp"});
   pl.f.defer = defer == 0 ? kFusedDefer : defer == 2;
+  // MXSERVE_CUDA_MOE_FUSED_STRIDE=on (benchmarks): the gate_up units strided over the grid.
+  static const bool stride = EnvChoice("MXSERVE_CUDA_MOE_FUSED_STRIDE", {"default", "off", "on"}) == 2;
+  pl.f.stride = stride;
 
   // The configurations FusedBuilt names (Plan only returns those).
   const cudaError_t e = pl.warps == 24 ? (pl.parts == 8   ? LaunchFusedWP<24, 8>(g, d, sr, pl, one_mul, stream)

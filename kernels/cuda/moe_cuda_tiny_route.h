@@ -113,6 +113,14 @@ MXSERVE_HD inline FusedRange FusedCtaRange(const FusedWork& w, int b, int G) {
   return r;
 }
 
+// FusedArgs::stride: CTA b of G takes gate_up units b, b + G, b + 2G, ... (of the
+// ntiles * ng_gu), this many, instead of its range [a0, a1): each CTA's weights spread over the
+// whole layer's instead of one stretch of it.
+MXSERVE_HD inline int FusedStridedUnits(const FusedWork& w, int b, int G) {
+  const uint32_t n = uint32_t(w.ntiles) * uint32_t(w.ng_gu);
+  return uint32_t(b) < n ? int((n - uint32_t(b) + uint32_t(G) - 1) / uint32_t(G)) : 0;
+}
+
 // MXSERVE_CUDA_MOE_FUSED pins the fused kernel's configuration (benchmarks): "off" (or "0"), or
 // <parts>x<depth>[w<warps>] (K parts per unit, shared-memory slots per warp (1-3), warps per CTA)
 // of a built one; empty or "default": the default, 6x2 with 16 warps. The plan gives each warp
@@ -170,6 +178,7 @@ struct FusedArgs {
   int max_units = 0;         // most units of one CTA (partial sums, counters, biases sized by it)
   int groups = 0;            // most down row groups of one CTA
   int down_pct = 100;        // the down units' weight in the grid's split (FusedWorkOf)
+  bool stride = false;       // gate_up units strided over the grid (FusedStridedUnits)
   // A warp asks for its first down pieces once its gate_up pieces are computed, not as soon as a
   // slot is free (MXSERVE_CUDA_MOE_FUSED_DEFER=warp|off): the grid barrier waits for the last
   // CTA's gate_up, and down pieces asked for earlier compete with its pieces for DRAM.

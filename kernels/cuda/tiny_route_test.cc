@@ -143,6 +143,31 @@ TEST(FusedCtaRange, CoversEveryUnitAndBalancesBytes) {
   EXPECT_TRUE(FusedFits32(oss, 132));
 }
 
+// The strided split of the gate_up units: every unit in exactly one CTA, and the counts within
+// one of each other.
+TEST(FusedStridedUnits, EveryUnitOnce) {
+  std::mt19937 rng(11);
+  for (int trial = 0; trial < 500; ++trial) {
+    FusedWork w;
+    w.ng_gu = 1 + rng() % 400;
+    w.ntiles = rng() % (kTinyPairs + 1);
+    const int G = 1 + rng() % 200, n = w.ntiles * w.ng_gu;
+    std::vector<int> seen(n, 0);
+    int most = 0, least = n;
+    for (int b = 0; b < G; ++b) {
+      const int c = FusedStridedUnits(w, b, G);
+      most = std::max(most, c), least = std::min(least, c);
+      for (int i = 0; i < c; ++i) {
+        const int u = b + i * G;
+        ASSERT_LT(u, n) << "trial " << trial;
+        ++seen[u];
+      }
+    }
+    for (int u = 0; u < n; ++u) ASSERT_EQ(seen[u], 1) << "unit " << u << " trial " << trial;
+    EXPECT_LE(most - least, 1);
+  }
+}
+
 // The slots the plan gives: at most depth per warp, all that fit otherwise, spread with at most one
 // more per warp, and none when one per warp does not fit. Against a count one slot at a time.
 TEST(FusedSlots, AsManyAsFitSpreadOverTheWarps) {
