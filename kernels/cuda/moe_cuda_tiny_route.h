@@ -40,32 +40,39 @@ struct FusedWork {
   uint32_t ca = 0, cd = 0;
   int ng_gu = 0, ngd = 0;   // row groups of gate_up (2I / 16) and down (H / 16)
   int ntiles = 0;           // held experts hit
+  // The last `pool` gate_up units are in no CTA's range: CTAs whose own gate_up pieces are
+  // computed claim them one unit at a time (FusedArgs::pool_pct; FusedDecodeKernel's kPool).
+  int pool = 0;
 };
+// The gate_up units split over the CTAs: [0, FusedStaticUnits), the pool after them.
+MXSERVE_HD inline int FusedStaticUnits(const FusedWork& w) { return w.ntiles * w.ng_gu - w.pool; }
 // A unit is two 8-row groups of the upload layout (4 kp bytes and 32 bytes of scales per chunk
 // each; kp is even). down_pct weighs the down units' bytes in the split (100: every CTA reads
 // about as many weight bytes; 0: every CTA gets as many gate_up units). A CTA's down groups are
 // its work after the grid barrier, its gate_up units its work before it: with equal bytes the
 // CTAs holding two down groups of 16 rows (of gpt-oss-120b's 180 over 132 CTAs) have the fewest
 // gate_up units, and those holding one the most, so the barrier waits for the latter and the
-// layer's end for the former.
-MXSERVE_HD inline FusedWork FusedWorkOf(const GemmArgs& g, const GemmArgs& d, int ntiles, int down_pct) {
+// layer's end for the former. pool_pct of the gate_up units (rounded down) go to the pool.
+MXSERVE_HD inline FusedWork FusedWorkOf(const GemmArgs& g, const GemmArgs& d, int ntiles, int down_pct,
+                                        int pool_pct = 0) {
   FusedWork w;
   w.ca = uint32_t(g.kp / 2 + 4 * g.chunks);
   w.cd = uint32_t(d.kp / 2 + 4 * d.chunks) * uint32_t(down_pct) / 100u;
   w.ng_gu = g.n >> 4;
   w.ngd = d.n >> 4;
   w.ntiles = ntiles;
+  w.pool = int(uint32_t(ntiles * w.ng_gu) * uint32_t(pool_pct) / 100u);
   return w;
 }
 // One piece of the fused kernel's work: unit (gate_up when gu), its tile and 16-row group, K
 // chunks [c0, c1). Each CTA lists its pieces once in shared memory (the kernel reads them twice:
 // to request a piece and to compute it), with what the request needs worked out there, off the
 // requesting lane's path: q / sc, group A's weights / scales at chunk c0 (group B's are
-// b_off / sc_off bytes on), wb weight bytes per group.
+// b_off / sc_off bytes on), wb weight bytes per group; part: its K part of the unit.
 struct alignas(16) FusedPiece {
   const uint8_t* q;
   const uint8_t* sc;
-  int wb, b_off, sc_off, pad;
+  int wb, b_off, sc_off, part;
   int gu, unit, tile, grp, c0, c1;
 };
 // K part q of `parts` of a unit: chunks [c0, c1), and the bytes of one 8-row group's weights
@@ -77,8 +84,9 @@ MXSERVE_HD inline void PieceChunks(int q, int parts, int chunks, int& c0, int& c
 MXSERVE_HD inline int PieceWeightBytes(int c0, int c1, int nfull) {
   return (c1 > nfull ? nfull * 512 + 256 : c1 * 512) - c0 * 512;
 }
-// CTA b of G: gate_up units [a0, a1) and down groups [r0, r1) (all tiles), cut so that every CTA
-// gets about as much work (ca per gate_up unit, cd per down group and tile). The same
+// CTA b of G: gate_up units [a0, a1) (of the FusedStaticUnits) and down groups [r0, r1) (all
+// tiles), cut so that every CTA gets about as much work (ca per gate_up unit, cd per down group
+// and tile). The same
 // arithmetic on every CTA makes the ranges chain (a1 of b is a0 of b + 1, unless a range came
 // out empty: then it only repeats units of its neighbour), so every unit is computed, and none
 // is skipped.
@@ -88,7 +96,7 @@ struct FusedRange {
 // All in 32 bits (64-bit divisions are slow subroutines on the GPU, ~2 us of the kernel's
 // critical path): needs FusedFits32 (the plan checks it, for the most tiles).
 MXSERVE_HD inline uint32_t FusedTotal(const FusedWork& w) {
-  return uint32_t(w.ntiles) * (uint32_t(w.ng_gu) * w.ca + uint32_t(w.ngd) * w.cd);
+  return uint32_t(FusedStaticUnits(w)) * w.ca + uint32_t(w.ntiles) * uint32_t(w.ngd) * w.cd;
 }
 inline bool FusedFits32(const FusedWork& w, int G) {
   const uint64_t nt = uint64_t(w.ntiles);
@@ -96,7 +104,7 @@ inline bool FusedFits32(const FusedWork& w, int G) {
          uint64_t(w.ngd) * uint64_t(G + 1) < (uint64_t(1) << 31);
 }
 MXSERVE_HD inline int FusedAStart(const FusedWork& w, int b, int G) {
-  const uint32_t na = uint32_t(w.ntiles) * uint32_t(w.ng_gu);
+  const uint32_t na = uint32_t(FusedStaticUnits(w));
   // (b * ngd / G) * ntiles * cd <= b * total / G, so v >= 0.
   const uint32_t v = uint32_t(b) * FusedTotal(w) / uint32_t(G) -
                      (uint32_t(b) * uint32_t(w.ngd) / uint32_t(G)) * uint32_t(w.ntiles) * w.cd;
@@ -113,11 +121,16 @@ MXSERVE_HD inline FusedRange FusedCtaRange(const FusedWork& w, int b, int G) {
   return r;
 }
 
+// The most gate_up pool units one CTA takes (FusedArgs::pool_cta), and the pool's claim count's
+// word in the fused kernel's workspace (after the grid barrier's, on an L2 line of its own;
+// kFusedSyncWords in all, zeroed once).
+constexpr int kFusedPoolCta = 8, kFusedPoolWord = 32, kFusedSyncWords = 64;
+
 // FusedArgs::stride: CTA b of G takes gate_up units b, b + G, b + 2G, ... (of the
-// ntiles * ng_gu), this many, instead of its range [a0, a1): each CTA's weights spread over the
-// whole layer's instead of one stretch of it.
+// FusedStaticUnits), this many, instead of its range [a0, a1): each CTA's weights spread over
+// the whole layer's instead of one stretch of it.
 MXSERVE_HD inline int FusedStridedUnits(const FusedWork& w, int b, int G) {
-  const uint32_t n = uint32_t(w.ntiles) * uint32_t(w.ng_gu);
+  const uint32_t n = uint32_t(FusedStaticUnits(w));
   return uint32_t(b) < n ? int((n - uint32_t(b) + uint32_t(G) - 1) / uint32_t(G)) : 0;
 }
 
@@ -179,6 +192,11 @@ struct FusedArgs {
   int groups = 0;            // most down row groups of one CTA
   int down_pct = 100;        // the down units' weight in the grid's split (FusedWorkOf)
   bool stride = false;       // gate_up units strided over the grid (FusedStridedUnits)
+  // The gate_up pool (FusedWork::pool; kPool; MXSERVE_CUDA_MOE_FUSED_POOL, benchmarks): pool_pct
+  // of the units, at most pool_cta of them per CTA (their partial sums and counts follow the
+  // CTA's own in shared memory), claimed at *pool (a workspace word, 0 between launches).
+  int pool_pct = 0, pool_cta = 0;
+  uint32_t* pool = nullptr;
   // A warp asks for its first down pieces once its gate_up pieces are computed, not as soon as a
   // slot is free (MXSERVE_CUDA_MOE_FUSED_DEFER=warp|off): the grid barrier waits for the last
   // CTA's gate_up, and down pieces asked for earlier compete with its pieces for DRAM.
