@@ -134,10 +134,10 @@ __device__ __forceinline__ void SmemChunkMmaA(float (&acc)[2][1][2][4], const ui
 // kPool (built, not yet run on the GPU: MXSERVE_CUDA_MOE_FUSED_POOL): the last FusedWork::pool
 // gate_up units are in no CTA's range. A warp whose own gate_up pieces are computed takes the
 // CTA's next pool piece from a shared-memory count; the warp taking a unit's first part claims
-// the unit from the grid's count (f.pool) and publishes it, the others wait for that; the parts'
+// the unit from the grid's count (FusedPoolCount) and publishes it, the others wait for that; the parts'
 // partials stay in the CTA's shared memory (after its own units'), so only the claim is global,
 // one per unit, and the CTAs whose pieces arrived first take more. A warp leaves once its CTA's
-// claim came back past the pool or the CTA holds pool_cta units. (The pool built in
+// claim came back past the pool or the CTA holds kFusedPoolCta units. (The pool built in
 // ae2b203, claimed per piece by every warp with its partials through global memory, cost 2.4 us
 // at 1 % of the units: docs/PERFORMANCE.md, twenty-first session.)
 // 1. Thread 0 works the tiles out from the expert ids (MakeTinyRoute) while the CTA converts the
@@ -162,8 +162,8 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
   const int depth = f.depth + (warp < f.deep ? 1 : 0), nslots = FusedSlotCount(f, kWarps);
   uint8_t* slots = smem;
   uint8_t* sa = smem + size_t(f.slot_bytes) * nslots;  // kTinyPairs rows of a_stride
-  // (kPool: part and cnt hold pool_cta units more, after the CTA's own)
-  const int all_units = f.max_units + (kPool ? f.pool_cta : 0);
+  // (kPool: part and cnt hold kFusedPoolCta units more, after the CTA's own)
+  const int all_units = f.max_units + (kPool ? kFusedPoolCta : 0);
   float4* part = reinterpret_cast<float4*>(sa + kTinyPairs * f.a_stride);  // [all_units][kParts][16]
   float* ys = reinterpret_cast<float*>(part + size_t(all_units) * kParts * 16);  // [groups][kTinyPairs][16]
   float* bias = ys + f.groups * kTinyPairs * 16;                                  // [units][16]
@@ -275,8 +275,6 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
   // slot's use k / depth: kept as counters (ks, kphase) by the loops below, not divided (depth
   // is an argument: a division per piece).
   auto slot_of = [&](int i) { return warp + kWarps * i; };  // the warp's slot i < depth
-  // With f.defer a warp asks for no down piece before its gate_up pieces are computed (ask_down).
-  const int first_limit = f.defer ? npa : np;
   // (Lane 0 asking for its warp's first pieces before the list is written did not pay:
   // docs/PERFORMANCE.md, twenty-first session.)
   for (int p = threadIdx.x; p < np; p += 32 * kWarps) s_piece[p] = make_piece(p);
@@ -294,7 +292,10 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
     asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(SmemAddr(bias_bar)) : "memory");
   }
   if (lane == 0) {
-    for (int k = 0; k < depth && warp + k * kWarps < first_limit; ++k) issue(warp + k * kWarps, slot_of(k));
+    // With f.defer a warp asks for no down piece before its gate_up pieces are computed (ask_down).
+    for (int k = 0; k < depth && warp + k * kWarps < (f.defer ? npa : np); ++k) {
+      issue(warp + k * kWarps, slot_of(k));
+    }
   }
   Stamp(f, 3);
   // Computes the warp's k-th piece (waits for its slot), refills the slot with piece k + depth,
@@ -354,15 +355,20 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
     return true;
   };
 
+  // A gate_up unit's epilogue (its sum v, biases ba / bb of rows g and g + 8): bias, SwiGLU, the
+  // down operand's rows.
+  auto store_gate_up = [&](const Piece& pc, float (&v)[4], float ba, float bb) {
+    const int fa = pc.grp * 16 + gl, fb = fa + 8;
+    TileSlotsA ts{rt.row0[pc.tile], rt.rows[pc.tile], 0, 0, 0.f, 0.f};
+    StoreTileA<true>(g, v, ba, bb, fa, fb, true, gl, t, ts);
+  };
   int k = 0;
   for (; warp + k * kWarps < npa; ++k) {
     const Piece pc = s_piece[warp + k * kWarps];
     float v[4];
     if (!run(k, g, pc, v)) continue;  // (warp-uniform: StoreTileA shuffles across the warp)
     MbarWait(bias_bar, 0);
-    const int fa = pc.grp * 16 + gl, fb = fa + 8;
-    TileSlotsA ts{rt.row0[pc.tile], rt.rows[pc.tile], 0, 0, 0.f, 0.f};
-    StoreTileA<true>(g, v, bias[pc.unit * 16 + gl], bias[pc.unit * 16 + 8 + gl], fa, fb, true, gl, t, ts);
+    store_gate_up(pc, v, bias[pc.unit * 16 + gl], bias[pc.unit * 16 + 8 + gl]);
   }
 
   // The gate_up pool (kPool; f.defer, so the warp's slots are all free here: each pool piece
@@ -374,9 +380,9 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
       if (lane == 0 && !s_pool_done) {
         const int i = atomicAdd(&s_take, 1);
         j = i / kParts, q = i - j * kParts;
-        if (j < f.pool_cta) {
+        if (j < kFusedPoolCta) {
           if (q == 0) {
-            const uint32_t c = atomicAdd(f.pool, 1u);
+            const uint32_t c = atomicAdd(FusedPoolCount(f), 1u);
             s_unit[j] = c < uint32_t(work.pool) ? int(c) : -1;
             if (c >= uint32_t(work.pool)) s_pool_done = 1;
           }
@@ -393,9 +399,7 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
       float v[4];
       if (!run(np, g, pc, v)) continue;
       const float* b = g.bias + int64_t(rt.e[pc.tile]) * g.n + pc.grp * 16 + gl;  // (not in the CTA's biases)
-      const int fa = pc.grp * 16 + gl, fb = fa + 8;
-      TileSlotsA ts{rt.row0[pc.tile], rt.rows[pc.tile], 0, 0, 0.f, 0.f};
-      StoreTileA<true>(g, v, __ldg(b), __ldg(b + 8), fa, fb, true, gl, t, ts);
+      store_gate_up(pc, v, __ldg(b), __ldg(b + 8));
     }
   }
 
@@ -408,7 +412,7 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
   }
   if (f.probe != 4) GridBarrier(f.sync, f);
   // Every pool claim of the launch came back before its CTA arrived: the count goes back to 0.
-  if (kPool && blockIdx.x == 0 && threadIdx.x == 0) *reinterpret_cast<volatile uint32_t*>(f.pool) = 0;
+  if (kPool && blockIdx.x == 0 && threadIdx.x == 0) *reinterpret_cast<volatile uint32_t*>(FusedPoolCount(f)) = 0;
   Stamp(f, 5);
   {  // the down operand's rows (written by other CTAs: through L2, not L1)
     const int per_row = d.kp / 8;
@@ -554,39 +558,41 @@ FusedPlan Plan(const GemmArgs& g, const GemmArgs& d, int tokens) {
     return kPct[EnvChoice("MXSERVE_CUDA_MOE_FUSED_POOL", {"default", "0", "2", "5", "10", "15", "20", "30"})];
   }();
   // Only with deferred down requests (the pool's pieces use the slots they would fill), and only
-  // where pool_cta units per CTA hold all of it.
+  // where kFusedPoolCta units per CTA hold all of it.
   const int most_pool = FusedWorkOf(g, d, kTinyPairs, down_pct, pool_pct).pool;
   // (and not without the grid barrier, after which the claim count goes back to 0)
   if (pin.warps == 16 && pin.parts == 6 && pl.f.defer && probe != 4 && pool_pct > 0 &&
       most_pool <= int64_t(kFusedPoolCta) * lim.sms) {
     pl.f.pool_pct = pool_pct;
-    pl.f.pool_cta = kFusedPoolCta;
   }
+  // MXSERVE_CUDA_MOE_FUSED_STRIDE=on (benchmarks): the gate_up units strided over the grid.
+  static const bool stride = EnvChoice("MXSERVE_CUDA_MOE_FUSED_STRIDE", {"default", "off", "on"}) == 2;
+  pl.f.stride = stride;
   FusedWork w = FusedWorkOf(g, d, kTinyPairs, down_pct, pl.f.pool_pct);
   if (!FusedFits32(w, lim.sms)) return pl;  // the in-kernel range arithmetic is 32-bit
   if (lim.sms >= 4096) return pl;            // GridBarrier's count wraps at G * 2^20 < 2^32
   // The most units any CTA gets, over every tile count: ~500 range computations, so kept per
   // layer shape (every decode call asks; one thread's calls are one layer's shapes at a time).
-  thread_local int64_t cached_key[6] = {-1, -1, -1, -1, -1, -1};
+  thread_local int64_t cached_key[7] = {-1, -1, -1, -1, -1, -1, -1};
   thread_local int cached_units = 0;
-  const int64_t key[6] = {w.ca, w.cd, w.ng_gu, w.ngd, lim.sms, pl.f.pool_pct};  // (w.ntiles varies below)
-  if (!std::equal(key, key + 6, cached_key)) {
+  const int64_t key[7] = {w.ca, w.cd, w.ng_gu, w.ngd, lim.sms, pl.f.pool_pct, pl.f.stride};  // (w.ntiles varies below)
+  if (!std::equal(key, key + 7, cached_key)) {
     int units = 0;
     for (int nt = 1; nt <= kTinyPairs; ++nt) {
       w = FusedWorkOf(g, d, nt, down_pct, pl.f.pool_pct);
       for (int b = 0; b < lim.sms; ++b) {
         const FusedRange r = FusedCtaRange(w, b, lim.sms);
-        // (either split of the gate_up units: MXSERVE_CUDA_MOE_FUSED_STRIDE)
-        units = std::max(units, std::max(r.a1 - r.a0, FusedStridedUnits(w, b, lim.sms)) + (r.r1 - r.r0) * nt);
+        const int na = pl.f.stride ? FusedStridedUnits(w, b, lim.sms) : r.a1 - r.a0;
+        units = std::max(units, na + (r.r1 - r.r0) * nt);
       }
     }
-    std::copy(key, key + 6, cached_key);
+    std::copy(key, key + 7, cached_key);
     cached_units = units;
   }
   pl.f.max_units = cached_units;
   const int groups = (w.ngd + lim.sms - 1) / lim.sms;
   pl.f.groups = groups;
-  const size_t all_units = size_t(pl.f.max_units) + size_t(pl.f.pool_cta);  // partials and counts
+  const size_t all_units = size_t(pl.f.max_units) + (pl.f.pool_pct > 0 ? kFusedPoolCta : 0);  // partials and counts
   const size_t fixed = size_t(kTinyPairs) * pl.f.a_stride + all_units * pl.parts * 16 * 16 +
                        all_units * 4 + size_t(groups) * kTinyPairs * 16 * 4 +
                        size_t(pl.f.max_units) * 16 * 4 +  // biases
@@ -686,13 +692,9 @@ bool LaunchFusedDecode(const GemmArgs& g, const GemmArgs& d, const SelfRoute& sr
   if (pl.warps == 0 || sr.pairs > kTinyPairs || tokens > kTinyPairs) return false;
   pl.f.out = out;
   pl.f.sync = sync;
-  pl.f.pool = sync + kFusedPoolWord;
-  // MXSERVE_CUDA_MOE_FUSED_STRIDE=on (benchmarks): the gate_up units strided over the grid.
-  static const bool stride = EnvChoice("MXSERVE_CUDA_MOE_FUSED_STRIDE", {"default", "off", "on"}) == 2;
-  pl.f.stride = stride;
 
   // The configurations FusedBuilt names (Plan only returns those), 16x6 with a pool too.
-  const cudaError_t e = pl.f.pool_cta > 0 ? LaunchFusedWP<16, 6, true>(g, d, sr, pl, one_mul, stream)
+  const cudaError_t e = pl.f.pool_pct > 0 ? LaunchFusedWP<16, 6, true>(g, d, sr, pl, one_mul, stream)
                         : pl.warps == 24 ? (pl.parts == 8   ? LaunchFusedWP<24, 8>(g, d, sr, pl, one_mul, stream)
                                         : pl.parts == 6 ? LaunchFusedWP<24, 6>(g, d, sr, pl, one_mul, stream)
                                                         : LaunchFusedWP<24, 4>(g, d, sr, pl, one_mul, stream))

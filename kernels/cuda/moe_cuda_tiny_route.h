@@ -121,9 +121,9 @@ MXSERVE_HD inline FusedRange FusedCtaRange(const FusedWork& w, int b, int G) {
   return r;
 }
 
-// The most gate_up pool units one CTA takes (FusedArgs::pool_cta), and the pool's claim count's
-// word in the fused kernel's workspace (after the grid barrier's, on an L2 line of its own;
-// kFusedSyncWords in all, zeroed once).
+// The most gate_up pool units one CTA takes (their partial sums and counts follow the CTA's own
+// in shared memory), and the pool's claim count's word in the fused kernel's workspace (after the
+// grid barrier's, on an L2 line of its own; kFusedSyncWords in all, zeroed once).
 constexpr int kFusedPoolCta = 8, kFusedPoolWord = 32, kFusedSyncWords = 64;
 
 // FusedArgs::stride: CTA b of G takes gate_up units b, b + G, b + 2G, ... (of the
@@ -182,7 +182,7 @@ inline FusedPinned ParseFusedPin(const std::string& s) {
 // The fused kernel's other arguments (moe_cuda_fused.cu sets them).
 struct FusedArgs {
   float* out = nullptr;      // [T][hidden] fp32
-  uint32_t* sync = nullptr;  // [1] grid barrier: arrivals of every launch (GridBarrier; zeroed once)
+  uint32_t* sync = nullptr;  // [kFusedSyncWords] grid barrier (GridBarrier), pool count; zeroed once
   int tokens = 0;
   int depth = 1;             // shared-memory slots per warp
   int deep = 0;              // warps 0 .. deep - 1 have one more (the plan fills what fits)
@@ -193,10 +193,9 @@ struct FusedArgs {
   int down_pct = 100;        // the down units' weight in the grid's split (FusedWorkOf)
   bool stride = false;       // gate_up units strided over the grid (FusedStridedUnits)
   // The gate_up pool (FusedWork::pool; kPool; MXSERVE_CUDA_MOE_FUSED_POOL, benchmarks): pool_pct
-  // of the units, at most pool_cta of them per CTA (their partial sums and counts follow the
-  // CTA's own in shared memory), claimed at *pool (a workspace word, 0 between launches).
-  int pool_pct = 0, pool_cta = 0;
-  uint32_t* pool = nullptr;
+  // of the units, at most kFusedPoolCta of them per CTA, claimed at FusedPoolCount (0 between
+  // launches); 0: no pool.
+  int pool_pct = 0;
   // A warp asks for its first down pieces once its gate_up pieces are computed, not as soon as a
   // slot is free (MXSERVE_CUDA_MOE_FUSED_DEFER=warp|off): the grid barrier waits for the last
   // CTA's gate_up, and down pieces asked for earlier compete with its pieces for DRAM.
@@ -207,6 +206,9 @@ struct FusedArgs {
   // (where a one-token layer's time goes: docs/PERFORMANCE.md).
   int probe = 0;
 };
+
+// The gate_up pool's claim count: a word of the grid barrier's workspace.
+MXSERVE_HD inline uint32_t* FusedPoolCount(const FusedArgs& f) { return f.sync + kFusedPoolWord; }
 
 // The slots of a CTA of `warps` warps (f.depth each, one more in the first f.deep).
 MXSERVE_HD inline int FusedSlotCount(const FusedArgs& f, int warps) { return warps * f.depth + f.deep; }
