@@ -10,7 +10,6 @@
 #include "absl/strings/str_cat.h"
 #include "kernels/cuda/moe_cuda_gemm_args.h"
 #include "kernels/cuda/moe_cuda_launch.h"
-#include "kernels/cuda/moe_cuda_tiny_route.h"
 
 namespace mxserve::kernels::cuda {
 
@@ -211,11 +210,11 @@ absl::Status CudaMoeWorkspace::Reserve(const CudaMoeLayer& layer, int num_tokens
   ok(Alloc(&d_a_, pairs * kph, "cudaMalloc(ws a)"));
   ok(Alloc(&d_act_, pairs * kpi, "cudaMalloc(ws act)"));
   ok(Alloc(&d_y_, pairs * h, "cudaMalloc(ws y)"));
-  ok(Alloc(&d_sync_, internal::kFusedSyncWords, "cudaMalloc(ws sync)"));
+  ok(Alloc(&d_sync_, 1, "cudaMalloc(ws sync)"));
   if (side_ == nullptr) ok(CudaCheck(cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking), "cudaStreamCreate(ws side)"));
   if (fork_ == nullptr) ok(CudaCheck(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming), "cudaEventCreate(ws fork)"));
   if (join_ == nullptr) ok(CudaCheck(cudaEventCreateWithFlags(&join_, cudaEventDisableTiming), "cudaEventCreate(ws join)"));
-  if (s.ok()) ok(CudaCheck(cudaMemset(d_sync_, 0, sizeof(uint32_t) * internal::kFusedSyncWords), "cudaMemset(ws sync)"));
+  if (s.ok()) ok(CudaCheck(cudaMemset(d_sync_, 0, sizeof(uint32_t)), "cudaMemset(ws sync)"));
   if (!s.ok()) {
     Free();
     return s;

@@ -131,15 +131,6 @@ __device__ __forceinline__ void SmemChunkMmaA(float (&acc)[2][1][2][4], const ui
 // down weights are already in flight (or landed) while the grid waits for the last gate_up rows.
 // The warp that finishes a unit's last part sums the parts' fp32 partials in part order
 // (deterministic) and runs the unit's epilogue.
-// kPool (built, not yet run on the GPU: MXSERVE_CUDA_MOE_FUSED_POOL): the last FusedWork::pool
-// gate_up units are in no CTA's range. A warp whose own gate_up pieces are computed takes the
-// CTA's next pool piece from a shared-memory count; the warp taking a unit's first part claims
-// the unit from the grid's count (FusedPoolCount) and publishes it, the others wait for that; the parts'
-// partials stay in the CTA's shared memory (after its own units'), so only the claim is global,
-// one per unit, and the CTAs whose pieces arrived first take more. A warp leaves once its CTA's
-// claim came back past the pool or the CTA holds kFusedPoolCta units. (The pool built in
-// ae2b203, claimed per piece by every warp with its partials through global memory, cost 2.4 us
-// at 1 % of the units: docs/PERFORMANCE.md, twenty-first session.)
 // 1. Thread 0 works the tiles out from the expert ids (MakeTinyRoute) while the CTA converts the
 //    tokens' rows of x to bf16 (permuted K order) in shared memory; lane 0 of every warp requests
 //    its first pieces, the last warp the CTA's units' biases (shared memory).
@@ -149,7 +140,7 @@ __device__ __forceinline__ void SmemChunkMmaA(float (&acc)[2][1][2][4], const ui
 // 4. down pieces; the unit epilogue writes bias x routing weight per slot to shared memory; then
 //    each CTA sums its rows of every token over the token's slots in slot order (the combine
 //    kernel's order) into out.
-template <int kWarps, int kParts, bool kOneMul, bool kPool>
+template <int kWarps, int kParts, bool kOneMul>
 __global__ void __launch_bounds__(32 * kWarps, 1)
     FusedDecodeKernel(const GemmArgs g, const GemmArgs d, const SelfRoute sr, const FusedArgs f) {
   extern __shared__ __align__(128) uint8_t smem[];
@@ -162,22 +153,14 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
   const int depth = f.depth + (warp < f.deep ? 1 : 0), nslots = FusedSlotCount(f, kWarps);
   uint8_t* slots = smem;
   uint8_t* sa = smem + size_t(f.slot_bytes) * nslots;  // kTinyPairs rows of a_stride
-  // (kPool: part and cnt hold kFusedPoolCta units more, after the CTA's own)
-  const int all_units = f.max_units + (kPool ? kFusedPoolCta : 0);
-  float4* part = reinterpret_cast<float4*>(sa + kTinyPairs * f.a_stride);  // [all_units][kParts][16]
-  float* ys = reinterpret_cast<float*>(part + size_t(all_units) * kParts * 16);  // [groups][kTinyPairs][16]
+  float4* part = reinterpret_cast<float4*>(sa + kTinyPairs * f.a_stride);  // [units][kParts][16]
+  float* ys = reinterpret_cast<float*>(part + size_t(f.max_units) * kParts * 16);  // [groups][kTinyPairs][16]
   float* bias = ys + f.groups * kTinyPairs * 16;                                  // [units][16]
   FusedPiece* s_piece = reinterpret_cast<FusedPiece*>(bias + f.max_units * 16);  // [units * kParts]
-  int* cnt = reinterpret_cast<int*>(s_piece + f.max_units * kParts);             // [all_units]
+  int* cnt = reinterpret_cast<int*>(s_piece + f.max_units * kParts);             // [units]
 
   __shared__ float s_w[kTinyPairs];  // routing weights by slot
   __shared__ int s_tok[kTinyPairs];  // the token of each held row (sorted slot / top_k)
-  // kPool: pool pieces taken by the CTA's warps, each taken unit's pool index (kPending until its
-  // first part's taker has claimed it; -1: the claim came back past the pool), and whether one did.
-  constexpr int kPending = INT_MIN;
-  __shared__ int s_take;
-  __shared__ volatile int s_unit[kPool ? kFusedPoolCta : 1];
-  __shared__ volatile int s_pool_done;
   if (f.probe == 6) return;
   Stamp(f, 0);
   // Thread 0 routes: one dependent global read, the ids, when the held experts are one range
@@ -191,11 +174,7 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
   } else if (threadIdx.x < 1 + kTinyPairs && threadIdx.x <= sr.pairs) {
     s_w[threadIdx.x - 1] = __ldg(d.route_w + threadIdx.x - 1);
   }
-  for (int i = threadIdx.x; i < all_units; i += 32 * kWarps) cnt[i] = 0;
-  if (kPool) {
-    if (threadIdx.x < kFusedPoolCta) s_unit[threadIdx.x] = kPending;
-    if (threadIdx.x == 0) s_take = 0, s_pool_done = 0;
-  }
+  for (int i = threadIdx.x; i < f.max_units; i += 32 * kWarps) cnt[i] = 0;
   // The tokens' rows of x, bf16 in permuted K order (row = token: at most kTinyPairs). (Asking for
   // the first weight pieces before this gather was slower: docs/PERFORMANCE.md.)
   {
@@ -213,7 +192,7 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
   const int nt = rt.ntiles;
   const int prow = nt > 0 ? rt.row0[nt - 1] + rt.rows[nt - 1] : 0;  // rows = held slots
 
-  const FusedWork work = FusedWorkOf(g, d, nt, f.down_pct, kPool ? f.pool_pct : 0);
+  const FusedWork work = FusedWorkOf(g, d, nt, f.down_pct);
   const FusedRange range = FusedCtaRange(work, blockIdx.x, gridDim.x);
   const int na = f.stride ? FusedStridedUnits(work, blockIdx.x, gridDim.x) : range.a1 - range.a0;
   const int nu = na + (range.r1 - range.r0) * nt;
@@ -355,52 +334,15 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
     return true;
   };
 
-  // A gate_up unit's epilogue (its sum v, biases ba / bb of rows g and g + 8): bias, SwiGLU, the
-  // down operand's rows.
-  auto store_gate_up = [&](const Piece& pc, float (&v)[4], float ba, float bb) {
-    const int fa = pc.grp * 16 + gl, fb = fa + 8;
-    TileSlotsA ts{rt.row0[pc.tile], rt.rows[pc.tile], 0, 0, 0.f, 0.f};
-    StoreTileA<true>(g, v, ba, bb, fa, fb, true, gl, t, ts);
-  };
   int k = 0;
   for (; warp + k * kWarps < npa; ++k) {
     const Piece pc = s_piece[warp + k * kWarps];
     float v[4];
     if (!run(k, g, pc, v)) continue;  // (warp-uniform: StoreTileA shuffles across the warp)
     MbarWait(bias_bar, 0);
-    store_gate_up(pc, v, bias[pc.unit * 16 + gl], bias[pc.unit * 16 + 8 + gl]);
-  }
-
-  // The gate_up pool (kPool; f.defer, so the warp's slots are all free here: each pool piece
-  // goes to its next one, run(np, ...) asks for nothing after it).
-  if (kPool && work.pool > 0) {
-    const int pool0 = FusedStaticUnits(work);
-    for (;;) {
-      int j = 0, q = 0, u = -1;  // the CTA's pool unit j (its pool index u), part q
-      if (lane == 0 && !s_pool_done) {
-        const int i = atomicAdd(&s_take, 1);
-        j = i / kParts, q = i - j * kParts;
-        if (j < kFusedPoolCta) {
-          if (q == 0) {
-            const uint32_t c = atomicAdd(FusedPoolCount(f), 1u);
-            s_unit[j] = c < uint32_t(work.pool) ? int(c) : -1;
-            if (c >= uint32_t(work.pool)) s_pool_done = 1;
-          }
-          while ((u = s_unit[j]) == kPending) __nanosleep(32);
-        }
-      }
-      u = __shfl_sync(0xffffffffu, u, 0);
-      if (u < 0) break;
-      j = __shfl_sync(0xffffffffu, j, 0);
-      q = __shfl_sync(0xffffffffu, q, 0);
-      const int ua = pool0 + u;
-      const Piece pc = unit_piece(true, ua / work.ng_gu, ua % work.ng_gu, q, f.max_units + j);
-      if (lane == 0) issue_piece(pc, slot_of(ks));
-      float v[4];
-      if (!run(np, g, pc, v)) continue;
-      const float* b = g.bias + int64_t(rt.e[pc.tile]) * g.n + pc.grp * 16 + gl;  // (not in the CTA's biases)
-      store_gate_up(pc, v, __ldg(b), __ldg(b + 8));
-    }
+    const int fa = pc.grp * 16 + gl, fb = fa + 8;
+    TileSlotsA ts{rt.row0[pc.tile], rt.rows[pc.tile], 0, 0, 0.f, 0.f};
+    StoreTileA<true>(g, v, bias[pc.unit * 16 + gl], bias[pc.unit * 16 + 8 + gl], fa, fb, true, gl, t, ts);
   }
 
   // ask_down: the down pieces held back, the warp's next `depth` (k is its first down piece; the
@@ -411,8 +353,6 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
     }
   }
   if (f.probe != 4) GridBarrier(f.sync, f);
-  // Every pool claim of the launch came back before its CTA arrived: the count goes back to 0.
-  if (kPool && blockIdx.x == 0 && threadIdx.x == 0) *reinterpret_cast<volatile uint32_t*>(FusedPoolCount(f)) = 0;
   Stamp(f, 5);
   {  // the down operand's rows (written by other CTAs: through L2, not L1)
     const int per_row = d.kp / 8;
@@ -478,10 +418,6 @@ constexpr int kFusedDownPct = 0;
 // after the last CTA's gate_up instead of ~3, its polls queued behind every CTA's down pieces
 // asked for at once.
 constexpr bool kFusedDefer = true;
-
-// The gate_up units in the pool by default, percent (FusedWork::pool; the 16-warp 6-part
-// configuration only, with the warps' deferred down requests: its kPool variant).
-constexpr int kFusedPoolPct = 0;
 
 struct FusedPlan {
   int warps = 0, parts = 0;
@@ -552,49 +488,35 @@ FusedPlan Plan(const GemmArgs& g, const GemmArgs& d, int tokens) {
     return kPct[EnvChoice("MXSERVE_CUDA_MOE_FUSED_DOWN", {"default", "0", "25", "50", "75", "100"})];
   }();
   pl.f.down_pct = down_pct;
-  // MXSERVE_CUDA_MOE_FUSED_POOL: the gate_up pool's share, percent (benchmarks; as above).
-  static const int pool_pct = [] {
-    constexpr int kPct[] = {kFusedPoolPct, 0, 2, 5, 10, 15, 20, 30};
-    return kPct[EnvChoice("MXSERVE_CUDA_MOE_FUSED_POOL", {"default", "0", "2", "5", "10", "15", "20", "30"})];
-  }();
-  // Only with deferred down requests (the pool's pieces use the slots they would fill), and only
-  // where kFusedPoolCta units per CTA hold all of it.
-  const int most_pool = FusedWorkOf(g, d, kTinyPairs, down_pct, pool_pct).pool;
-  // (and not without the grid barrier, after which the claim count goes back to 0)
-  if (pin.warps == 16 && pin.parts == 6 && pl.f.defer && probe != 4 && pool_pct > 0 &&
-      most_pool <= int64_t(kFusedPoolCta) * lim.sms) {
-    pl.f.pool_pct = pool_pct;
-  }
   // MXSERVE_CUDA_MOE_FUSED_STRIDE=on (benchmarks): the gate_up units strided over the grid.
   static const bool stride = EnvChoice("MXSERVE_CUDA_MOE_FUSED_STRIDE", {"default", "off", "on"}) == 2;
   pl.f.stride = stride;
-  FusedWork w = FusedWorkOf(g, d, kTinyPairs, down_pct, pl.f.pool_pct);
+  FusedWork w = FusedWorkOf(g, d, kTinyPairs, down_pct);
   if (!FusedFits32(w, lim.sms)) return pl;  // the in-kernel range arithmetic is 32-bit
   if (lim.sms >= 4096) return pl;            // GridBarrier's count wraps at G * 2^20 < 2^32
   // The most units any CTA gets, over every tile count: ~500 range computations, so kept per
   // layer shape (every decode call asks; one thread's calls are one layer's shapes at a time).
-  thread_local int64_t cached_key[7] = {-1, -1, -1, -1, -1, -1, -1};
+  thread_local int64_t cached_key[6] = {-1, -1, -1, -1, -1, -1};
   thread_local int cached_units = 0;
-  const int64_t key[7] = {w.ca, w.cd, w.ng_gu, w.ngd, lim.sms, pl.f.pool_pct, pl.f.stride};  // (w.ntiles varies below)
-  if (!std::equal(key, key + 7, cached_key)) {
+  const int64_t key[6] = {w.ca, w.cd, w.ng_gu, w.ngd, lim.sms, pl.f.stride};  // (w.ntiles varies below)
+  if (!std::equal(key, key + 6, cached_key)) {
     int units = 0;
     for (int nt = 1; nt <= kTinyPairs; ++nt) {
-      w = FusedWorkOf(g, d, nt, down_pct, pl.f.pool_pct);
+      w = FusedWorkOf(g, d, nt, down_pct);
       for (int b = 0; b < lim.sms; ++b) {
         const FusedRange r = FusedCtaRange(w, b, lim.sms);
         const int na = pl.f.stride ? FusedStridedUnits(w, b, lim.sms) : r.a1 - r.a0;
         units = std::max(units, na + (r.r1 - r.r0) * nt);
       }
     }
-    std::copy(key, key + 7, cached_key);
+    std::copy(key, key + 6, cached_key);
     cached_units = units;
   }
   pl.f.max_units = cached_units;
   const int groups = (w.ngd + lim.sms - 1) / lim.sms;
   pl.f.groups = groups;
-  const size_t all_units = size_t(pl.f.max_units) + (pl.f.pool_pct > 0 ? kFusedPoolCta : 0);  // partials and counts
-  const size_t fixed = size_t(kTinyPairs) * pl.f.a_stride + all_units * pl.parts * 16 * 16 +
-                       all_units * 4 + size_t(groups) * kTinyPairs * 16 * 4 +
+  const size_t fixed = size_t(kTinyPairs) * pl.f.a_stride + size_t(pl.f.max_units) * pl.parts * 16 * 16 +
+                       size_t(pl.f.max_units) * 4 + size_t(groups) * kTinyPairs * 16 * 4 +
                        size_t(pl.f.max_units) * 16 * 4 +  // biases
                        size_t(pl.f.max_units) * pl.parts * sizeof(FusedPiece);
   const size_t budget = size_t(lim.smem_optin) - 1024;  // static: barriers and the route
@@ -604,10 +526,10 @@ FusedPlan Plan(const GemmArgs& g, const GemmArgs& d, int tokens) {
   return pl;
 }
 
-template <int kWarps, int kParts, bool kOneMul, bool kPool>
+template <int kWarps, int kParts, bool kOneMul>
 cudaError_t LaunchFusedT(const GemmArgs& g, const GemmArgs& d, const SelfRoute& sr, const FusedPlan& pl,
                          cudaStream_t stream) {
-  auto kernel = FusedDecodeKernel<kWarps, kParts, kOneMul, kPool>;
+  auto kernel = FusedDecodeKernel<kWarps, kParts, kOneMul>;
   // The most dynamic shared memory next to the kernel's static (the plan keeps 1 KB for it).
   static const cudaError_t raised = [&] {
     cudaFuncAttributes fa{};
@@ -630,11 +552,11 @@ cudaError_t LaunchFusedT(const GemmArgs& g, const GemmArgs& d, const SelfRoute& 
   return cudaLaunchKernelEx(&cfg, kernel, g, d, sr, pl.f);
 }
 
-template <int kWarps, int kParts, bool kPool = false>
+template <int kWarps, int kParts>
 cudaError_t LaunchFusedWP(const GemmArgs& g, const GemmArgs& d, const SelfRoute& sr, const FusedPlan& pl,
                           bool one_mul, cudaStream_t stream) {
-  return one_mul ? LaunchFusedT<kWarps, kParts, true, kPool>(g, d, sr, pl, stream)
-                 : LaunchFusedT<kWarps, kParts, false, kPool>(g, d, sr, pl, stream);
+  return one_mul ? LaunchFusedT<kWarps, kParts, true>(g, d, sr, pl, stream)
+                 : LaunchFusedT<kWarps, kParts, false>(g, d, sr, pl, stream);
 }
 
 }  // namespace
@@ -693,9 +615,8 @@ bool LaunchFusedDecode(const GemmArgs& g, const GemmArgs& d, const SelfRoute& sr
   pl.f.out = out;
   pl.f.sync = sync;
 
-  // The configurations FusedBuilt names (Plan only returns those), 16x6 with a pool too.
-  const cudaError_t e = pl.f.pool_pct > 0 ? LaunchFusedWP<16, 6, true>(g, d, sr, pl, one_mul, stream)
-                        : pl.warps == 24 ? (pl.parts == 8   ? LaunchFusedWP<24, 8>(g, d, sr, pl, one_mul, stream)
+  // The configurations FusedBuilt names (Plan only returns those).
+  const cudaError_t e = pl.warps == 24 ? (pl.parts == 8   ? LaunchFusedWP<24, 8>(g, d, sr, pl, one_mul, stream)
                                         : pl.parts == 6 ? LaunchFusedWP<24, 6>(g, d, sr, pl, one_mul, stream)
                                                         : LaunchFusedWP<24, 4>(g, d, sr, pl, one_mul, stream))
                         : pl.warps == 32 ? LaunchFusedWP<32, 6>(g, d, sr, pl, one_mul, stream)

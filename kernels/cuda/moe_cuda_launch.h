@@ -148,10 +148,10 @@ int DecodePin();
 int KstSlice();
 // The fused one-launch layer for at most kTinyPairs token-slots (moe_cuda_fused.cu): g and d the
 // two GEMMs' arguments as for LaunchGemm (their tile lists unused), out [tokens][hidden], sync
-// kFusedSyncWords zeroed words kept for this stream (the grid barrier's count, the pool's).
-// Returns whether it was launched; false when it does not fit this device (one CTA per SM),
-// MXSERVE_CUDA_MOE_FUSED=off, or the launch was refused (the error cleared; a sticky one exits):
-// the caller then runs the unfused kernels.
+// one zeroed word kept for this stream (the grid barrier's count: GridBarrier leaves it at a
+// multiple of the grid size). Returns whether it was launched; false when
+// it does not fit this device (one CTA per SM), MXSERVE_CUDA_MOE_FUSED=off, or the launch was
+// refused (the error cleared; a sticky one exits): the caller then runs the unfused kernels.
 bool LaunchFusedDecode(const GemmArgs& g, const GemmArgs& d, const SelfRoute& sr, float* out, uint32_t* sync,
                        int tokens, bool one_mul, cudaStream_t stream);
 // Fused layers launched so far in this process (the GPU check asserts the fused path ran where

@@ -40,28 +40,21 @@ struct FusedWork {
   uint32_t ca = 0, cd = 0;
   int ng_gu = 0, ngd = 0;   // row groups of gate_up (2I / 16) and down (H / 16)
   int ntiles = 0;           // held experts hit
-  // The last `pool` gate_up units are in no CTA's range: CTAs whose own gate_up pieces are
-  // computed claim them one unit at a time (FusedArgs::pool_pct; FusedDecodeKernel's kPool).
-  int pool = 0;
 };
-// The gate_up units split over the CTAs: [0, FusedStaticUnits), the pool after them.
-MXSERVE_HD inline int FusedStaticUnits(const FusedWork& w) { return w.ntiles * w.ng_gu - w.pool; }
 // A unit is two 8-row groups of the upload layout (4 kp bytes and 32 bytes of scales per chunk
 // each; kp is even). down_pct weighs the down units' bytes in the split (100: every CTA reads
 // about as many weight bytes; 0: every CTA gets as many gate_up units). A CTA's down groups are
 // its work after the grid barrier, its gate_up units its work before it: with equal bytes the
 // CTAs holding two down groups of 16 rows (of gpt-oss-120b's 180 over 132 CTAs) have the fewest
 // gate_up units, and those holding one the most, so the barrier waits for the latter and the
-// layer's end for the former. pool_pct of the gate_up units (rounded down) go to the pool.
-MXSERVE_HD inline FusedWork FusedWorkOf(const GemmArgs& g, const GemmArgs& d, int ntiles, int down_pct,
-                                        int pool_pct = 0) {
+// layer's end for the former.
+MXSERVE_HD inline FusedWork FusedWorkOf(const GemmArgs& g, const GemmArgs& d, int ntiles, int down_pct) {
   FusedWork w;
   w.ca = uint32_t(g.kp / 2 + 4 * g.chunks);
   w.cd = uint32_t(d.kp / 2 + 4 * d.chunks) * uint32_t(down_pct) / 100u;
   w.ng_gu = g.n >> 4;
   w.ngd = d.n >> 4;
   w.ntiles = ntiles;
-  w.pool = int(uint32_t(ntiles * w.ng_gu) * uint32_t(pool_pct) / 100u);
   return w;
 }
 // One piece of the fused kernel's work: unit (gate_up when gu), its tile and 16-row group, K
@@ -84,9 +77,8 @@ MXSERVE_HD inline void PieceChunks(int q, int parts, int chunks, int& c0, int& c
 MXSERVE_HD inline int PieceWeightBytes(int c0, int c1, int nfull) {
   return (c1 > nfull ? nfull * 512 + 256 : c1 * 512) - c0 * 512;
 }
-// CTA b of G: gate_up units [a0, a1) (of the FusedStaticUnits) and down groups [r0, r1) (all
-// tiles), cut so that every CTA gets about as much work (ca per gate_up unit, cd per down group
-// and tile). The same
+// CTA b of G: gate_up units [a0, a1) and down groups [r0, r1) (all tiles), cut so that every CTA
+// gets about as much work (ca per gate_up unit, cd per down group and tile). The same
 // arithmetic on every CTA makes the ranges chain (a1 of b is a0 of b + 1, unless a range came
 // out empty: then it only repeats units of its neighbour), so every unit is computed, and none
 // is skipped.
@@ -96,7 +88,7 @@ struct FusedRange {
 // All in 32 bits (64-bit divisions are slow subroutines on the GPU, ~2 us of the kernel's
 // critical path): needs FusedFits32 (the plan checks it, for the most tiles).
 MXSERVE_HD inline uint32_t FusedTotal(const FusedWork& w) {
-  return uint32_t(FusedStaticUnits(w)) * w.ca + uint32_t(w.ntiles) * uint32_t(w.ngd) * w.cd;
+  return uint32_t(w.ntiles) * (uint32_t(w.ng_gu) * w.ca + uint32_t(w.ngd) * w.cd);
 }
 inline bool FusedFits32(const FusedWork& w, int G) {
   const uint64_t nt = uint64_t(w.ntiles);
@@ -104,7 +96,7 @@ inline bool FusedFits32(const FusedWork& w, int G) {
          uint64_t(w.ngd) * uint64_t(G + 1) < (uint64_t(1) << 31);
 }
 MXSERVE_HD inline int FusedAStart(const FusedWork& w, int b, int G) {
-  const uint32_t na = uint32_t(FusedStaticUnits(w));
+  const uint32_t na = uint32_t(w.ntiles) * uint32_t(w.ng_gu);
   // (b * ngd / G) * ntiles * cd <= b * total / G, so v >= 0.
   const uint32_t v = uint32_t(b) * FusedTotal(w) / uint32_t(G) -
                      (uint32_t(b) * uint32_t(w.ngd) / uint32_t(G)) * uint32_t(w.ntiles) * w.cd;
@@ -121,16 +113,11 @@ MXSERVE_HD inline FusedRange FusedCtaRange(const FusedWork& w, int b, int G) {
   return r;
 }
 
-// The most gate_up pool units one CTA takes (their partial sums and counts follow the CTA's own
-// in shared memory), and the pool's claim count's word in the fused kernel's workspace (after the
-// grid barrier's, on an L2 line of its own; kFusedSyncWords in all, zeroed once).
-constexpr int kFusedPoolCta = 8, kFusedPoolWord = 32, kFusedSyncWords = 64;
-
 // FusedArgs::stride: CTA b of G takes gate_up units b, b + G, b + 2G, ... (of the
-// FusedStaticUnits), this many, instead of its range [a0, a1): each CTA's weights spread over
-// the whole layer's instead of one stretch of it.
+// ntiles * ng_gu), this many, instead of its range [a0, a1): each CTA's weights spread over the
+// whole layer's instead of one stretch of it.
 MXSERVE_HD inline int FusedStridedUnits(const FusedWork& w, int b, int G) {
-  const uint32_t n = uint32_t(FusedStaticUnits(w));
+  const uint32_t n = uint32_t(w.ntiles) * uint32_t(w.ng_gu);
   return uint32_t(b) < n ? int((n - uint32_t(b) + uint32_t(G) - 1) / uint32_t(G)) : 0;
 }
 
@@ -182,7 +169,7 @@ inline FusedPinned ParseFusedPin(const std::string& s) {
 // The fused kernel's other arguments (moe_cuda_fused.cu sets them).
 struct FusedArgs {
   float* out = nullptr;      // [T][hidden] fp32
-  uint32_t* sync = nullptr;  // [kFusedSyncWords] grid barrier (GridBarrier), pool count; zeroed once
+  uint32_t* sync = nullptr;  // [1] grid barrier: arrivals of every launch (GridBarrier; zeroed once)
   int tokens = 0;
   int depth = 1;             // shared-memory slots per warp
   int deep = 0;              // warps 0 .. deep - 1 have one more (the plan fills what fits)
@@ -192,10 +179,6 @@ struct FusedArgs {
   int groups = 0;            // most down row groups of one CTA
   int down_pct = 100;        // the down units' weight in the grid's split (FusedWorkOf)
   bool stride = false;       // gate_up units strided over the grid (FusedStridedUnits)
-  // The gate_up pool (FusedWork::pool; kPool; MXSERVE_CUDA_MOE_FUSED_POOL, benchmarks): pool_pct
-  // of the units, at most kFusedPoolCta of them per CTA, claimed at FusedPoolCount (0 between
-  // launches); 0: no pool.
-  int pool_pct = 0;
   // A warp asks for its first down pieces once its gate_up pieces are computed, not as soon as a
   // slot is free (MXSERVE_CUDA_MOE_FUSED_DEFER=warp|off): the grid barrier waits for the last
   // CTA's gate_up, and down pieces asked for earlier compete with its pieces for DRAM.
@@ -206,9 +189,6 @@ struct FusedArgs {
   // (where a one-token layer's time goes: docs/PERFORMANCE.md).
   int probe = 0;
 };
-
-// The gate_up pool's claim count: a word of the grid barrier's workspace.
-MXSERVE_HD inline uint32_t* FusedPoolCount(const FusedArgs& f) { return f.sync + kFusedPoolWord; }
 
 // The slots of a CTA of `warps` warps (f.depth each, one more in the first f.deep).
 MXSERVE_HD inline int FusedSlotCount(const FusedArgs& f, int warps) { return warps * f.depth + f.deep; }

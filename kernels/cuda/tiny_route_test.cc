@@ -72,7 +72,7 @@ TEST(TinyRoute, HeldRangeMatchesItsTable) {
 // wherever its down groups alone do not exceed that share.
 // FusedAStart's arithmetic in 64 bits (the obvious twin of the kernel's 32-bit one).
 int AStart64(const FusedWork& w, int b, int G) {
-  const int64_t na = int64_t(w.ntiles) * w.ng_gu - w.pool;
+  const int64_t na = int64_t(w.ntiles) * w.ng_gu;
   const int64_t total = na * w.ca + int64_t(w.ngd) * w.ntiles * w.cd;
   const int64_t v = int64_t(b) * total / G - (int64_t(b) * w.ngd / G) * w.ntiles * w.cd;
   return v <= 0 ? 0 : v / w.ca < na ? int(v / w.ca) : int(na);
@@ -91,14 +91,11 @@ TEST(FusedCtaRange, CoversEveryUnitAndBalancesBytes) {
     w.ng_gu = 1 + rng() % 1000;
     w.ngd = 1 + rng() % 1000;
     w.ntiles = rng() % (kTinyPairs + 1);
-    // The gate_up pool: the last units, in no CTA's range.
-    if (trial % 3 == 1) w.pool = int(rng() % (uint32_t(w.ntiles * w.ng_gu) + 1));
     const int G = 1 + rng() % 200;
     if (!FusedFits32(w, G)) continue;
     ++ran;
     for (int b = 0; b <= G; ++b) ASSERT_EQ(FusedAStart(w, b, G), AStart64(w, b, G)) << "trial " << trial;
-    const int64_t na = int64_t(w.ntiles) * w.ng_gu - w.pool;
-    ASSERT_EQ(FusedStaticUnits(w), na);
+    const int64_t na = int64_t(w.ntiles) * w.ng_gu;
     const double share = double(na * w.ca + int64_t(w.ngd) * w.ntiles * w.cd) / G;
     int next_a = 0, next_r = 0;
     for (int b = 0; b < G; ++b) {
@@ -136,10 +133,6 @@ TEST(FusedCtaRange, CoversEveryUnitAndBalancesBytes) {
   EXPECT_EQ(full.cd, full.ca);
   EXPECT_EQ(half.cd, full.cd / 2);
   EXPECT_EQ(FusedWorkOf(g, d, kTinyPairs, 0).cd, 0u);
-  EXPECT_EQ(full.pool, 0);
-  EXPECT_EQ(FusedWorkOf(g, d, kTinyPairs, 0, 10).pool, 144);
-  EXPECT_EQ(FusedWorkOf(g, d, 3, 0, 15).pool, 1080 * 15 / 100);
-  EXPECT_EQ(FusedWorkOf(g, d, 1, 0, 100).pool, 360);
   EXPECT_EQ(full.ng_gu, 360);
   EXPECT_EQ(full.ngd, 180);
   FusedWork oss;  // gpt-oss-120b, 4 tiles, 132 SMs
@@ -158,8 +151,7 @@ TEST(FusedStridedUnits, EveryUnitOnce) {
     FusedWork w;
     w.ng_gu = 1 + rng() % 400;
     w.ntiles = rng() % (kTinyPairs + 1);
-    if (trial % 2 == 1) w.pool = int(rng() % (uint32_t(w.ntiles * w.ng_gu) + 1));  // (not strided)
-    const int G = 1 + rng() % 200, n = FusedStaticUnits(w);
+    const int G = 1 + rng() % 200, n = w.ntiles * w.ng_gu;
     std::vector<int> seen(n, 0);
     int most = 0, least = n;
     for (int b = 0; b < G; ++b) {
