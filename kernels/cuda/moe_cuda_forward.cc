@@ -257,7 +257,19 @@ struct LayerAccess {
         sr.held_lo = L.held_lo_;
         sr.held_n = L.num_held_;
       }
-      if (internal::LaunchFusedDecode(g, d, sr, out, ws.d_sync_, b.num_tokens, L.small_scales_, stream)) {
+      // With the ids on the host (the worker's path) the route is made here and goes with the
+      // launch: the kernel then reads no ids and lists its pieces while it gathers x.
+      // MXSERVE_CUDA_MOE_FUSED_HOST_ROUTE=off (benchmarks): the kernel routes anyway.
+      static const bool host_route_on =
+          internal::EnvChoice("MXSERVE_CUDA_MOE_FUSED_HOST_ROUTE", {"default", "off"}) == 0;
+      internal::TinyRoute route;
+      const bool host_route = host_route_on && b.host_expert_ids != nullptr;
+      if (host_route) {
+        route = internal::MakeTinyRoute(b.host_expert_ids, sr.pairs, L.local_.data(), sr.experts, sr.held_lo,
+                                        sr.held_n);
+      }
+      if (internal::LaunchFusedDecode(g, d, sr, host_route ? &route : nullptr, out, ws.d_sync_, b.num_tokens,
+                                      L.small_scales_, stream)) {
         return CudaCheck(cudaGetLastError(), "MoeForwardCuda launch");
       }
     }

@@ -165,26 +165,34 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
   Stamp(f, 0);
   // Thread 0 routes: one dependent global read, the ids, when the held experts are one range
   // (SelfRoute::held_n), else two (then the held-index table; reading the whole table into
-  // shared memory in parallel did not shorten the phase: 18:52 call).
+  // shared memory in parallel did not shorten the phase: 18:52 call); with f.host_route it
+  // copies the route from the arguments.
   if (threadIdx.x == 0) {
-    s_route[0] = MakeTinyRoute(sr.ids, sr.pairs, sr.local, sr.experts, sr.held_lo, sr.held_n);
+    s_route[0] = f.host_route ? f.route : MakeTinyRoute(sr.ids, sr.pairs, sr.local, sr.experts, sr.held_lo, sr.held_n);
     for (int i = 0; i < nslots; ++i) MbarInit(&bars[i], 1);
     MbarInit(bias_bar, 32);  // one arrival per lane of the last warp
     FenceMbarInit();
-  } else if (threadIdx.x < 1 + kTinyPairs && threadIdx.x <= sr.pairs) {
-    s_w[threadIdx.x - 1] = __ldg(d.route_w + threadIdx.x - 1);
   }
   for (int i = threadIdx.x; i < f.max_units; i += 32 * kWarps) cnt[i] = 0;
-  // The tokens' rows of x, bf16 in permuted K order (row = token: at most kTinyPairs). (Asking for
-  // the first weight pieces before this gather was slower: docs/PERFORMANCE.md.)
-  {
+  // The routing weights (needed by the down epilogue only), then the tokens' rows of x, bf16 in
+  // permuted K order (row = token: at most kTinyPairs), by threads [i0, i0 + n). (Asking for the
+  // first weight pieces before this gather was slower: docs/PERFORMANCE.md.)
+  auto gather_x = [&](int i0, int n) {
+    const int i = threadIdx.x - i0;
+    const bool wl = i >= 1 && i <= sr.pairs;
+    const float w = wl ? __ldg(d.route_w + i - 1) : 0.f;  // (stored after the gather's loads are sent)
     const int items = g.kp / 8;
-    for (int i = threadIdx.x; i < f.tokens * items; i += 32 * kWarps) {
-      const int r = i / items;
-      GatherItem(sr.x + int64_t(r) * sr.hidden, reinterpret_cast<uint16_t*>(sa + r * f.a_stride), i - r * items,
+    for (int j = i; j < f.tokens * items; j += n) {
+      const int r = j / items;
+      GatherItem(sr.x + int64_t(r) * sr.hidden, reinterpret_cast<uint16_t*>(sa + r * f.a_stride), j - r * items,
                  g.nfull, sr.hidden);
     }
-  }
+    if (wl) s_w[i - 1] = w;
+  };
+  // Warps [0, gather_warps) gather x beside the piece list with a host route (the rest list the
+  // pieces), all of them before it otherwise (the list needs thread 0's route).
+  constexpr int kGatherWarps = kWarps - kWarps / 4;
+  if (!f.host_route) gather_x(0, 32 * kWarps);
   __syncthreads();
   Stamp(f, 1);
   if (f.probe == 5) return;
@@ -256,7 +264,13 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
   auto slot_of = [&](int i) { return warp + kWarps * i; };  // the warp's slot i < depth
   // (Lane 0 asking for its warp's first pieces before the list is written did not pay:
   // docs/PERFORMANCE.md, twenty-first session.)
-  for (int p = threadIdx.x; p < np; p += 32 * kWarps) s_piece[p] = make_piece(p);
+  if (!f.host_route) {
+    for (int p = threadIdx.x; p < np; p += 32 * kWarps) s_piece[p] = make_piece(p);
+  } else if (warp < kGatherWarps) {
+    gather_x(0, 32 * kGatherWarps);
+  } else {
+    for (int p = threadIdx.x - 32 * kGatherWarps; p < np; p += 32 * (kWarps - kGatherWarps)) s_piece[p] = make_piece(p);
+  }
   __syncthreads();
   Stamp(f, 2);
   // Each unit's 16 biases, by the last warp with cp.async (not the copy engine: 64-byte bulk
@@ -608,12 +622,16 @@ std::atomic<uint64_t> g_fused_launches{0};
 
 uint64_t FusedLaunches() { return g_fused_launches.load(std::memory_order_relaxed); }
 
-bool LaunchFusedDecode(const GemmArgs& g, const GemmArgs& d, const SelfRoute& sr, float* out, uint32_t* sync,
-                       int tokens, bool one_mul, cudaStream_t stream) {
+bool LaunchFusedDecode(const GemmArgs& g, const GemmArgs& d, const SelfRoute& sr, const TinyRoute* host_route,
+                       float* out, uint32_t* sync, int tokens, bool one_mul, cudaStream_t stream) {
   FusedPlan pl = Plan(g, d, tokens);
   if (pl.warps == 0 || sr.pairs > kTinyPairs || tokens > kTinyPairs) return false;
   pl.f.out = out;
   pl.f.sync = sync;
+  if (host_route != nullptr) {
+    pl.f.host_route = true;
+    pl.f.route = *host_route;
+  }
 
   // The configurations FusedBuilt names (Plan only returns those).
   const cudaError_t e = pl.warps == 24 ? (pl.parts == 8   ? LaunchFusedWP<24, 8>(g, d, sr, pl, one_mul, stream)

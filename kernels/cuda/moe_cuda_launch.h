@@ -12,6 +12,7 @@ namespace mxserve::kernels::cuda::internal {
 
 struct GemmArgs;
 struct SelfRoute;
+struct TinyRoute;
 
 // Programmatic dependent launch is used between the kernels of one call unless
 // MXSERVE_CUDA_MOE_PDL=0 (benchmarks compare the two).
@@ -147,13 +148,14 @@ int DecodePin();
 // decode kernel is pinned.
 int KstSlice();
 // The fused one-launch layer for at most kTinyPairs token-slots (moe_cuda_fused.cu): g and d the
-// two GEMMs' arguments as for LaunchGemm (their tile lists unused), out [tokens][hidden], sync
+// two GEMMs' arguments as for LaunchGemm (their tile lists unused), host_route the batch's route
+// made on the host from its ids (MakeTinyRoute; null: the kernel routes), out [tokens][hidden], sync
 // one zeroed word kept for this stream (the grid barrier's count: GridBarrier leaves it at a
 // multiple of the grid size). Returns whether it was launched; false when
 // it does not fit this device (one CTA per SM), MXSERVE_CUDA_MOE_FUSED=off, or the launch was
 // refused (the error cleared; a sticky one exits): the caller then runs the unfused kernels.
-bool LaunchFusedDecode(const GemmArgs& g, const GemmArgs& d, const SelfRoute& sr, float* out, uint32_t* sync,
-                       int tokens, bool one_mul, cudaStream_t stream);
+bool LaunchFusedDecode(const GemmArgs& g, const GemmArgs& d, const SelfRoute& sr, const TinyRoute* host_route,
+                       float* out, uint32_t* sync, int tokens, bool one_mul, cudaStream_t stream);
 // Fused layers launched so far in this process (the GPU check asserts the fused path ran where
 // it should: it falls back silently otherwise).
 uint64_t FusedLaunches();

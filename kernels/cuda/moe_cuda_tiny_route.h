@@ -166,6 +166,15 @@ inline FusedPinned ParseFusedPin(const std::string& s) {
   return p;
 }
 
+// What the routing kernel writes for such a batch with 8-row tiles: one tile per held expert
+// hit, in ascending held index, its rows in slot order (the routing kernel's order within an
+// expert is arbitrary; every row is computed independently, so nothing depends on it).
+struct TinyRoute {
+  int ntiles = 0;
+  int e[kTinyPairs] = {}, row0[kTinyPairs] = {}, rows[kTinyPairs] = {};  // per tile
+  int sorted[kTinyPairs] = {};  // row -> slot
+};
+
 // The fused kernel's other arguments (moe_cuda_fused.cu sets them).
 struct FusedArgs {
   float* out = nullptr;      // [T][hidden] fp32
@@ -188,6 +197,10 @@ struct FusedArgs {
   // routing, 6 exit at once; 7 (right results) timestamps of the phases (FusedStampsReport)
   // (where a one-token layer's time goes: docs/PERFORMANCE.md).
   int probe = 0;
+  // host_route: the batch's route, made on the host from its ids (CudaMoeBatch::host_expert_ids,
+  // the worker's path), so the kernel reads no ids and lists its pieces while it gathers x.
+  bool host_route = false;
+  TinyRoute route{};
 };
 
 // The slots of a CTA of `warps` warps (f.depth each, one more in the first f.deep).
@@ -203,15 +216,6 @@ inline bool FusedSlots(size_t room, int slot_bytes, int warps, int depth, FusedA
   f.deep = n % warps;
   return true;
 }
-
-// What the routing kernel writes for such a batch with 8-row tiles: one tile per held expert
-// hit, in ascending held index, its rows in slot order (the routing kernel's order within an
-// expert is arbitrary; every row is computed independently, so nothing depends on it).
-struct TinyRoute {
-  int ntiles = 0;
-  int e[kTinyPairs] = {}, row0[kTinyPairs] = {}, rows[kTinyPairs] = {};  // per tile
-  int sorted[kTinyPairs] = {};  // row -> slot
-};
 
 // The held index of global expert id e: -1 when out of range or not held; with held_n >= 0 the
 // held experts are exactly [held_lo, held_lo + held_n) (a worker holding one contiguous range, or
