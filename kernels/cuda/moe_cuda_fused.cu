@@ -175,10 +175,10 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
   }
   for (int i = threadIdx.x; i < f.max_units; i += 32 * kWarps) cnt[i] = 0;
   // The routing weights (needed by the down epilogue only), then the tokens' rows of x, bf16 in
-  // permuted K order (row = token: at most kTinyPairs), by threads [i0, i0 + n). (Asking for the
-  // first weight pieces before this gather was slower: docs/PERFORMANCE.md.)
-  auto gather_x = [&](int i0, int n) {
-    const int i = threadIdx.x - i0;
+  // permuted K order (row = token: at most kTinyPairs), by threads [0, n). (Asking for the first
+  // weight pieces before this gather was slower: docs/PERFORMANCE.md.)
+  auto gather_x = [&](int n) {
+    const int i = threadIdx.x;
     const bool wl = i >= 1 && i <= sr.pairs;
     const float w = wl ? __ldg(d.route_w + i - 1) : 0.f;  // (stored after the gather's loads are sent)
     const int items = g.kp / 8;
@@ -189,10 +189,10 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
     }
     if (wl) s_w[i - 1] = w;
   };
-  // Warps [0, gather_warps) gather x beside the piece list with a host route (the rest list the
-  // pieces), all of them before it otherwise (the list needs thread 0's route).
+  // With a host route warps [0, kGatherWarps) gather x while the rest list the pieces; otherwise
+  // all of them gather x first (the list needs thread 0's route).
   constexpr int kGatherWarps = kWarps - kWarps / 4;
-  if (!f.host_route) gather_x(0, 32 * kWarps);
+  if (!f.host_route) gather_x(32 * kWarps);
   __syncthreads();
   Stamp(f, 1);
   if (f.probe == 5) return;
@@ -212,17 +212,18 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
   // seventeenth session: 1.5 % of the one-token layer).
   using Piece = FusedPiece;
   if (threadIdx.x < prow) s_tok[threadIdx.x] = rt.sorted[threadIdx.x] / sr.top_k;
-  // K part `part` of the unit of tile and 16-row group grp (unit: its index in shared memory).
-  auto unit_piece = [&](bool gu, int tile, int grp, int part, int unit) {
+  auto make_piece = [&](int p) {
     Piece pc;
-    pc.unit = unit;
-    pc.gu = gu;
-    pc.tile = tile;
-    pc.grp = grp;
-    pc.part = part;
+    pc.unit = p / kParts;
+    pc.gu = pc.unit < na;
+    pc.part = p % kParts;
+    const int v = pc.unit - na;
+    const int ua = f.stride ? int(blockIdx.x) + pc.unit * int(gridDim.x) : range.a0 + pc.unit;  // gate_up
+    pc.tile = pc.gu ? ua / work.ng_gu : v % max(nt, 1);
+    pc.grp = pc.gu ? ua % work.ng_gu : range.r0 + v / max(nt, 1);
     // (selects, not a reference to g or d: that would copy both arguments to local memory)
     const int chunks = pc.gu ? g.chunks : d.chunks;
-    PieceChunks(part, kParts, chunks, pc.c0, pc.c1);
+    PieceChunks(pc.part, kParts, chunks, pc.c0, pc.c1);
     pc.wb = PieceWeightBytes(pc.c0, pc.c1, pc.gu ? g.nfull : d.nfull);
     pc.b_off = 4 * (pc.gu ? g.kp : d.kp);  // one 8-row group's weights
     pc.sc_off = 32 * chunks;               // and scales
@@ -230,12 +231,6 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
     pc.q = (pc.gu ? g.q : d.q) + ga * pc.b_off + pc.c0 * 512;
     pc.sc = (pc.gu ? g.sc : d.sc) + ga * pc.sc_off + pc.c0 * 32;
     return pc;
-  };
-  auto make_piece = [&](int p) {
-    const int u = p / kParts, v = u - na;
-    const int ua = f.stride ? int(blockIdx.x) + u * int(gridDim.x) : range.a0 + u;  // gate_up
-    return u < na ? unit_piece(true, ua / work.ng_gu, ua % work.ng_gu, p % kParts, u)
-                  : unit_piece(false, v % max(nt, 1), range.r0 + v / max(nt, 1), p % kParts, u);
   };
   // A piece in its slot: group A's and group B's weights of chunks [c0, c1), wb bytes each, then
   // their scales, sb bytes each.
@@ -264,12 +259,11 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
   auto slot_of = [&](int i) { return warp + kWarps * i; };  // the warp's slot i < depth
   // (Lane 0 asking for its warp's first pieces before the list is written did not pay:
   // docs/PERFORMANCE.md, twenty-first session.)
-  if (!f.host_route) {
-    for (int p = threadIdx.x; p < np; p += 32 * kWarps) s_piece[p] = make_piece(p);
-  } else if (warp < kGatherWarps) {
-    gather_x(0, 32 * kGatherWarps);
+  if (f.host_route && warp < kGatherWarps) {
+    gather_x(32 * kGatherWarps);
   } else {
-    for (int p = threadIdx.x - 32 * kGatherWarps; p < np; p += 32 * (kWarps - kGatherWarps)) s_piece[p] = make_piece(p);
+    const int first = f.host_route ? 32 * kGatherWarps : 0;  // the listing threads [first, 32 kWarps)
+    for (int p = threadIdx.x - first; p < np; p += 32 * kWarps - first) s_piece[p] = make_piece(p);
   }
   __syncthreads();
   Stamp(f, 2);
