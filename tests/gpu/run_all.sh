@@ -11,7 +11,8 @@
 # then, on the GPU machine from the repo root: tests/gpu/run_all.sh [STEP]...
 # Steps: check (PASS/FAIL per case; CHECK_ONLY="<shape> ..." for some), checkdecode (the small shapes
 # with each other decode kernel pinned), sanitize (compute-sanitizer
-# memcheck on two small shapes), bench (gpt-oss-120b + same-run baselines incl. triton_kernels'
+# memcheck on two small shapes), racecheck (the fused kernel, and its partial exchange alone),
+# bench (gpt-oss-120b + same-run baselines incl. triton_kernels'
 # matmul_ogs: one table),
 # paths (each kernel configuration pinned, auto for kAuto; PATH_SHAPE, PATH_TOKENS, PATHS), decode (the decode kernel variants side by side),
 # wgmmacfg (the wgmma configurations checked and timed), fused (the one-launch layer at <= 4
@@ -99,6 +100,21 @@ for s in $steps; do
       compute-sanitizer --tool memcheck --error-exitcode 9 $B/mxserve-gpu-moe-check half-held \
         > "$OUT/memcheck2.txt" 2>&1; r=$?
       tail -2 "$OUT/memcheck2.txt"; echo "memcheck half-held rc=$r"; [ $r -eq 0 ] || rc=1 ;;
+    racecheck)
+      # racecheck on the fused kernel (host route, kernel route) and the unfused kernels, then on
+      # its partial exchange alone (racecheck_pattern.cu: atomic, barrier control, real race).
+      for v in MXSERVE_CUDA_MOE_FUSED_HOST_ROUTE=default MXSERVE_CUDA_MOE_FUSED_HOST_ROUTE=off MXSERVE_CUDA_MOE_FUSED=off; do
+        f="$OUT/racecheck_$(echo "${v#MXSERVE_CUDA_MOE_}" | tr '=A-Z' '_a-z').txt"
+        env "$v" timeout ${RACECHECK_TIMEOUT:-300} compute-sanitizer --tool racecheck --print-limit 4 \
+          --error-exitcode 9 $B/mxserve-gpu-moe-check fused-k1 > "$f" 2>&1
+        echo "racecheck fused-k1 $v rc=$? $(grep -c '^PASS' "$f") PASS $(grep -c '^FAIL' "$f") FAIL; $(tail -n 1 "$f")"
+        grep -o 'moe_cuda_[a-z_]*\.cu:[0-9]*' "$f" | sort | uniq -c | head -8
+      done
+      for m in atomic barrier none; do
+        compute-sanitizer --tool racecheck --print-limit 2 $B/mxserve-gpu-racecheck-pattern $m \
+          > "$OUT/racecheck_pattern_$m.txt" 2>&1
+        echo "racecheck pattern $m: $(grep 'sums' "$OUT/racecheck_pattern_$m.txt"); $(tail -n 1 "$OUT/racecheck_pattern_$m.txt")"
+      done ;;
     bench)
       $B/mxserve-bench-moe-gpu "$OUT/ours.csv" ${BENCH_SHAPES:-gpt-oss-120b} ${BENCH_TOKENS:-1,4,16,64,256,1024,4096,16384} \
         2>&1 | tee "$OUT/bench.txt" || rc=1
