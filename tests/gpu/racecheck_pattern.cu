@@ -7,12 +7,20 @@
 //   barrier the same exchange ordered by __syncthreads (racecheck's own synchronization: control);
 //   none    the warp of the last part reads the others' partials unordered (a real race:
 //           racecheck must report it; the sums may still come out right).
+// And the K-streamed decode kernel's stage ring (moe_cuda_decode_kst.cu): one producer thread
+// fills S = 2 stages by bulk copies completing a `full` mbarrier; 4 consumer warps read a stage,
+// __syncwarp, and release it on an `empty` mbarrier before the producer refills it:
+//   ring     lane 0 of each warp arrives (the kernel's: empty counts warps);
+//   ring-all every lane arrives (empty counts threads);
+//   ring-no  lane 0 releases the stage before the warp reads it (a real race).
 // Prints "<mode> sums ok" or "<mode> sums WRONG n" and exits 1 on a wrong sum. Run by
 // tests/gpu/run_all.sh racecheck under compute-sanitizer --tool racecheck.
 #include <cuda_runtime.h>
 
 #include <cstdio>
 #include <cstring>
+
+#include "kernels/cuda/moe_cuda_gemm.cuh"
 
 namespace {
 
@@ -57,16 +65,70 @@ __global__ void Exchange(int mode, float* out) {
   }
 }
 
+constexpr int kUses = 16, kStageInts = 32 * 4, kConsumers = 4;
+
+// Use q's stage holds src[q * kStageInts ...]; consumer warp w adds lane's 4 ints of it.
+__global__ void Ring(int mode, const int* src, int* out) {
+  using namespace mxserve::kernels::cuda::internal;
+  __shared__ __align__(128) int stage_buf[2][kStageInts];
+  __shared__ uint64_t full[2], empty[2];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < 2; ++i) MbarInit(&full[i], 1), MbarInit(&empty[i], mode == 4 ? 32 * kConsumers : kConsumers);
+    FenceMbarInit();
+  }
+  __syncthreads();
+  if (warp == kConsumers) {
+    if (lane != 0) return;
+    for (int q = 0; q < kUses; ++q) {
+      if (q >= 2) MbarWait(&empty[q % 2], ((q / 2) & 1) ^ 1u);
+      MbarExpectTx(&full[q % 2], kStageInts * 4);
+      BulkCopyG2S(stage_buf[q % 2], src + q * kStageInts, kStageInts * 4, &full[q % 2]);
+    }
+    return;
+  }
+  int sum = 0;
+  for (int q = 0; q < kUses; ++q) {
+    MbarWait(&full[q % 2], (q / 2) & 1);
+    if (mode == 5 && lane == 0) MbarArrive(&empty[q % 2]);
+    for (int i = 0; i < 4; ++i) sum += stage_buf[q % 2][lane * 4 + i];
+    __syncwarp();
+    if (mode == 4 || (mode == 3 && lane == 0)) MbarArrive(&empty[q % 2]);
+  }
+  out[warp * 32 + lane] = sum;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  const char* names[] = {"atomic", "barrier", "none"};
+  const char* names[] = {"atomic", "barrier", "none", "ring", "ring-all", "ring-no"};
   int mode = -1;
-  for (int m = 0; m < 3 && argc == 2; ++m)
+  for (int m = 0; m < 6 && argc == 2; ++m)
     if (std::strcmp(argv[1], names[m]) == 0) mode = m;
   if (mode < 0) {
-    std::fprintf(stderr, "usage: %s atomic|barrier|none\n", argv[0]);
+    std::fprintf(stderr, "usage: %s atomic|barrier|none|ring|ring-all|ring-no\n", argv[0]);
     return 2;
+  }
+  if (mode >= 3) {
+    int h_src[kUses * kStageInts];
+    for (int i = 0; i < kUses * kStageInts; ++i) h_src[i] = i % 977;
+    int *src = nullptr, *out = nullptr;
+    if (cudaMalloc(&src, sizeof(h_src)) != cudaSuccess || cudaMalloc(&out, kConsumers * 32 * 4) != cudaSuccess) return 3;
+    cudaMemcpy(src, h_src, sizeof(h_src), cudaMemcpyHostToDevice);
+    Ring<<<1, 32 * (kConsumers + 1)>>>(mode, src, out);
+    int h[kConsumers * 32];
+    if (cudaMemcpy(h, out, sizeof(h), cudaMemcpyDeviceToHost) != cudaSuccess) return 3;
+    int wrong = 0;
+    for (int w = 0; w < kConsumers; ++w)
+      for (int l = 0; l < 32; ++l) {
+        int want = 0;
+        for (int q = 0; q < kUses; ++q)
+          for (int i = 0; i < 4; ++i) want += h_src[q * kStageInts + l * 4 + i];
+        wrong += h[w * 32 + l] != want;
+      }
+    std::printf("%s sums %s", names[mode], wrong == 0 ? "ok\n" : "WRONG ");
+    if (wrong != 0) std::printf("%d\n", wrong);
+    return wrong == 0 || mode == 5 ? 0 : 1;
   }
   float* d = nullptr;
   if (cudaMalloc(&d, kUnits * 32 * sizeof(float)) != cudaSuccess) return 3;

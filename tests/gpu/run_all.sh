@@ -102,7 +102,8 @@ for s in $steps; do
       tail -2 "$OUT/memcheck2.txt"; echo "memcheck half-held rc=$r"; [ $r -eq 0 ] || rc=1 ;;
     racecheck)
       # racecheck on the fused kernel (host route, kernel route) and the unfused kernels, then on
-      # its partial exchange alone (racecheck_pattern.cu: atomic, barrier control, real race).
+      # its partial exchange and the kst kernels' stage ring alone (racecheck_pattern.cu: each with
+      # a real race beside it).
       for v in MXSERVE_CUDA_MOE_FUSED_HOST_ROUTE=default MXSERVE_CUDA_MOE_FUSED_HOST_ROUTE=off MXSERVE_CUDA_MOE_FUSED=off; do
         f="$OUT/racecheck_$(echo "${v#MXSERVE_CUDA_MOE_}" | tr '=A-Z' '_a-z').txt"
         env "$v" timeout ${RACECHECK_TIMEOUT:-300} compute-sanitizer --tool racecheck --print-limit 4 \
@@ -110,8 +111,8 @@ for s in $steps; do
         echo "racecheck fused-k1 $v rc=$? $(grep -c '^PASS' "$f") PASS $(grep -c '^FAIL' "$f") FAIL; $(tail -n 1 "$f")"
         grep -o 'moe_cuda_[a-z_]*\.cu:[0-9]*' "$f" | sort | uniq -c | head -8
       done
-      for m in atomic barrier none; do
-        compute-sanitizer --tool racecheck --print-limit 2 $B/mxserve-gpu-racecheck-pattern $m \
+      for m in atomic barrier none ring ring-all ring-no; do
+        timeout 60 compute-sanitizer --tool racecheck --print-limit 2 $B/mxserve-gpu-racecheck-pattern $m \
           > "$OUT/racecheck_pattern_$m.txt" 2>&1
         echo "racecheck pattern $m: $(grep 'sums' "$OUT/racecheck_pattern_$m.txt"); $(tail -n 1 "$OUT/racecheck_pattern_$m.txt")"
       done ;;
