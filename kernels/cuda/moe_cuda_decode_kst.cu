@@ -121,7 +121,7 @@ __global__ void __launch_bounds__(32 * kW + 32, kCb) DecodeKstKernel(const __gri
   if (threadIdx.x == 0) {
     for (int i = 0; i < S; ++i) {
       MbarInit(&full[i], 1);
-      MbarInit(&empty[i], kW);
+      MbarInit(&empty[i], 32 * kW);  // every consumer lane
     }
     FenceMbarInit();
   }
@@ -260,8 +260,10 @@ __global__ void __launch_bounds__(32 * kW + 32, kCb) DecodeKstKernel(const __gri
           }
         }
       }
-      __syncwarp();
-      if (lane == 0) MbarArrive(&empty[stage]);
+      // Every lane releases the stage after its own reads (empty counts threads): ordered for
+      // racecheck too, which does not see a __syncwarp then lane 0's arrival as ordering the other
+      // lanes' reads before the producer's refill (tests/gpu/racecheck_pattern.cu, ring).
+      MbarArrive(&empty[stage]);
       if (++stage == S) stage = 0, phase ^= 1u;
     }
     // The loads above, after the slices (kLate). Written out again rather than shared through a
