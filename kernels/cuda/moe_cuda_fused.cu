@@ -32,11 +32,6 @@ __device__ __forceinline__ uint32_t AtomIncAcqRelGpu(uint32_t* p, uint32_t lim) 
   asm volatile("atom.acq_rel.gpu.global.inc.u32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(lim) : "memory");
   return old;
 }
-__device__ __forceinline__ int AtomAddAcqRelCta(int* p, int v) {
-  int old;
-  asm volatile("atom.acq_rel.cta.shared::cta.add.u32 %0, [%1], %2;" : "=r"(old) : "r"(SmemAddr(p)), "r"(v) : "memory");
-  return old;
-}
 
 // MXSERVE_CUDA_MOE_FUSED_PROBE=stamps: %globaltimer (ns) of thread 0 of each CTA at the phase
 // boundaries of the last call, read back by FusedStampsReport.

@@ -60,6 +60,13 @@ __device__ __forceinline__ void CpAsyncWaitAll() {
 __device__ __forceinline__ uint32_t SmemAddr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
+// old = *p; *p += v, acquire and release at CTA scope (a shared-memory count that publishes the
+// stores ordered before it; racecheck does not model this ordering: tests/gpu/racecheck_pattern.cu).
+__device__ __forceinline__ int AtomAddAcqRelCta(int* p, int v) {
+  int old;
+  asm volatile("atom.acq_rel.cta.shared::cta.add.u32 %0, [%1], %2;" : "=r"(old) : "r"(SmemAddr(p)), "r"(v) : "memory");
+  return old;
+}
 __device__ __forceinline__ void MbarInit(uint64_t* bar, uint32_t count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(SmemAddr(bar)), "r"(count) : "memory");
 }

@@ -11,7 +11,7 @@
 # then, on the GPU machine from the repo root: tests/gpu/run_all.sh [STEP]...
 # Steps: check (PASS/FAIL per case; CHECK_ONLY="<shape> ..." for some), checkdecode (the small shapes
 # with each other decode kernel pinned), sanitize (compute-sanitizer
-# memcheck on two small shapes), racecheck (the fused kernel, and its partial exchange alone),
+# memcheck on two small shapes), racecheck (fused-k1 fused and unfused, and racecheck_pattern's orderings alone),
 # bench (gpt-oss-120b + same-run baselines incl. triton_kernels'
 # matmul_ogs: one table),
 # paths (each kernel configuration pinned, auto for kAuto; PATH_SHAPE, PATH_TOKENS, PATHS), decode (the decode kernel variants side by side),
