@@ -27,6 +27,7 @@
 
 #include <cstdint>
 #include <iterator>
+#include <type_traits>
 
 #include "kernels/cuda/env_choice.h"
 #include "kernels/cuda/moe_cuda_gemm.cuh"
@@ -90,11 +91,79 @@ __device__ __forceinline__ void ProduceChunks(uint8_t* smem, uint64_t* full_bar,
   }
 }
 
+// One chunk of a consumer warpgroup's main loop, from the stage at sbase: a full 128-K chunk
+// (kKind kFullChunk), the 64-K tail chunk (kTailChunk: two blocks), or either as `full` says
+// (kAnyChunk). release: the warpgroup's leader arrives on the empty barrier of the stage before
+// `stage` (of S at empty0) once this chunk's first block has been issued and the block before it
+// (that stage's last) has completed.
+enum ChunkKind { kTailChunk, kFullChunk, kAnyChunk };
+template <int BN, int NC, int S, bool kOneMul, int BW, int kKind>
+__device__ __forceinline__ void ConsumeChunk(float (&acc)[BN / 2], uint32_t sbase, int lg, int lane, int g,
+                                             bool full_arg, bool release, uint32_t empty0, int stage) {
+  const bool full = kKind == kAnyChunk ? full_arg : kKind == kFullChunk;
+  constexpr uint32_t kSlab = BN * 128;
+  constexpr uint32_t kTWBytes = TWBytes<NC>(), kTTokOff = TTokOff<NC>();
+  uint4 q[2];
+  uint32_t sw[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const uint32_t wa = sbase + (lg + r) * 512;
+    if (full) {
+      asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];"
+                   : "=r"(q[r].x), "=r"(q[r].y), "=r"(q[r].z), "=r"(q[r].w) : "r"(wa + lane * 16));
+    } else {
+      asm volatile("ld.shared.v2.u32 {%0,%1}, [%2];" : "=r"(q[r].x), "=r"(q[r].y) : "r"(wa + lane * 8));
+      q[r].z = q[r].w = 0;
+    }
+    asm volatile("ld.shared.u32 %0, [%1];" : "=r"(sw[r]) : "r"(sbase + kTWBytes + (lg + r) * 32 + g * 4));
+    if (kOneMul) sw[r] += 0x7E7E7E7Eu;
+  }
+  const uint32_t dlo0 = SmemDescLo(sbase + kTTokOff);
+  // kG blocks per wgmma group (one fence, one commit and one wait per group): two in the peeled
+  // loops (a full chunk is two groups, the tail one) where five or fewer consumer warpgroups leave
+  // the registers for two groups' A operands (at six, ptxas serializes the wgmma: C7512), else one.
+  constexpr int kG = kKind == kAnyChunk || NC > 5 ? 1 : 2;
+#pragma unroll
+  for (int b0 = 0; b0 < 4; b0 += kG) {
+    if (b0 < 2 || full) {
+      uint32_t ra[kG][2][4];
+#pragma unroll
+      for (int i = 0; i < kG; ++i) {
+        const int b = b0 + i;
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          const uint32_t w = b == 0 ? q[r].x : b == 1 ? q[r].y : b == 2 ? q[r].z : q[r].w;
+          DecodeScaledPre<kOneMul>(w, sw[r], b, ra[i][r]);
+        }
+      }
+      WgmmaFence();
+#pragma unroll
+      for (int i = 0; i < kG; ++i) {
+        const int b = b0 + i;
+        // Slab b >> 1 of the stage, the k32 block's half (b & 1), the k16 step st: 16-byte units.
+        const uint32_t dlo = dlo0 + (b >> 1) * (kSlab >> 4) + (b & 1) * 4;
+#pragma unroll
+        for (int st = 0; st < 2; ++st) {
+          WgmmaRs<BW>(reinterpret_cast<float(&)[BW / 2]>(acc), ra[i][0][2 * st], ra[i][1][2 * st],
+                      ra[i][0][2 * st + 1], ra[i][1][2 * st + 1], SmemDescOf(dlo + 2 * st));
+        }
+      }
+      WgmmaCommit();
+      WgmmaWait<1>();
+      if (b0 == 0 && release) MbarArriveAt(empty0 + 8 * (stage == 0 ? S - 1 : stage - 1));
+    }
+  }
+}
+
 // One consumer warpgroup's main loop over a tile's chunks from the ring at (stage, phase),
 // advanced past them (base0 / full0 / empty0: shared addresses of the stages and the barriers; lg:
 // the warp's first row group in a stage). Each chunk's stage is released (by the warpgroup's
 // leader) at the next chunk's first block, once the block before has completed; the last chunk's
 // stage stays held: the caller releases it after its WgmmaWait<0>, or never (one tile per CTA).
+// At tile heights up to 16 rows the full chunks run in one loop and the tail chunk after it, so
+// that neither carries the other's branches and addresses (~10 instructions a chunk); at larger
+// heights the second copy of the loop costs ptxas the registers to overlap the wgmma (C7512), so
+// one loop takes both kinds.
 // BW (<= BN): the wgmma's token columns, a prefix of the stage's BN-row slabs and of acc (an m64nW
 // accumulator fragment is the first W / 2 registers of the m64nBN one): a tile of fewer rows than
 // BN need not pay the tensor work of all BN.
@@ -102,56 +171,22 @@ template <int BN, int NC, int S, bool kOneMul, int BW = BN>
 __device__ __forceinline__ void ConsumeChunks(float (&acc)[BN / 2], const GemmArgs& p, uint32_t base0,
                                               uint32_t full0, uint32_t empty0, int lg, int lane, int g,
                                               bool leader, int& stage, uint32_t& phase) {
-  constexpr uint32_t kStage = TStageBytes<BN, NC>(), kSlab = BN * 128;
-  constexpr uint32_t kTWBytes = TWBytes<NC>(), kTTokOff = TTokOff<NC>();
-  for (int c = 0; c < p.chunks; ++c) {
+  constexpr uint32_t kStage = TStageBytes<BN, NC>();
+  auto chunk = [&](auto kind, int c) {
     MbarWaitAt(full0 + 8 * stage, phase);
-    const uint32_t sbase = base0 + stage * kStage;
-    const bool full = c < p.nfull;
-    uint4 q[2];
-    uint32_t sw[2];
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const uint32_t wa = sbase + (lg + r) * 512;
-      if (full) {
-        asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];"
-                     : "=r"(q[r].x), "=r"(q[r].y), "=r"(q[r].z), "=r"(q[r].w) : "r"(wa + lane * 16));
-      } else {
-        asm volatile("ld.shared.v2.u32 {%0,%1}, [%2];" : "=r"(q[r].x), "=r"(q[r].y) : "r"(wa + lane * 8));
-        q[r].z = q[r].w = 0;
-      }
-      asm volatile("ld.shared.u32 %0, [%1];" : "=r"(sw[r]) : "r"(sbase + kTWBytes + (lg + r) * 32 + g * 4));
-      if (kOneMul) sw[r] += 0x7E7E7E7Eu;
-    }
-    const uint32_t dlo0 = SmemDescLo(sbase + kTTokOff);
-#pragma unroll
-    for (int b = 0; b < 4; ++b) {
-      if (b < 2 || full) {
-        uint32_t ra[2][4];
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          const uint32_t w = b == 0 ? q[r].x : b == 1 ? q[r].y : b == 2 ? q[r].z : q[r].w;
-          DecodeScaledPre<kOneMul>(w, sw[r], b, ra[r]);
-        }
-        WgmmaFence();
-        // Slab b >> 1 of the stage, the k32 block's half (b & 1), the k16 step st: 16-byte units.
-        const uint32_t dlo = dlo0 + (b >> 1) * (kSlab >> 4) + (b & 1) * 4;
-#pragma unroll
-        for (int st = 0; st < 2; ++st) {
-          WgmmaRs<BW>(reinterpret_cast<float(&)[BW / 2]>(acc), ra[0][2 * st], ra[1][2 * st], ra[0][2 * st + 1],
-                      ra[1][2 * st + 1], SmemDescOf(dlo + 2 * st));
-        }
-        WgmmaCommit();
-        WgmmaWait<1>();
-        // The block before this one is complete; at a chunk's first block that was the previous
-        // chunk's last: release its stage.
-        if (b == 0 && c > 0 && leader) MbarArriveAt(empty0 + 8 * (stage == 0 ? S - 1 : stage - 1));
-      }
-    }
+    ConsumeChunk<BN, NC, S, kOneMul, BW, decltype(kind)::value>(acc, base0 + stage * kStage, lg, lane, g,
+                                                               c < p.nfull, c > 0 && leader, empty0, stage);
     if (++stage == S) {
       stage = 0;
       phase ^= 1;
     }
+  };
+  if constexpr (BN <= 16) {
+    const int nfull = min(p.nfull, p.chunks);
+    for (int c = 0; c < nfull; ++c) chunk(std::integral_constant<int, kFullChunk>{}, c);
+    if (p.chunks > nfull) chunk(std::integral_constant<int, kTailChunk>{}, nfull);
+  } else {
+    for (int c = 0; c < p.chunks; ++c) chunk(std::integral_constant<int, kAnyChunk>{}, c);
   }
 }
 
@@ -354,7 +389,9 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1)
   const int warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int lg = wg * 8 + warp * 2;
   uint32_t base0 = SmemAddr(smem), full0 = SmemAddr(&full_bar[0]), empty0 = SmemAddr(&empty_bar[0]);
-  asm volatile("" : "+r"(base0), "+r"(full0), "+r"(empty0));
+  // Opaque to ptxas at the larger heights (their schedule was tuned so); at 8 and 16 rows ptxas
+  // does better with them in view (256 tokens of gpt-oss-120b: ~0.8 %, docs/PERFORMANCE.md).
+  if constexpr (BN > 16) asm volatile("" : "+r"(base0), "+r"(full0), "+r"(empty0));
   const bool leader = (threadIdx.x & 127) == 0;
   int stage = 0, j = 0;
   uint32_t phase = 0;
@@ -430,7 +467,11 @@ int LaunchWgmmaTmaGemm(const GemmArgs& a, bool gate_up, bool one_mul, int bn, in
   if (const int r = EncodeActivationSlabs(a, bn, &tmap); r != 0) return r;
   switch (bn) {
     case 8: return LaunchTH<8, 6>(tmap, a, gate_up, one_mul, max_tiles, persist, stream);
-    case 16: return LaunchTH<16, 6>(tmap, a, gate_up, one_mul, max_tiles, persist, stream);
+    // 16 rows persistent (kAuto's wgmma16): five consumer warpgroups, not six, so that each
+    // wgmma group can span two blocks (ConsumeChunk's kG) and gpt-oss's 2880 rows are nine whole
+    // 320-row column blocks (at 384 the last streamed half a block of the next expert's rows):
+    // 256 tokens of gpt-oss-120b 0.575 -> 0.520 ms (docs/PERFORMANCE.md, twenty-fourth session).
+    case 16: return LaunchTH<16, 6, 5>(tmap, a, gate_up, one_mul, max_tiles, persist, stream);
     case 24: return LaunchTH<24, 6>(tmap, a, gate_up, one_mul, max_tiles, persist, stream);
     case 32: return LaunchTH<32, 6>(tmap, a, gate_up, one_mul, max_tiles, persist, stream);
     case 40: return LaunchTH<40, 6>(tmap, a, gate_up, one_mul, max_tiles, persist, stream);
