@@ -57,10 +57,10 @@ Mix MixSetting() {
 // Where kAuto takes 16- or 24-row tiles of one height, the TMA-fed wgmma kernel at that height
 // (wgmma16, wgmma24) runs instead of the K-streamed decode kernel: faster in 9 of the 10 same-call
 // comparisons of the 2026-12-01 11:24 call (gpt-oss-120b at 64, 256 and 1024 tokens, Kimi-K2-like
-// at 256 and 1024; wgmma16/decode16 0.92-1.007, wgmma24/decode24 0.75-0.90). The cost model is not
-// refitted to them (tile_choice.h): its heights stay decode16's and decode24's. A two-height mix
-// keeps the decode kernel (both heights must read one operand order). =off: the decode kernel
-// (benchmarks compare).
+// at 256 and 1024; wgmma16/decode16 0.92-1.007, wgmma24/decode24 0.75-0.90). The cost model's
+// heights stay decode16's and decode24's; decode16 alone is costed as wgmma16 when kAuto weighs
+// it against a mix (tile_choice.h, alone_ps). A two-height mix keeps the decode kernel (both
+// heights must read one operand order). =off: the decode kernel (benchmarks compare).
 bool DecodeWgmmaSetting() {
   static const bool on = EnvChoice("MXSERVE_CUDA_MOE_DECODE_WGMMA", {"default", "off"}) == 0;
   return on;
@@ -123,13 +123,15 @@ struct LayerAccess {
         const int32_t id = b.host_expert_ids[i];
         if (id >= 0 && id < L.num_experts_ && L.local_[id] >= 0) ++counts[L.local_[id]];
       }
-      c = mix ? internal::ChooseAutoMixForCounts(counts.data(), nh, double(L.expert_weight_bytes()))
+      c = mix ? internal::ChooseAutoMixForCounts(counts.data(), nh, double(L.expert_weight_bytes()), ~0u,
+                                                 internal::DecodeWgmmaSetting())
               : internal::AutoChoice{internal::ChooseAutoTileForCounts(counts.data(), nh), -1, 0};
     }
     if (c.big < 0) {  // no host ids, or no held slot (then any will do)
       const int64_t over = std::max<int64_t>(1, std::min<int64_t>(nh, pairs));  // the experts the mean is over
       const double mean = double(pairs) / double(over);
-      c = mix ? internal::ChooseAutoMix(mean, double(over) * double(L.expert_weight_bytes()))
+      c = mix ? internal::ChooseAutoMix(mean, double(over) * double(L.expert_weight_bytes()), ~0u,
+                                        internal::DecodeWgmmaSetting())
               : internal::AutoChoice{internal::ChooseAutoTile(mean), -1, 0};
     }
     const int big = internal::kAutoPathIds[c.big];

@@ -39,28 +39,40 @@ struct AutoTile {
   double ps_per_byte;   // its time per weight byte and tile, picoseconds (H200)
   int family;           // 0: the K-streamed decode kernel (permuted K), 1: wgmma (plain K); the
                         // two heights of one call share one (the gathered operand's order)
+  // Its time per weight byte and tile when it is the call's only height, where that differs
+  // (0: ps_per_byte): decode16 alone runs as the TMA-fed wgmma kernel at 16 rows (wgmma16,
+  // moe_cuda_forward.cc), which is cheaper; in a mix it stays the decode kernel. Only the choice
+  // between one height and a mix uses it (AloneCost): the choice among single heights with it was
+  // no better on the table it was fitted to (docs/PERFORMANCE.md, twenty-fourth session).
+  double alone_ps = 0;
 };
 
 // The configurations kAuto chooses among: the K-streamed decode kernel at 8, 16 and 24 rows and
 // the register-A wgmma kernel at 32 ... 256 (the prefill and weights-through-shared-memory paths
 // lose everywhere measured; mid, the decode kernel at 32 rows, is within a few % of wgmma32 either
-// way and stays out). decode24's cost: the mean of its 17 runs in the 23:51 and 23:55 calls
-// (tests/data/tile_paths/paths_decode24_2026-11-30_2351.csv; 0.389-0.488 by shape: its
-// cheapest on Kimi-K2-like, dearest on gpt-oss-120b). decode16's: the mean of its 22 runs at 15
-// consumer warps (2026-12-01 01:18 call, paths_decode16_2026-12-01_0118.csv; 0.312-0.365; at 12
-// warps, until then, 0.379); the same call's decode and wgmma32 runs give 0.303 and 0.516.
-// decode's: the mean of its runs in the three paths_<shape>.csv (2026-11-30 23:35 call). The
+// way and stays out). The decode heights' costs (decode, decode16, decode24) and decode16's alone
+// cost (wgmma16's): the means of their runs in the 2026-12-02 18:01 call (30, 30, 27 and 30 runs of
+// the three shapes at 1 to 20 slots per expert, paths_2026-12-02_1801.csv; decode 0.266-0.305,
+// decode16 0.310-0.359, decode24 0.371-0.484, wgmma16 0.288-0.326), the kst kernels having
+// changed since their earlier fits (decode was 0.327, decode16 0.340, decode24 0.439; the same
+// call's wgmma32 and wgmma40 runs give 0.376 and 0.398). The
 // wgmma heights': the means of their runs with the TMA-fed kernel (2026-12-01 04:43 and 04:44
 // calls, paths_tma_2026-12-01_0443.csv, three shapes; 0.390 at 32 rows, 0.515 before it and the
 // twelfth session's leaner loop; that table's decode runs give 0.314). Not refitted since the
 // persistent form became the default at 64, 96, 192 and 256 rows (2026-12-01 06:41 call: 2-5 %
 // faster there, so those heights' costs here are a little high).
 inline constexpr AutoTile kAutoTiles[] = {
-    {"decode", 8, 0.327, 0},   {"decode16", 16, 0.340, 0},  {"decode24", 24, 0.439, 0},
+    {"decode", 8, 0.294, 0},   {"decode16", 16, 0.337, 0, 0.306},  {"decode24", 24, 0.439, 0},
     {"wgmma32", 32, 0.390, 1}, {"wgmma40", 40, 0.417, 1},   {"wgmma48", 48, 0.444, 1},
     {"wgmma64", 64, 0.510, 1}, {"wgmma96", 96, 0.633, 1},   {"wgmma", 128, 0.756, 1},
     {"wgmma192", 192, 1.112, 1}, {"wgmma256", 256, 1.518, 1}};
 inline constexpr int kNumAutoTiles = sizeof(kAutoTiles) / sizeof(kAutoTiles[0]);
+
+// Configuration i's cost per weight byte and tile as the call's only height: its alone_ps where
+// `alone` (the wgmma stand-in runs: MXSERVE_CUDA_MOE_DECODE_WGMMA not off) and it has one.
+inline double AloneCost(int i, bool alone) {
+  return alone && kAutoTiles[i].alone_ps > 0 ? kAutoTiles[i].alone_ps : kAutoTiles[i].ps_per_byte;
+}
 static_assert(kNumAutoTiles <= 32, "ChooseAutoTile's mask has 32 bits");
 
 // Calls add(x, w) for X ~ Poisson(mean) over mode +- 12 sd + 10 with w the pmf at x up to one
@@ -239,8 +251,9 @@ inline AutoChoice CheapestMix(int single, double single_cost, double bytes, uint
 
 // kAuto's choice, one height or two, when the experts hold `mean` slots each on average
 // (uniform routing: Poisson), among the allowed configurations; layer_bytes: the weight bytes of
-// the experts the mean is over. big -1 when none is allowed.
-inline AutoChoice ChooseAutoMix(double mean, double layer_bytes, uint32_t allowed = ~0u) {
+// the experts the mean is over; alone: a single height costs its AloneCost. big -1 when none is
+// allowed.
+inline AutoChoice ChooseAutoMix(double mean, double layer_bytes, uint32_t allowed = ~0u, bool alone = true) {
   const int single = ChooseAutoTile(mean, allowed);
   if (single < 0 || !(mean >= kMixMinMean)) return AutoChoice{single, -1, 0};
   auto expect = [mean](const AutoChoice& c) {
@@ -248,14 +261,16 @@ inline AutoChoice ChooseAutoMix(double mean, double layer_bytes, uint32_t allowe
     const double total = PoissonEach(mean, [&](int64_t x, double w) { v += w * ChoiceCost(c, int(x)); });
     return v / total;
   };
-  return CheapestMix(single, expect(AutoChoice{single, -1, 0}), layer_bytes, allowed, expect);
+  const double alone_scale = AloneCost(single, alone) / kAutoTiles[single].ps_per_byte;
+  return CheapestMix(single, alone_scale * expect(AutoChoice{single, -1, 0}), layer_bytes, allowed, expect);
 }
 
 // The same for these per-expert slot counts (exactly as the routing cuts them), each expert of
 // expert_bytes; big -1 when no slot is counted or none is allowed. On the worker's path per call:
 // the costs are sums over experts of a function of the count, so each distinct count is costed
 // once (a few dozen distinct counts for hundreds of experts).
-inline AutoChoice ChooseAutoMixForCounts(const int32_t* counts, int n, double expert_bytes, uint32_t allowed = ~0u) {
+inline AutoChoice ChooseAutoMixForCounts(const int32_t* counts, int n, double expert_bytes, uint32_t allowed = ~0u,
+                                         bool alone = true) {
   const int single = ChooseAutoTileForCounts(counts, n, allowed);
   if (single < 0) return AutoChoice{};
   thread_local std::vector<int32_t> sorted;
@@ -280,7 +295,8 @@ inline AutoChoice ChooseAutoMixForCounts(const int32_t* counts, int n, double ex
     for (const auto& [count, experts] : runs) v += experts * ChoiceCost(c, count);
     return v;
   };
-  return CheapestMix(single, sum(AutoChoice{single, -1, 0}), expert_bytes, allowed, sum);
+  const double alone_scale = AloneCost(single, alone) / kAutoTiles[single].ps_per_byte;
+  return CheapestMix(single, alone_scale * sum(AutoChoice{single, -1, 0}), expert_bytes, allowed, sum);
 }
 
 }  // namespace mxserve::kernels::cuda::internal
