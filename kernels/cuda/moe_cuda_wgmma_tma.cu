@@ -94,8 +94,8 @@ __device__ __forceinline__ void ProduceChunks(uint8_t* smem, uint64_t* full_bar,
 // One chunk of a consumer warpgroup's main loop, from the stage at sbase: a full 128-K chunk
 // (kKind kFullChunk), the 64-K tail chunk (kTailChunk: two blocks), or either as `full` says
 // (kAnyChunk). release: the warpgroup's leader arrives on the empty barrier of the stage before
-// `stage` (of S at empty0) once this chunk's first block has been issued and the block before it
-// (that stage's last) has completed.
+// `stage` (of S at empty0) once this chunk's first wgmma group (kG blocks, below) has been issued
+// and the group before it (that stage's last) has completed.
 enum ChunkKind { kTailChunk, kFullChunk, kAnyChunk };
 template <int BN, int NC, int S, bool kOneMul, int BW, int kKind>
 __device__ __forceinline__ void ConsumeChunk(float (&acc)[BN / 2], uint32_t sbase, int lg, int lane, int g,
