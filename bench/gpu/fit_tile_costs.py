@@ -19,8 +19,9 @@ import math
 import sys
 
 SHAPES = {"gpt-oss-120b": (4, 128), "kimi-k2-like": (8, 384), "k3-latent": (16, 256), "gpt-oss-20b": (4, 32)}
-ROWS = {"decode": 8, "decode16": 16, "decode24": 24, "wgmma8": 8, "wgmma16": 16, "wgmma24": 24, "mid": 32, "wgmma32": 32, "wgmma40": 40, "wgmma48": 48,
-        "wgmma64": 64, "wgmma96": 96, "wgmma": 128, "wgmma192": 192, "wgmma256": 256}
+ROWS = {"decode": 8, "decode16": 16, "decode24": 24, "wgmma8": 8, "wgmma16": 16, "wgmma24": 24, "mid": 32,
+        "wgmma32": 32, "wgmma40": 40, "wgmma48": 48, "wgmma64": 64, "wgmma96": 96, "wgmma": 128, "wgmma192": 192,
+        "wgmma256": 256}
 
 
 def expected_tiles(mean, rows):

@@ -38,6 +38,20 @@ constexpr bool AutoTilesArePaths() {
   return true;
 }
 static_assert(AutoTilesArePaths(), "kAutoTiles names a path not in kPaths, or with other tile rows");
+// Their alone_paths (-1: none), each a path with the same tile rows.
+constexpr std::array<int, kNumAutoTiles> kAutoAlonePathIds = [] {
+  std::array<int, kNumAutoTiles> ids{};
+  for (int i = 0; i < kNumAutoTiles; ++i) ids[i] = kAutoTiles[i].alone_path ? PathNamed(kAutoTiles[i].alone_path) : -1;
+  return ids;
+}();
+constexpr bool AlonePathsArePaths() {
+  for (int i = 0; i < kNumAutoTiles; ++i) {
+    if (!kAutoTiles[i].alone_path) continue;
+    if (kAutoAlonePathIds[i] < 0 || kPaths[kAutoAlonePathIds[i]].bm != kAutoTiles[i].rows) return false;
+  }
+  return true;
+}
+static_assert(AlonePathsArePaths(), "an alone_path of kAutoTiles is not in kPaths, or has other tile rows");
 
 // kAutoTiles' index of path p, or -1.
 int AutoIndex(int p) {
@@ -57,10 +71,11 @@ Mix MixSetting() {
 // Where kAuto takes 16- or 24-row tiles of one height, the TMA-fed wgmma kernel at that height
 // (wgmma16, wgmma24) runs instead of the K-streamed decode kernel: faster in 9 of the 10 same-call
 // comparisons of the 2026-12-01 11:24 call (gpt-oss-120b at 64, 256 and 1024 tokens, Kimi-K2-like
-// at 256 and 1024; wgmma16/decode16 0.92-1.007, wgmma24/decode24 0.75-0.90). The cost model's
-// heights stay decode16's and decode24's; decode16 alone is costed as wgmma16 when kAuto weighs
-// it against a mix (tile_choice.h, alone_ps). A two-height mix keeps the decode kernel (both
-// heights must read one operand order). =off: the decode kernel (benchmarks compare).
+// at 256 and 1024; wgmma16/decode16 0.92-1.007, wgmma24/decode24 0.75-0.90): kAutoTiles'
+// alone_path. The cost model's heights stay decode16's and decode24's; decode16 alone is costed
+// as wgmma16 when kAuto weighs it against a mix (tile_choice.h, alone_ps). A two-height mix keeps
+// the decode kernel (both heights must read one operand order). =off: the decode kernel
+// (benchmarks compare).
 bool DecodeWgmmaSetting() {
   static const bool on = EnvChoice("MXSERVE_CUDA_MOE_DECODE_WGMMA", {"default", "off"}) == 0;
   return on;
@@ -135,9 +150,8 @@ struct LayerAccess {
               : internal::AutoChoice{internal::ChooseAutoTile(mean), -1, 0};
     }
     const int big = internal::kAutoPathIds[c.big];
-    if (c.small < 0 && internal::DecodeWgmmaSetting()) {
-      if (big == internal::kPathDecode16) return internal::kPathWgmma16;
-      if (big == internal::kPathDecode24) return internal::kPathWgmma24;
+    if (c.small < 0 && internal::DecodeWgmmaSetting() && internal::kAutoAlonePathIds[c.big] >= 0) {
+      return internal::kAutoAlonePathIds[c.big];
     }
     return c.small < 0 ? big : internal::MixSpec(big, internal::kAutoPathIds[c.small]);
   }

@@ -39,37 +39,42 @@ struct AutoTile {
   double ps_per_byte;   // its time per weight byte and tile, picoseconds (H200)
   int family;           // 0: the K-streamed decode kernel (permuted K), 1: wgmma (plain K); the
                         // two heights of one call share one (the gathered operand's order)
-  // Its time per weight byte and tile when it is the call's only height, where that differs
-  // (0: ps_per_byte): decode16 alone runs as the TMA-fed wgmma kernel at 16 rows (wgmma16,
-  // moe_cuda_forward.cc), which is cheaper; in a mix it stays the decode kernel. Only the choice
-  // between one height and a mix uses it (AloneCost): the choice among single heights with it was
-  // no better on the table it was fitted to (docs/PERFORMANCE.md, twenty-fourth session).
+  // The path that runs when it is the call's only height (nullptr: itself): the decode heights at
+  // 16 and 24 rows run as the TMA-fed wgmma kernel at their height (moe_cuda_forward.cc, unless
+  // MXSERVE_CUDA_MOE_DECODE_WGMMA=off); in a mix they stay the decode kernel.
+  const char* alone_path = nullptr;
+  // That path's time per weight byte and tile, where it was fitted (0: ps_per_byte): wgmma16's.
+  // Only the choice between one height and a mix uses it (AloneCost): the choice among single
+  // heights with it was no better on the table it was fitted to (docs/PERFORMANCE.md,
+  // twenty-fourth session).
   double alone_ps = 0;
 };
 
 // The configurations kAuto chooses among: the K-streamed decode kernel at 8, 16 and 24 rows and
 // the register-A wgmma kernel at 32 ... 256 (the prefill and weights-through-shared-memory paths
 // lose everywhere measured; mid, the decode kernel at 32 rows, is within a few % of wgmma32 either
-// way and stays out). The decode heights' costs (decode, decode16, decode24) and decode16's alone
-// cost (wgmma16's): the means of their runs in the 2026-12-02 18:01 call (30, 30, 27 and 30 runs of
-// the three shapes at 1 to 20 slots per expert, paths_2026-12-02_1801.csv; decode 0.266-0.305,
-// decode16 0.310-0.359, decode24 0.371-0.484, wgmma16 0.288-0.326), the kst kernels having
-// changed since their earlier fits (decode was 0.327, decode16 0.340, decode24 0.439; the same
-// call's wgmma32 and wgmma40 runs give 0.376 and 0.398). The
+// way and stays out). decode's and decode16's costs and decode16's alone cost (wgmma16's): the
+// means of their 30 runs each in the 2026-12-02 18:01 call (the three shapes at 1 to 20 slots per
+// expert, paths_2026-12-02_1801.csv; decode 0.266-0.305, decode16 0.310-0.359, wgmma16
+// 0.288-0.326), the kst kernels having changed since their earlier fits (decode was 0.327,
+// decode16 0.340; the same call's wgmma32 and wgmma40 runs give 0.376 and 0.398). decode24's: the
+// mean of its 17 runs in the 2026-11-30 23:51 and 23:55 calls (paths_decode24_2026-11-30_2351.csv;
+// the 18:01 call's 27 give 0.418, with which kAuto took decode24 + decode16 mixes at 14-16 slots
+// per expert of gpt-oss-120b, where decode24 alone ran 23-25 % slower than wgmma32). The
 // wgmma heights': the means of their runs with the TMA-fed kernel (2026-12-01 04:43 and 04:44
 // calls, paths_tma_2026-12-01_0443.csv, three shapes; 0.390 at 32 rows, 0.515 before it and the
 // twelfth session's leaner loop; that table's decode runs give 0.314). Not refitted since the
 // persistent form became the default at 64, 96, 192 and 256 rows (2026-12-01 06:41 call: 2-5 %
 // faster there, so those heights' costs here are a little high).
 inline constexpr AutoTile kAutoTiles[] = {
-    {"decode", 8, 0.294, 0},   {"decode16", 16, 0.337, 0, 0.306},  {"decode24", 24, 0.439, 0},
+    {"decode", 8, 0.294, 0},   {"decode16", 16, 0.337, 0, "wgmma16", 0.306},  {"decode24", 24, 0.439, 0, "wgmma24"},
     {"wgmma32", 32, 0.390, 1}, {"wgmma40", 40, 0.417, 1},   {"wgmma48", 48, 0.444, 1},
     {"wgmma64", 64, 0.510, 1}, {"wgmma96", 96, 0.633, 1},   {"wgmma", 128, 0.756, 1},
     {"wgmma192", 192, 1.112, 1}, {"wgmma256", 256, 1.518, 1}};
 inline constexpr int kNumAutoTiles = sizeof(kAutoTiles) / sizeof(kAutoTiles[0]);
 
 // Configuration i's cost per weight byte and tile as the call's only height: its alone_ps where
-// `alone` (the wgmma stand-in runs: MXSERVE_CUDA_MOE_DECODE_WGMMA not off) and it has one.
+// `alone` (its alone_path runs: MXSERVE_CUDA_MOE_DECODE_WGMMA not off) and it has one.
 inline double AloneCost(int i, bool alone) {
   return alone && kAutoTiles[i].alone_ps > 0 ? kAutoTiles[i].alone_ps : kAutoTiles[i].ps_per_byte;
 }
@@ -223,12 +228,13 @@ inline constexpr double kMixMinMean = 3.0;
 // Whether a mix the model says saves `saved` ps per byte of `bytes` is taken (kMixRealized).
 inline bool MixPays(double saved, double bytes) { return kMixRealized * saved * bytes * 1e-6 > kMixFixedUs; }
 
-// The one-height choice `single` (cost `single_cost`), or the two-height choice of one family
-// among the allowed that saves the most where that pays (MixPays). `cost` maps an AutoChoice to
-// its cost in ps per byte of `bytes`.
+// The one-height choice `single`, or the two-height choice of one family among the allowed that
+// saves the most where that pays (MixPays). `cost` maps an AutoChoice to its cost in ps per byte
+// of `bytes`; the single height's is scaled to its AloneCost (`alone`).
 template <typename Cost>
-inline AutoChoice CheapestMix(int single, double single_cost, double bytes, uint32_t allowed, Cost&& cost) {
+inline AutoChoice CheapestMix(int single, double bytes, uint32_t allowed, bool alone, Cost&& cost) {
   AutoChoice best{single, -1, 0};
+  const double single_cost = AloneCost(single, alone) / kAutoTiles[single].ps_per_byte * cost(best);
   double best_cost = single_cost;
   for (int i = 0; i < kNumAutoTiles; ++i) {
     if ((allowed >> i & 1u) == 0) continue;
@@ -261,8 +267,7 @@ inline AutoChoice ChooseAutoMix(double mean, double layer_bytes, uint32_t allowe
     const double total = PoissonEach(mean, [&](int64_t x, double w) { v += w * ChoiceCost(c, int(x)); });
     return v / total;
   };
-  const double alone_scale = AloneCost(single, alone) / kAutoTiles[single].ps_per_byte;
-  return CheapestMix(single, alone_scale * expect(AutoChoice{single, -1, 0}), layer_bytes, allowed, expect);
+  return CheapestMix(single, layer_bytes, allowed, alone, expect);
 }
 
 // The same for these per-expert slot counts (exactly as the routing cuts them), each expert of
@@ -295,8 +300,7 @@ inline AutoChoice ChooseAutoMixForCounts(const int32_t* counts, int n, double ex
     for (const auto& [count, experts] : runs) v += experts * ChoiceCost(c, count);
     return v;
   };
-  const double alone_scale = AloneCost(single, alone) / kAutoTiles[single].ps_per_byte;
-  return CheapestMix(single, alone_scale * sum(AutoChoice{single, -1, 0}), expert_bytes, allowed, sum);
+  return CheapestMix(single, expert_bytes, allowed, alone, sum);
 }
 
 }  // namespace mxserve::kernels::cuda::internal

@@ -158,9 +158,9 @@ __device__ __forceinline__ void ConsumeChunk(float (&acc)[BN / 2], uint32_t sbas
 // One consumer warpgroup's main loop over a tile's chunks from the ring at (stage, phase),
 // advanced past them (base0 / full0 / empty0: shared addresses of the stages and the barriers; lg:
 // the warp's first row group in a stage). Each chunk's stage is released (by the warpgroup's
-// leader) at the next chunk's first block, once the block before has completed; the last chunk's
-// stage stays held: the caller releases it after its WgmmaWait<0>, or never (one tile per CTA).
-// At tile heights up to 16 rows the full chunks run in one loop and the tail chunk after it, so
+// leader) at the next chunk's first wgmma group, once the group before has completed; the last
+// chunk's stage stays held: the caller releases it after its WgmmaWait<0>, or never (one tile per
+// CTA). At tile heights up to 16 rows the full chunks run in one loop and the tail chunk after it, so
 // that neither carries the other's branches and addresses (~10 instructions a chunk); at larger
 // heights the second copy of the loop costs ptxas the registers to overlap the wgmma (C7512), so
 // one loop takes both kinds.

@@ -169,6 +169,12 @@ int IndexOf(const std::string& path) {
     if (path == kAutoTiles[i].path) return i;
   return 31;
 }
+// The index of the configuration whose alone_path is `path`, or 31.
+int AloneIndexOf(const std::string& path) {
+  for (int i = 0; i < kNumAutoTiles; ++i)
+    if (kAutoTiles[i].alone_path && path == kAutoTiles[i].alone_path) return i;
+  return 31;
+}
 
 // decode16 went from 12 to 15 consumer warps on 2026-12-01 (its cost refitted to the 01:18 call's
 // table); the earlier tables' decode16 rows time the 12-warp kernel.
@@ -197,9 +203,9 @@ void ExpectNearBest(const std::string& file, const std::map<std::string, std::pa
       for (int i = 0; i < kNumAutoTiles; ++i) timed |= uint32_t(by_path.count(kAutoTiles[i].path)) << i;
       const int pick = ChooseAutoTile(double(tokens) * top_k / experts, timed);
       ASSERT_GE(pick, 0) << file << ": " << shape << " at " << tokens << " tokens: no configuration of kAuto's timed";
-      // Where the table timed wgmma16, decode16 chosen alone runs as it (moe_cuda_forward.cc).
+      // Where the table timed its alone_path, the configuration chosen alone runs as that.
       const char* chosen = kAutoTiles[pick].path;
-      if (std::string(chosen) == "decode16" && by_path.count("wgmma16")) chosen = "wgmma16";
+      if (const char* alone = kAutoTiles[pick].alone_path; alone && by_path.count(alone)) chosen = alone;
       const auto it = by_path.find(chosen);
       ASSERT_NE(it, by_path.end()) << file << ": " << shape << " at " << tokens << " tokens: kAuto chose " << chosen
                                    << ", which was not timed";
@@ -219,6 +225,19 @@ void ExpectNearBest(const std::string& file, const std::map<std::string, std::pa
 
 const std::map<std::string, std::pair<int, int>> kShapes = {
     {"gpt-oss-120b", {4, 128}}, {"kimi-k2-like", {8, 384}}, {"k3-latent", {16, 256}}};
+// All experts' weight bytes per shape.
+const std::map<std::string, double> kLayerBytes = {
+    {"gpt-oss-120b", 1692.1e6}, {"k3-latent", 4492.1e6}, {"kimi-k2-like", 8984.2e6}};
+// kAuto's choice by the mean for `tokens` of `shape`.
+AutoChoice MixChoiceAt(const std::string& shape, int tokens) {
+  const auto [top_k, experts] = kShapes.at(shape);
+  return ChooseAutoMix(double(tokens) * top_k / experts, kLayerBytes.at(shape));
+}
+double Mean(const std::vector<double>& v) {
+  double m = 0;
+  for (double x : v) m += x;
+  return m / double(v.size());
+}
 
 // Each configuration's cost is the mean, over the runs it was fitted to, of ms / (experts x
 // E[tiles per expert] x bytes per expert) (bench/gpu/fit_tile_costs.py computes the same): the
@@ -236,8 +255,8 @@ std::map<std::string, std::vector<double>> PsPerByteOfRuns(const std::string& fi
   for (const auto& f : csv.rows) {
     if (!only.count(f[path])) continue;
     const auto [top_k, experts] = kShapes.at(f[shape]);
-    // wgmma16: decode16's stand-in alone (alone_ps), 16 rows.
-    const int idx = IndexOf(f[path] == "wgmma16" ? "decode16" : f[path]);
+    // An alone_path (wgmma16) is costed at its configuration's rows.
+    const int idx = std::min(IndexOf(f[path]), AloneIndexOf(f[path]));
     EXPECT_LT(idx, kNumAutoTiles) << f[path];
     double tiles = 0;
     const int rows_of = kAutoTiles[idx].rows;
@@ -258,18 +277,13 @@ TEST(TileChoice, CostsAreTheMeansOfTheirRuns) {
   runs["decode"] = today.at("decode");
   runs["decode16"] = today.at("decode16");
   ASSERT_EQ(runs.size(), size_t(kNumAutoTiles));
-  double alone = 0;
-  for (double x : today.at("wgmma16")) alone += x;
-  alone /= double(today.at("wgmma16").size());
   EXPECT_EQ(today.at("wgmma16").size(), 30u);
-  EXPECT_NEAR(kAutoTiles[IndexOf("decode16")].alone_ps, alone, 0.0025) << "decode16 alone (wgmma16)";
+  EXPECT_NEAR(kAutoTiles[IndexOf("decode16")].alone_ps, Mean(today.at("wgmma16")), 0.0025)
+      << "decode16 alone (wgmma16)";
   for (int i = 0; i < kNumAutoTiles; ++i) {
     const auto& v = runs[kAutoTiles[i].path];
     ASSERT_FALSE(v.empty()) << kAutoTiles[i].path;
-    double mean = 0;
-    for (double x : v) mean += x;
-    mean /= double(v.size());
-    EXPECT_NEAR(kAutoTiles[i].ps_per_byte, mean, 0.0025) << kAutoTiles[i].path << " over " << v.size() << " runs";
+    EXPECT_NEAR(kAutoTiles[i].ps_per_byte, Mean(v), 0.0025) << kAutoTiles[i].path << " over " << v.size() << " runs";
   }
 }
 
@@ -495,9 +509,6 @@ TEST(TileChoice, MixWhereTheLastTileIsMostlyEmpty) {
 // the mix ran faster. (mix_ab_2026-12-01_0151.csv, the same with the register-loaded kernel and
 // its costs, is kept for the record.)
 TEST(TileChoice, MixTakenWhereItRanFaster) {
-  // All experts' weight bytes per shape (top_k and experts: kShapes).
-  const std::map<std::string, double> bytes = {
-      {"gpt-oss-120b", 1692.1e6}, {"k3-latent", 4492.1e6}, {"kimi-k2-like", 8984.2e6}};
   const Csv csv = ReadCsv("mix_ab_2026-12-01_0449.csv");
   const int shape_col = csv.Col("shape"), tokens_col = csv.Col("tokens"), one_col = csv.Col("one_height_ms"),
             mix_col = csv.Col("auto_ms");
@@ -507,9 +518,8 @@ TEST(TileChoice, MixTakenWhereItRanFaster) {
     const std::string& shape = f[shape_col];
     const int tokens = std::stoi(f[tokens_col]);
     const double one = std::stod(f[one_col]), with_mix = std::stod(f[mix_col]);
-    ASSERT_TRUE(bytes.count(shape) && kShapes.count(shape)) << shape;
-    const auto [top_k, experts] = kShapes.at(shape);
-    const AutoChoice c = ChooseAutoMix(double(tokens) * top_k / experts, bytes.at(shape));
+    ASSERT_TRUE(kLayerBytes.count(shape) && kShapes.count(shape)) << shape;
+    const AutoChoice c = MixChoiceAt(shape, tokens);
     ++rows;
     if (c.small < 0) {  // the same configuration both ways
       one_height += shape + ":" + std::to_string(tokens) + " ";
@@ -536,8 +546,6 @@ TEST(TileChoice, MixTakenWhereItRanFaster) {
 // within 1 % of kAuto's time before or faster (up to 10 % faster: gpt-oss-120b at 384 tokens);
 // where it still mixes, the mix ran faster than wgmma16 alone at all counts but one.
 TEST(TileChoice, AloneCostTakesTheSixteenRowKernelWhereItRanFaster) {
-  const std::map<std::string, double> bytes = {
-      {"gpt-oss-120b", 1692.1e6}, {"k3-latent", 4492.1e6}, {"kimi-k2-like", 8984.2e6}};
   const Csv csv = ReadCsv("alone_ab_2026-12-02_1749.csv");
   const int shape_col = csv.Col("shape"), tokens_col = csv.Col("tokens"), auto_col = csv.Col("auto_ms"),
             alone_col = csv.Col("wgmma16_ms");
@@ -546,8 +554,7 @@ TEST(TileChoice, AloneCostTakesTheSixteenRowKernelWhereItRanFaster) {
     const std::string& shape = f[shape_col];
     const int tokens = std::stoi(f[tokens_col]);
     const double before = std::stod(f[auto_col]), w16 = std::stod(f[alone_col]);
-    const auto [top_k, experts] = kShapes.at(shape);
-    const AutoChoice c = ChooseAutoMix(double(tokens) * top_k / experts, bytes.at(shape));
+    const AutoChoice c = MixChoiceAt(shape, tokens);
     const std::string at = shape + ":" + std::to_string(tokens) + " ";
     if (c.small >= 0) {
       mixed += at;
