@@ -263,16 +263,18 @@ for s in $steps; do
     detail)
       # Where a decode kernel's cycles go: stall reasons, issue rate, memory traffic, for the
       # K-streamed decode kernel's first launches at DETAIL_TOKENS (default 64) tokens of
-      # DETAIL_SHAPE (default gpt-oss-120b).
+      # DETAIL_SHAPE (default gpt-oss-120b); DETAIL_SKIP launches of it skipped first (1: the kst
+      # down GEMM, whose gate_up launch comes first).
       ncu --clock-control none --section SpeedOfLight --section MemoryWorkloadAnalysis --section SchedulerStats \
         --section WarpStateStats --section InstructionStats --section Occupancy --section LaunchStats \
-        -k regex:${DETAIL_KERNEL:-DecodeKst} -c ${NCU_COUNT:-2} \
+        -k regex:${DETAIL_KERNEL:-DecodeKst} --launch-skip ${DETAIL_SKIP:-0} -c ${NCU_COUNT:-2} \
         --metrics smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio,smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio,smsp__average_warps_issue_stalled_short_scoreboard_per_issue_active.ratio,smsp__average_warps_issue_stalled_mio_throttle_per_issue_active.ratio,smsp__average_warps_issue_stalled_math_pipe_throttle_per_issue_active.ratio,smsp__average_warps_issue_stalled_wait_per_issue_active.ratio,smsp__average_warps_issue_stalled_not_selected_per_issue_active.ratio,smsp__average_warps_issue_stalled_selected_per_issue_active.ratio,smsp__average_warps_issue_stalled_dispatch_stall_per_issue_active.ratio,smsp__average_warps_issue_stalled_lg_throttle_per_issue_active.ratio,smsp__average_warps_issue_stalled_sleeping_per_issue_active.ratio,smsp__average_warps_issue_stalled_branch_resolving_per_issue_active.ratio,smsp__average_warps_issue_stalled_no_instruction_per_issue_active.ratio,smsp__average_warps_issue_stalled_misc_per_issue_active.ratio,smsp__average_warps_issue_stalled_membar_per_issue_active.ratio \
         $B/mxserve-bench-moe-gpu /tmp/ncu.csv ${DETAIL_SHAPE:-gpt-oss-120b} ${DETAIL_TOKENS:-64} > "$OUT/detail.txt" 2>&1
       grep -vE "^==PROF==|^ +-+ +-+" "$OUT/detail.txt" | grep -E "Kernel|Duration|Throughput|Issue|Eligible|Active Warps|Stall|Warp Cycles|Executed Ipc|Registers|Shared Memory|Bank|Hit Rate|L1|L2|Occupancy|issue_stalled" | head -120 ;;
     source)
-      # Per-instruction warp-stall samples (SASS) of one kernel launch: where its cycles go.
-      ncu --clock-control none --section SourceCounters --section WarpStateStats -k regex:${DETAIL_KERNEL:-DecodeKst} -c 1 \
+      # Per-instruction warp-stall samples (SASS) of one kernel launch (after DETAIL_SKIP): where its cycles go.
+      ncu --clock-control none --section SourceCounters --section WarpStateStats -k regex:${DETAIL_KERNEL:-DecodeKst} \
+        --launch-skip ${DETAIL_SKIP:-0} -c 1 \
         --export /tmp/src --force-overwrite $B/mxserve-bench-moe-gpu /tmp/ncu.csv ${DETAIL_SHAPE:-gpt-oss-120b} ${DETAIL_TOKENS:-64} \
         > "$OUT/source_run.txt" 2>&1
       ncu --import /tmp/src.ncu-rep --page source --print-source sass --csv > "$OUT/source.csv" 2>&1
