@@ -20,7 +20,8 @@
 # (its phase timeline per configuration), spread (run-to-run
 # spread against placement and clocks: SPREAD_PROCS, SPREAD_TRIALS, SPREAD_TOKENS), ss (the weights-through-shared-memory wgmma kernel
 # checked and timed), kstcfg (the K-streamed decode kernel's occupancy
-# variants checked and timed), ab (this build's bench against another build's, alternating),
+# variants checked and timed), ab (this build's bench against another build's, alternating:
+# AB_BASE, AB_SHAPES of shape:tokens, AB_ROUNDS; then the medians),
 # envab (one environment variable's values side by side, alternating: AB_VAR, AB_VALUES,
 # AB_SHAPES of shape:tokens, AB_ROUNDS; then the medians),
 # pinned (paths outside kAuto checked: PINNED), kernels (ncu: each kernel's time and DRAM bytes
@@ -204,13 +205,20 @@ for s in $steps; do
       } 2>&1 | tee "$OUT/ss.txt" ;;
     ab)
       # This build against another build's bench (AB_BASE, default bin/mxserve-bench-moe-gpu-base
-      # in the bundle: e.g. the previous commit's, copied in before bundling), alternating.
-      for i in 1 2 3; do
-        for X in $B/mxserve-bench-moe-gpu ${AB_BASE:-$B/mxserve-bench-moe-gpu-base}; do
-          echo "## $X"
-          $X /tmp/ab.csv ${AB_SHAPES:-gpt-oss-120b} ${AB_TOKENS:-1,16,64,256,1024} | grep '^| gpt'
+      # in the bundle: e.g. the previous commit's, copied in before bundling), alternating
+      # AB_ROUNDS rounds over AB_SHAPES of shape:tokens entries (each in its own process), rows
+      # prefixed new / base; then the medians (bench/gpu/medians.py).
+      for i in $(seq ${AB_ROUNDS:-3}); do
+        for X in new base; do
+          bin=$B/mxserve-bench-moe-gpu
+          [ $X = base ] && bin=${AB_BASE:-$B/mxserve-bench-moe-gpu-base}
+          echo "## $X $bin"
+          for e in ${AB_SHAPES:-gpt-oss-120b:1,16,64,256,1024}; do
+            $bin /tmp/ab.csv ${e%%:*} ${e#*:} 2>&1 | grep "^| ${e%%:*} " | sed "s/^/$X /"
+          done
         done
-      done 2>&1 | tee "$OUT/ab.txt" ;;
+      done 2>&1 | tee "$OUT/ab.txt"
+      python3 bench/gpu/medians.py "$OUT/ab.txt" | tee "$OUT/ab_medians.txt" ;;
     spread)
       # Run-to-run spread: SPREAD_PROCS processes, each timing SPREAD_TOKENS SPREAD_TRIALS times
       # with a fresh workspace placed elsewhere per trial (MXSERVE_BENCH_TRIALS), every output
