@@ -64,15 +64,21 @@ memcheck_pinned() {
 # between the rounds), each shape in its own process; each row prefixed by its value, which
 # bench/gpu/medians.py reads.
 time_pinned() {
-  local var=$1 i v e
+  local var=$1 i v
   for i in $(seq ${4:-2}); do
     for v in $2; do
       echo "## $var=$v"
-      for e in $3; do
-        env "$var=$v" $B/mxserve-bench-moe-gpu /tmp/pinned.csv ${e%%:*} ${e#*:} 2>&1 | grep "^| ${e%%:*} " |
-          sed "s/^/$v /"
-      done
+      bench_rows "$v" $B/mxserve-bench-moe-gpu "$3" "$var=$v"
     done
+  done
+}
+# bench_rows LABEL BENCH "SHAPE:TOKENS ..." [VAR=VALUE]...: BENCH on each entry in its own process
+# (with the assignments in its environment), its table rows prefixed by LABEL.
+bench_rows() {
+  local label=$1 bin=$2 shapes=$3 e
+  shift 3
+  for e in $shapes; do
+    env "$@" $bin /tmp/bench_rows.csv ${e%%:*} ${e#*:} 2>&1 | grep "^| ${e%%:*} " | sed "s/^/$label /"
   done
 }
 for s in $steps; do
@@ -213,9 +219,7 @@ for s in $steps; do
           bin=$B/mxserve-bench-moe-gpu
           [ $X = base ] && bin=${AB_BASE:-$B/mxserve-bench-moe-gpu-base}
           echo "## $X $bin"
-          for e in ${AB_SHAPES:-gpt-oss-120b:1,16,64,256,1024}; do
-            $bin /tmp/ab.csv ${e%%:*} ${e#*:} 2>&1 | grep "^| ${e%%:*} " | sed "s/^/$X /"
-          done
+          bench_rows $X $bin "${AB_SHAPES:-gpt-oss-120b:1,16,64,256,1024}"
         done
       done 2>&1 | tee "$OUT/ab.txt"
       python3 bench/gpu/medians.py "$OUT/ab.txt" | tee "$OUT/ab_medians.txt" ;;
