@@ -118,9 +118,9 @@ __device__ __forceinline__ void SmemChunkMmaA(float (&acc)[2][1][2][4], const ui
 // with one piece's weights and scales (four bulk copies); with f.defer its first down pieces only
 // once its gate_up pieces are computed (kFusedDefer).
 //
-// The CTA's units are a range of gate_up units and then the down row groups [r0, r1) (16 rows of
-// H) for every tile (FusedCtaRange: by default every CTA gets about as many gate_up units, its
-// work before the grid barrier; kFusedDownPct). Warp
+// The CTA's units are a range of gate_up units and then the down row groups [r0, r1) (8 rows of
+// H) for every tile, two (group, tile) items per unit (FusedDownItem; FusedCtaRange: by default
+// every CTA gets about as many gate_up units, its work before the grid barrier; kFusedDownPct). Warp
 // w takes pieces w, w + kWarps, ... (the parts of a unit go to neighbouring warps, which run
 // together); as soon as a piece is computed its slot is refilled with the warp's next one, so the
 // down weights are already in flight (or landed) while the grid waits for the last gate_up rows.
@@ -149,8 +149,8 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
   uint8_t* slots = smem;
   uint8_t* sa = smem + size_t(f.slot_bytes) * nslots;  // kTinyPairs rows of a_stride
   float4* part = reinterpret_cast<float4*>(sa + kTinyPairs * f.a_stride);  // [units][kParts][16]
-  float* ys = reinterpret_cast<float*>(part + size_t(f.max_units) * kParts * 16);  // [groups][kTinyPairs][16]
-  float* bias = ys + f.groups * kTinyPairs * 16;                                  // [units][16]
+  float* ys = reinterpret_cast<float*>(part + size_t(f.max_units) * kParts * 16);  // [groups][kTinyPairs][8]
+  float* bias = ys + f.groups * kTinyPairs * 8;                                   // [units][16]
   FusedPiece* s_piece = reinterpret_cast<FusedPiece*>(bias + f.max_units * 16);  // [units * kParts]
   int* cnt = reinterpret_cast<int*>(s_piece + f.max_units * kParts);             // [units]
 
@@ -198,13 +198,14 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
   const FusedWork work = FusedWorkOf(g, d, nt, f.down_pct);
   const FusedRange range = FusedCtaRange(work, blockIdx.x, gridDim.x);
   const int na = f.stride ? FusedStridedUnits(work, blockIdx.x, gridDim.x) : range.a1 - range.a0;
-  const int nu = na + (range.r1 - range.r0) * nt;
+  const int nd_items = (range.r1 - range.r0) * nt;  // down (8-row group, tile) items
+  const int nu = na + FusedDownUnits(range.r1 - range.r0, nt);
   const int npa = na * kParts, np = nu * kParts;  // pieces: gate_up, all
 
-  // Piece p: unit p / kParts (gate_up when < na, else down), its tile and 16-row group (of 2I
-  // for gate_up, of H for down), K part p % kParts, chunks [c0, c1). The CTA lists its pieces
-  // once: issue and compute each looked a piece up, redoing the divisions (docs/PERFORMANCE.md,
-  // seventeenth session: 1.5 % of the one-token layer).
+  // Piece p: unit p / kParts (gate_up when < na, else down), K part p % kParts, chunks [c0, c1);
+  // gate_up: its tile and 16-row group (of 2I); down: its two (8-row group of H, tile) items. The
+  // CTA lists its pieces once: issue and compute each looked a piece up, redoing the divisions
+  // (docs/PERFORMANCE.md, seventeenth session: 1.5 % of the one-token layer).
   using Piece = FusedPiece;
   if (threadIdx.x < prow) s_tok[threadIdx.x] = rt.sorted[threadIdx.x] / sr.top_k;
   auto make_piece = [&](int p) {
@@ -212,25 +213,41 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
     pc.unit = p / kParts;
     pc.gu = pc.unit < na;
     pc.part = p % kParts;
-    const int v = pc.unit - na;
-    const int ua = f.stride ? int(blockIdx.x) + pc.unit * int(gridDim.x) : range.a0 + pc.unit;  // gate_up
-    pc.tile = pc.gu ? ua / work.ng_gu : v % max(nt, 1);
-    pc.grp = pc.gu ? ua % work.ng_gu : range.r0 + v / max(nt, 1);
+    int64_t ga, gb;  // the halves' 8-row groups, numbered over the held experts
+    if (pc.gu) {
+      const int ua = f.stride ? int(blockIdx.x) + pc.unit * int(gridDim.x) : range.a0 + pc.unit;
+      pc.tile = pc.tile_b = ua / work.ng_gu;
+      pc.grp = ua % work.ng_gu;
+      pc.grp_b = pc.grp;
+      pc.dup = 0;
+      ga = 2 * (int64_t(rt.e[pc.tile]) * work.ng_gu + pc.grp);
+      gb = ga + 1;
+    } else {
+      const int i = 2 * (pc.unit - na);
+      FusedDownItem(i, range.r0, max(nt, 1), pc.grp, pc.tile);
+      pc.dup = i + 1 >= nd_items;
+      if (pc.dup) {
+        pc.grp_b = pc.grp, pc.tile_b = pc.tile;
+      } else {
+        FusedDownItem(i + 1, range.r0, max(nt, 1), pc.grp_b, pc.tile_b);
+      }
+      ga = int64_t(rt.e[pc.tile]) * work.ngd + pc.grp;
+      gb = int64_t(rt.e[pc.tile_b]) * work.ngd + pc.grp_b;
+    }
     // (selects, not a reference to g or d: that would copy both arguments to local memory)
     const int chunks = pc.gu ? g.chunks : d.chunks;
     PieceChunks(pc.part, kParts, chunks, pc.c0, pc.c1);
     pc.wb = PieceWeightBytes(pc.c0, pc.c1, pc.gu ? g.nfull : d.nfull);
-    pc.b_off = 4 * (pc.gu ? g.kp : d.kp);  // one 8-row group's weights
-    pc.sc_off = 32 * chunks;               // and scales
-    const int64_t ga = 2 * (int64_t(rt.e[pc.tile]) * (pc.gu ? work.ng_gu : work.ngd) + pc.grp);  // group A
-    pc.q = (pc.gu ? g.q : d.q) + ga * pc.b_off + pc.c0 * 512;
-    pc.sc = (pc.gu ? g.sc : d.sc) + ga * pc.sc_off + pc.c0 * 32;
+    const int64_t gbytes = 4 * int64_t(pc.gu ? g.kp : d.kp), sbytes = 32 * chunks;  // one 8-row group's
+    const uint8_t* q = (pc.gu ? g.q : d.q) + pc.c0 * 512;
+    const uint8_t* sc = (pc.gu ? g.sc : d.sc) + pc.c0 * 32;
+    pc.qa = q + ga * gbytes, pc.qb = q + gb * gbytes;
+    pc.sa = sc + ga * sbytes, pc.sb = sc + gb * sbytes;
     return pc;
   };
   // A piece in its slot: group A's and group B's weights of chunks [c0, c1), wb bytes each, then
   // their scales, sb bytes each.
   auto issue_piece = [&](const Piece& pc, int s) {  // lane 0
-    const uint8_t *q = pc.q, *sc = pc.sc;
     const int wb = pc.wb, sb = 32 * (pc.c1 - pc.c0);
     uint8_t* sl = slots + size_t(s) * f.slot_bytes;
     if (f.probe >= 2 && f.probe <= 4) {  // no loads
@@ -239,12 +256,12 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
     }
     MbarExpectTx(&bars[s], 2 * (wb + sb));
     if (wb > 0) {
-      BulkCopyG2S(sl, q, wb, &bars[s]);
-      BulkCopyG2S(sl + wb, q + pc.b_off, wb, &bars[s]);
+      BulkCopyG2S(sl, pc.qa, wb, &bars[s]);
+      BulkCopyG2S(sl + wb, pc.qb, wb, &bars[s]);
     }
     if (sb > 0) {
-      BulkCopyG2S(sl + 2 * wb, sc, sb, &bars[s]);
-      BulkCopyG2S(sl + 2 * wb + sb, sc + pc.sc_off, sb, &bars[s]);
+      BulkCopyG2S(sl + 2 * wb, pc.sa, sb, &bars[s]);
+      BulkCopyG2S(sl + 2 * wb + sb, pc.sb, sb, &bars[s]);
     }
   };
   auto issue = [&](int p, int s) { issue_piece(s_piece[p], s); };
@@ -262,14 +279,17 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
   }
   __syncthreads();
   Stamp(f, 2);
-  // Each unit's 16 biases, by the last warp with cp.async (not the copy engine: 64-byte bulk
+  // Each unit's 16 biases (8 per half), by the last warp with cp.async (not the copy engine: 64-byte bulk
   // copies queue behind the weight pieces' and held thread 0 ~6 us), completing bias_bar, which a
   // warp waits for before its first epilogue only (not before its first piece: ~5 us).
   if (warp == kWarps - 1) {
     for (int i = lane; i < nu * 4; i += 32) {
       const Piece& pc = s_piece[(i >> 2) * kParts];  // unit i / 4's first piece
-      const float* b = pc.gu ? g.bias + int64_t(rt.e[pc.tile]) * g.n : d.bias + int64_t(rt.e[pc.tile]) * d.n;
-      CpAsync16(bias + i * 4, b + pc.grp * 16 + (i & 3) * 4);
+      const bool hb = (i & 2) != 0;                  // half B's
+      const int e = rt.e[hb ? pc.tile_b : pc.tile];
+      const float* b = pc.gu ? g.bias + int64_t(e) * g.n + pc.grp * 16 + (i & 3) * 4
+                             : d.bias + int64_t(e) * d.n + (hb ? pc.grp_b : pc.grp) * 8 + (i & 1) * 4;
+      CpAsync16(bias + i * 4, b);
     }
     asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(SmemAddr(bias_bar)) : "memory");
   }
@@ -294,8 +314,12 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
     // As if the groups' whole runs were there (only chunks [c0, c1) are read).
     const uint8_t *swa = sl - pc.c0 * 512, *swb = sl + wb - pc.c0 * 512;
     const uint8_t *ssa = sl + 2 * wb - pc.c0 * 32, *ssb = sl + 2 * wb + sb - pc.c0 * 32;
-    // gate_up: x rows by token; down: the down operand's rows by tile row.
-    const int rows = rt.rows[pc.tile], row = rt.row0[pc.tile] + (gl < rows ? gl : 0);
+    // The mma's B columns (gl): gate_up, x rows by token of the tile's rows; down, the down
+    // operand's rows of half A's tile, then (another tile) half B's (at most kTinyPairs in all).
+    const int rows = rt.rows[pc.tile], cb = pc.tile_b == pc.tile ? 0 : rows;
+    const int row = gl < rows ? rt.row0[pc.tile] + gl
+                    : gl >= cb && gl < cb + rt.rows[pc.tile_b] ? rt.row0[pc.tile_b] + gl - cb
+                                                                : rt.row0[pc.tile];
     const uint8_t* arow = sa + (pc.gu ? s_tok[row] : row) * f.a_stride + t * 64;
     float acc[2][1][2][4];
 #pragma unroll
@@ -373,33 +397,37 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
     float v[4];
     if (!run(k, d, pc, v)) continue;
     MbarWait(bias_bar, 0);
-    const int rows = rt.rows[pc.tile];
+    // v: half A's row gl (tile `tile`) and half B's (tile_b) x columns 2t, 2t + 1 (run's B columns).
+    const int rows = rt.rows[pc.tile], cb = pc.tile_b == pc.tile ? 0 : rows, rows_b = rt.rows[pc.tile_b];
     const float ba = bias[pc.unit * 16 + gl], bb = bias[pc.unit * 16 + 8 + gl];
-    float* yg = ys + (pc.grp - range.r0) * kTinyPairs * 16;
 #pragma unroll
-    for (int j = 0; j < 2; ++j) {  // tile rows 2t, 2t + 1
-      if (2 * t + j >= rows) continue;
-      const int slot = rt.sorted[rt.row0[pc.tile] + 2 * t + j];
-      const float w = s_w[slot];
-      yg[slot * 16 + gl] = w * (v[j] + ba);
-      yg[slot * 16 + gl + 8] = w * (v[2 + j] + bb);
+    for (int j = 0; j < 2; ++j) {  // columns 2t, 2t + 1
+      const int c = 2 * t + j;
+      if (c < rows) {
+        const int slot = rt.sorted[rt.row0[pc.tile] + c];
+        ys[((pc.grp - range.r0) * kTinyPairs + slot) * 8 + gl] = s_w[slot] * (v[j] + ba);
+      }
+      if (!pc.dup && c >= cb && c < cb + rows_b) {
+        const int slot = rt.sorted[rt.row0[pc.tile_b] + c - cb];
+        ys[((pc.grp_b - range.r0) * kTinyPairs + slot) * 8 + gl] = s_w[slot] * (v[2 + j] + bb);
+      }
     }
   }
   __syncthreads();
   Stamp(f, 7);
 
-  // out rows [16 r0, 16 r1) of every token: its held slots in slot order, from 0 (CombineKernel).
+  // out rows [8 r0, 8 r1) of every token: its held slots in slot order, from 0 (CombineKernel).
   uint32_t held = 0;
   for (int r = 0; r < prow; ++r) held |= 1u << rt.sorted[r];
-  const int per_group = f.tokens * 16;
+  const int per_group = f.tokens * 8;
   for (int i = threadIdx.x; i < (range.r1 - range.r0) * per_group; i += 32 * kWarps) {
-    const int rr = i / per_group, tok = (i % per_group) >> 4, col = i & 15;
+    const int rr = i / per_group, tok = (i % per_group) >> 3, col = i & 7;
     float acc = 0.f;
     for (int j = 0; j < sr.top_k; ++j) {
       const int slot = tok * sr.top_k + j;
-      if (held >> slot & 1u) acc += ys[(rr * kTinyPairs + slot) * 16 + col];
+      if (held >> slot & 1u) acc += ys[(rr * kTinyPairs + slot) * 8 + col];
     }
-    f.out[int64_t(tok) * d.n + (range.r0 + rr) * 16 + col] = acc;
+    f.out[int64_t(tok) * d.n + (range.r0 + rr) * 8 + col] = acc;
   }
   Stamp(f, 8);
 }
@@ -509,7 +537,7 @@ FusedPlan Plan(const GemmArgs& g, const GemmArgs& d, int tokens) {
       for (int b = 0; b < lim.sms; ++b) {
         const FusedRange r = FusedCtaRange(w, b, lim.sms);
         const int na = pl.f.stride ? FusedStridedUnits(w, b, lim.sms) : r.a1 - r.a0;
-        units = std::max(units, na + (r.r1 - r.r0) * nt);
+        units = std::max(units, na + FusedDownUnits(r.r1 - r.r0, nt));
       }
     }
     std::copy(key, key + 6, cached_key);
@@ -519,7 +547,7 @@ FusedPlan Plan(const GemmArgs& g, const GemmArgs& d, int tokens) {
   const int groups = (w.ngd + lim.sms - 1) / lim.sms;
   pl.f.groups = groups;
   const size_t fixed = size_t(kTinyPairs) * pl.f.a_stride + size_t(pl.f.max_units) * pl.parts * 16 * 16 +
-                       size_t(pl.f.max_units) * 4 + size_t(groups) * kTinyPairs * 16 * 4 +
+                       size_t(pl.f.max_units) * 4 + size_t(groups) * kTinyPairs * 8 * 4 +
                        size_t(pl.f.max_units) * 16 * 4 +  // biases
                        size_t(pl.f.max_units) * pl.parts * sizeof(FusedPiece);
   const size_t budget = size_t(lim.smem_optin) - 1024;  // static: barriers and the route

@@ -33,41 +33,49 @@ struct SelfRoute {
 };
 
 // How the fused kernel's grid shares a layer's weights: gate_up units (tile x 16-row group of
-// the 2I rows, numbered tile * ng_gu + group) and down row groups (16 rows of H, for every tile).
+// the 2I rows, numbered tile * ng_gu + group) and down row groups (8 rows of H, for every tile).
 struct FusedWork {
-  // 16-byte units of one gate_up unit (16 rows x K, and scales), and what one down unit counts
-  // for in the split: its 16-byte units x down_pct / 100 (FusedWorkOf).
+  // 16-byte units of one gate_up unit (16 rows x K, and scales), and what one down group of one
+  // tile counts for in the split: its 16-byte units (8 rows) x down_pct / 100 (FusedWorkOf).
   uint32_t ca = 0, cd = 0;
-  int ng_gu = 0, ngd = 0;   // row groups of gate_up (2I / 16) and down (H / 16)
+  int ng_gu = 0, ngd = 0;   // row groups of gate_up (2I / 16) and down (H / 8)
   int ntiles = 0;           // held experts hit
 };
-// A unit is two 8-row groups of the upload layout (4 kp bytes and 32 bytes of scales per chunk
-// each; kp is even). down_pct weighs the down units' bytes in the split (100: every CTA reads
-// about as many weight bytes; 0: every CTA gets as many gate_up units). A CTA's down groups are
-// its work after the grid barrier, its gate_up units its work before it: with equal bytes the
-// CTAs holding two down groups of 16 rows (of gpt-oss-120b's 180 over 132 CTAs) have the fewest
-// gate_up units, and those holding one the most, so the barrier waits for the latter and the
-// layer's end for the former.
+// A gate_up unit is two 8-row groups of the upload layout (4 kp bytes and 32 bytes of scales per
+// chunk each; kp is even); a down unit is two (8-row group, tile) items of the CTA's (FusedDownItem),
+// so the down work, the CTA's work after the grid barrier, comes in 8-row steps: gpt-oss-120b's
+// 360 groups give every CTA of 132 two or three (24 rows at most), where 16-row groups gave 48 of
+// them two (32 rows) and the rest one. down_pct weighs the down items' bytes in the split (100:
+// every CTA reads about as many weight bytes; 0: every CTA gets as many gate_up units).
 MXSERVE_HD inline FusedWork FusedWorkOf(const GemmArgs& g, const GemmArgs& d, int ntiles, int down_pct) {
   FusedWork w;
   w.ca = uint32_t(g.kp / 2 + 4 * g.chunks);
-  w.cd = uint32_t(d.kp / 2 + 4 * d.chunks) * uint32_t(down_pct) / 100u;
+  w.cd = uint32_t(d.kp / 4 + 2 * d.chunks) * uint32_t(down_pct) / 100u;
   w.ng_gu = g.n >> 4;
-  w.ngd = d.n >> 4;
+  w.ngd = d.n >> 3;
   w.ntiles = ntiles;
   return w;
 }
-// One piece of the fused kernel's work: unit (gate_up when gu), its tile and 16-row group, K
-// chunks [c0, c1). Each CTA lists its pieces once in shared memory (the kernel reads them twice:
-// to request a piece and to compute it), with what the request needs worked out there, off the
-// requesting lane's path: q / sc, group A's weights / scales at chunk c0 (group B's are
-// b_off / sc_off bytes on), wb weight bytes per group; part: its K part of the unit.
+// One piece of the fused kernel's work: unit (gate_up when gu), K chunks [c0, c1) of its two
+// 8-row halves A (mma rows 0-7) and B (rows 8-15). gate_up: tile `tile`, 16-row group `grp`
+// (halves 8-row groups 2 grp and 2 grp + 1). down: half A is 8-row group grp of tile `tile`,
+// half B grp_b of tile_b (FusedDownItem), or (dup) a copy of A whose outputs are dropped. Each CTA
+// lists its pieces once in shared memory (the kernel reads them twice: to request a piece and to
+// compute it), with what the request needs worked out there, off the requesting lane's path:
+// qa / sa, qb / sb the halves' weights / scales at chunk c0, wb weight bytes per half; part: its
+// K part of the unit.
 struct alignas(16) FusedPiece {
-  const uint8_t* q;
-  const uint8_t* sc;
-  int wb, b_off, sc_off, part;
-  int gu, unit, tile, grp, c0, c1;
+  const uint8_t *qa, *sa, *qb, *sb;
+  int wb, part, gu, unit, tile, grp, tile_b, grp_b, dup, c0, c1;
 };
+// Down item i of a CTA whose down groups are [r0, r1) with nt tiles: group r0 + i / nt, tile
+// i % nt (items 2u and 2u + 1 make down unit u; an odd last item is paired with itself).
+MXSERVE_HD inline void FusedDownItem(int i, int r0, int nt, int& grp, int& tile) {
+  grp = r0 + i / nt;
+  tile = i - (i / nt) * nt;
+}
+// The down units of a CTA with `groups` down groups and nt tiles.
+MXSERVE_HD inline int FusedDownUnits(int groups, int nt) { return (groups * nt + 1) / 2; }
 // K part q of `parts` of a unit: chunks [c0, c1), and the bytes of one 8-row group's weights
 // there (the 64-K tail chunk, index nfull, is 256 bytes).
 MXSERVE_HD inline void PieceChunks(int q, int parts, int chunks, int& c0, int& c1) {
@@ -185,7 +193,7 @@ struct FusedArgs {
   int slot_bytes = 0;        // the largest piece (a K part of one unit) of either GEMM, with scales
   int a_stride = 0;          // bytes per activation row in shared memory
   int max_units = 0;         // most units of one CTA (partial sums, counters, biases sized by it)
-  int groups = 0;            // most down row groups of one CTA
+  int groups = 0;            // most down row groups (8 rows) of one CTA
   int down_pct = 100;        // the down units' weight in the grid's split (FusedWorkOf)
   bool stride = false;       // gate_up units strided over the grid (FusedStridedUnits)
   // A warp asks for its first down pieces once its gate_up pieces are computed, not as soon as a

@@ -130,17 +130,58 @@ TEST(FusedCtaRange, CoversEveryUnitAndBalancesBytes) {
   d.n = 2880;
   const FusedWork full = FusedWorkOf(g, d, kTinyPairs, 100), half = FusedWorkOf(g, d, kTinyPairs, 50);
   EXPECT_EQ(full.ca, 2880u / 2 + 4 * 23);
-  EXPECT_EQ(full.cd, full.ca);
+  EXPECT_EQ(full.cd, 2880u / 4 + 2 * 23);  // 8 rows
   EXPECT_EQ(half.cd, full.cd / 2);
   EXPECT_EQ(FusedWorkOf(g, d, kTinyPairs, 0).cd, 0u);
   EXPECT_EQ(full.ng_gu, 360);
-  EXPECT_EQ(full.ngd, 180);
+  EXPECT_EQ(full.ngd, 360);
   FusedWork oss;  // gpt-oss-120b, 4 tiles, 132 SMs
-  oss.ca = oss.cd = 2880 / 2 + 4 * 23;
+  oss.ca = 2880 / 2 + 4 * 23;
+  oss.cd = 2880 / 4 + 2 * 23;
   oss.ng_gu = 360;
-  oss.ngd = 180;
+  oss.ngd = 360;
   oss.ntiles = kTinyPairs;
   EXPECT_TRUE(FusedFits32(oss, 132));
+  // Its down work per CTA after the grid barrier: two or three 8-row groups, so at most 6 units
+  // of 16 rows (two 16-row groups, 8 units, before the 8-row items).
+  int most = 0;
+  for (int b = 0; b < 132; ++b) {
+    const FusedRange r = FusedCtaRange(oss, b, 132);
+    EXPECT_GE(r.r1 - r.r0, 2);
+    EXPECT_LE(r.r1 - r.r0, 3);
+    most = std::max(most, FusedDownUnits(r.r1 - r.r0, kTinyPairs));
+  }
+  EXPECT_EQ(most, 6);
+}
+
+// A CTA's down units: items 2u and 2u + 1 of its (group, tile) items cover every item exactly
+// once (the odd last one paired with itself, its copy's outputs dropped), in groups [r0, r1).
+TEST(FusedDownItem, UnitsCoverEveryItemOnce) {
+  for (int nt = 1; nt <= kTinyPairs; ++nt) {
+    for (int groups = 0; groups <= 7; ++groups) {
+      const int r0 = 5;
+      std::vector<int> seen(groups * nt, 0);
+      const int units = FusedDownUnits(groups, nt);
+      EXPECT_EQ(units, (groups * nt + 1) / 2);
+      for (int u = 0; u < units; ++u) {
+        for (int h = 0; h < 2; ++h) {
+          const int i = 2 * u + h;
+          if (i >= groups * nt) {
+            EXPECT_EQ(h, 1);  // only half B of the last unit is a copy
+            continue;
+          }
+          int grp = -1, tile = -1;
+          FusedDownItem(i, r0, nt, grp, tile);
+          ASSERT_GE(grp, r0);
+          ASSERT_LT(grp, r0 + groups);
+          ASSERT_GE(tile, 0);
+          ASSERT_LT(tile, nt);
+          ++seen[(grp - r0) * nt + tile];
+        }
+      }
+      for (int c : seen) EXPECT_EQ(c, 1) << "nt " << nt << " groups " << groups;
+    }
+  }
 }
 
 // The strided split of the gate_up units: every unit in exactly one CTA, and the counts within
