@@ -88,18 +88,28 @@ __device__ __forceinline__ void SmemChunkMmaA(float (&acc)[2][1][2][4], const ui
                                               const uint8_t* ssa, const uint8_t* ssb, const uint8_t* arow, int c,
                                               int lane) {
   const int g = lane >> 2, t = lane & 3;
-  const uint32_t sa = *reinterpret_cast<const uint32_t*>(ssa + c * 32 + g * 4);
-  const uint32_t sb = *reinterpret_cast<const uint32_t*>(ssb + c * 32 + g * 4);
+  // kOneMul (fast-path scales): the scales after the mma (BlockMmaAPost; x and the down operand
+  // are stored times kPostActScale).
+  constexpr uint32_t kPre = 0x3E3E3E3Eu;
+  const uint32_t sa = *reinterpret_cast<const uint32_t*>(ssa + c * 32 + g * 4) + (kOneMul ? kPre : 0u);
+  const uint32_t sb = *reinterpret_cast<const uint32_t*>(ssb + c * 32 + g * 4) + (kOneMul ? kPre : 0u);
+  auto block = [&](float (&a)[1][2][4], uint32_t wa, uint32_t wb, int b, const uint4 (&xb)[1]) {
+    if constexpr (kOneMul) {
+      BlockMmaAPost<1>(a, wa, wb, sa, sb, b, xb);
+    } else {
+      BlockMmaA<false, 1>(a, wa, wb, sa, sb, b, xb);
+    }
+  };
   if constexpr (!kTail) {
     const uint4 qa = *reinterpret_cast<const uint4*>(swa + c * 512 + lane * 16);
     const uint4 qb = *reinterpret_cast<const uint4*>(swb + c * 512 + lane * 16);
     uint4 x[4][1];
 #pragma unroll
     for (int b = 0; b < 4; ++b) x[b][0] = *reinterpret_cast<const uint4*>(arow + c * 256 + 16 * b);
-    BlockMmaA<kOneMul, 1>(acc[0], qa.x, qb.x, sa, sb, 0, x[0]);
-    BlockMmaA<kOneMul, 1>(acc[1], qa.y, qb.y, sa, sb, 1, x[1]);
-    BlockMmaA<kOneMul, 1>(acc[0], qa.z, qb.z, sa, sb, 2, x[2]);
-    BlockMmaA<kOneMul, 1>(acc[1], qa.w, qb.w, sa, sb, 3, x[3]);
+    block(acc[0], qa.x, qb.x, 0, x[0]);
+    block(acc[1], qa.y, qb.y, 1, x[1]);
+    block(acc[0], qa.z, qb.z, 2, x[2]);
+    block(acc[1], qa.w, qb.w, 3, x[3]);
   } else {  // 8 bytes per lane, two blocks, 16 elements per lane
     const uint2 qa = *reinterpret_cast<const uint2*>(swa + c * 512 + lane * 8);
     const uint2 qb = *reinterpret_cast<const uint2*>(swb + c * 512 + lane * 8);
@@ -107,8 +117,8 @@ __device__ __forceinline__ void SmemChunkMmaA(float (&acc)[2][1][2][4], const ui
     uint4 x[2][1];
     x[0][0] = *reinterpret_cast<const uint4*>(tr);
     x[1][0] = *reinterpret_cast<const uint4*>(tr + 16);
-    BlockMmaA<kOneMul, 1>(acc[0], qa.x, qb.x, sa, sb, 0, x[0]);
-    BlockMmaA<kOneMul, 1>(acc[1], qa.y, qb.y, sa, sb, 1, x[1]);
+    block(acc[0], qa.x, qb.x, 0, x[0]);
+    block(acc[1], qa.y, qb.y, 1, x[1]);
   }
 }
 
@@ -180,7 +190,7 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
     for (int j = i; j < f.tokens * items; j += n) {
       const int r = j / items;
       GatherItem(sr.x + int64_t(r) * sr.hidden, reinterpret_cast<uint16_t*>(sa + r * f.a_stride), j - r * items,
-                 g.nfull, sr.hidden);
+                 g.nfull, sr.hidden, false, kOneMul ? kPostActScale : 1.f);
     }
     if (wl) s_w[i - 1] = w;
   };
@@ -369,7 +379,8 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
     MbarWait(bias_bar, 0);
     const int fa = pc.grp * 16 + gl, fb = fa + 8;
     TileSlotsA ts{rt.row0[pc.tile], rt.rows[pc.tile], 0, 0, 0.f, 0.f};
-    StoreTileA<true>(g, v, bias[pc.unit * 16 + gl], bias[pc.unit * 16 + 8 + gl], fa, fb, true, gl, t, ts);
+    StoreTileA<true>(g, v, bias[pc.unit * 16 + gl], bias[pc.unit * 16 + 8 + gl], fa, fb, true, gl, t, ts,
+                     kOneMul ? kPostActScale : 1.f);
   }
 
   // ask_down: the down pieces held back, the warp's next `depth` (k is its first down piece; the
@@ -381,12 +392,22 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
   }
   if (f.probe != 4) GridBarrier(f.sync, f);
   Stamp(f, 5);
-  {  // the down operand's rows (written by other CTAs: through L2, not L1)
-    const int per_row = d.kp / 8;
-    for (int i = threadIdx.x; i < prow * per_row; i += 32 * kWarps) {
-      const int r = i / per_row, col = i - r * per_row;
-      *reinterpret_cast<uint4*>(sa + r * f.a_stride + col * 16) =
-          __ldcg(reinterpret_cast<const uint4*>(d.a + int64_t(r) * d.kp) + col);
+  {  // the down operand's rows (written by other CTAs: through L2, not L1), four loads in flight
+     // per thread before any store (a load then its store per step waited one L2 round trip each)
+    const int per_row = d.kp / 8, total = prow * per_row;
+    constexpr int kStep = 32 * kWarps, kBatch = 4;
+    for (int i0 = threadIdx.x; i0 < total; i0 += kBatch * kStep) {
+      uint4 v[kBatch];
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) {
+        const int i = i0 + u * kStep, r = i / per_row;
+        if (i < total) v[u] = __ldcg(reinterpret_cast<const uint4*>(d.a + int64_t(r) * d.kp) + (i - r * per_row));
+      }
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) {
+        const int i = i0 + u * kStep, r = i / per_row;
+        if (i < total) *reinterpret_cast<uint4*>(sa + r * f.a_stride + (i - r * per_row) * 16) = v[u];
+      }
     }
   }
   __syncthreads();
@@ -415,6 +436,7 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
   }
   __syncthreads();
   Stamp(f, 7);
+  if (f.probe == 8) return;  // (no sums: the out rows are not written)
 
   // out rows [8 r0, 8 r1) of every token: its held slots in slot order, from 0 (CombineKernel).
   uint32_t held = 0;
@@ -508,7 +530,7 @@ FusedPlan Plan(const GemmArgs& g, const GemmArgs& d, int tokens) {
   pl.f.a_stride = 2 * std::max(g.kp, d.kp) + 16;
   pl.f.tokens = tokens;
   static const int probe = EnvChoice("MXSERVE_CUDA_MOE_FUSED_PROBE",
-                                     {"default", "loads", "math", "neither", "nobarrier", "route", "empty", "stamps"});
+                                     {"default", "loads", "math", "neither", "nobarrier", "route", "empty", "stamps", "nosum"});
   pl.f.probe = probe;
   static const int defer = EnvChoice("MXSERVE_CUDA_MOE_FUSED_DEFER", {"default", "off", "warp"});
   pl.f.defer = defer == 0 ? kFusedDefer : defer == 2;

@@ -134,6 +134,16 @@ __device__ __forceinline__ uint32_t ScaleBf16x2(uint32_t s) {
   return v | (v << 16);
 }
 
+// Mma into a fresh accumulator: d = a x b (C = 0).
+__device__ __forceinline__ void Mma0(float d[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                                     uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%10,%10,%10,%10};"
+      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "f"(0.f));
+}
+
 __device__ __forceinline__ void Mma(float c[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
                                     uint32_t b0, uint32_t b1) {
   asm volatile(
@@ -240,6 +250,40 @@ __device__ __forceinline__ void BlockMma(float (&acc)[MT][NW][4], const uint4 (&
   }
 }
 
+// The activations of a kernel that scales after the mma (BlockMmaAPost) are stored times
+// kPostActScale, so that the products of raw decoded weights (E2M1 x 2^-126, bf16) are fp32
+// normals; PostScale's multiplier takes it out again. Both are powers of two: the same bits.
+constexpr float kPostActScale = 18446744073709551616.f;  // 2^64
+// Block b's E8M0 scale s as the fp32 2^(s - 65) = 2^(s - 127) x 2^126 (E2M1 bias) x 2^-64
+// (kPostActScale): exponent field s + 62. sw: the scale word with 0x3E added to every byte (no
+// carries: fast-path scales are <= 128): byte b into bits 31..24 (PRMT), then down one.
+__device__ __forceinline__ float PostScale(uint32_t sw, int b) {
+  return __uint_as_float(__byte_perm(sw, 0u, 0x0444u | (uint32_t(b) << 12)) >> 1);
+}
+
+// BlockMmaA with the block scales applied after the mma (fast-path scales; activations times
+// kPostActScale): the raw decoded words into a fresh accumulator per token group, then its rows'
+// two scales in fp32 (PostScale: 2 PRMT + 2 SHF and 4 FFMA per group in place of 8 HMUL2 and two
+// folded scales). swa/swb: the scale words with 0x3E3E3E3E added. Sums into acc[j][0].
+template <int kNb>
+__device__ __forceinline__ void BlockMmaAPost(float (&acc)[kNb][2][4], uint32_t qa, uint32_t qb, uint32_t swa,
+                                              uint32_t swb, int b, const uint4 (&xb)[kNb]) {
+  uint32_t ra[4], rb[4];
+  Decode4(qa, ra);
+  Decode4(qb, rb);
+  const float fa = PostScale(swa, b), fb = PostScale(swb, b);
+#pragma unroll
+  for (int j = 0; j < kNb; ++j) {
+    float d[4];
+    Mma0(d, ra[0], rb[0], ra[1], rb[1], xb[j].x, xb[j].y);
+    Mma(d, ra[2], rb[2], ra[3], rb[3], xb[j].z, xb[j].w);
+    acc[j][0][0] = fmaf(d[0], fa, acc[j][0][0]);
+    acc[j][0][1] = fmaf(d[1], fa, acc[j][0][1]);
+    acc[j][0][2] = fmaf(d[2], fb, acc[j][0][2]);
+    acc[j][0][3] = fmaf(d[3], fb, acc[j][0][3]);
+  }
+}
+
 // One k32 block b of one m16 tile of the weights-as-A decode kernel (moe_cuda_decode_kst.cu):
 // groups A (rows g) and B (rows g + 8), qa/qb the lane's packed words of the block, swa/swb the
 // groups' scale words, times kNb groups of 8 tokens (xb[j]: the lane's B fragments of token 8j + g
@@ -270,7 +314,8 @@ struct TileSlotsA {
 };
 template <bool kGateUp>
 __device__ __forceinline__ void StoreTileA(const GemmArgs& p, float (&v)[4], float ba, float bb, int fa,
-                                           int fb, bool b_ok, int g, int t, const TileSlotsA& s) {
+                                           int fb, bool b_ok, int g, int t, const TileSlotsA& s,
+                                           float act_mul = 1.f) {
   const int t0 = 2 * t, t1 = 2 * t + 1;
   v[0] += ba;
   v[1] += ba;
@@ -284,10 +329,10 @@ __device__ __forceinline__ void StoreTileA(const GemmArgs& p, float (&v)[4], flo
       const int ia = PermIndex(fa >> 1, p.nfull_out), ib = PermIndex(fb >> 1, p.nfull_out);
       uint16_t* act0 = p.act + int64_t(s.row0 + t0) * p.kp_out;
       uint16_t* act1 = p.act + int64_t(s.row0 + t1) * p.kp_out;
-      if (t0 < s.rows) act0[ia] = F2Bf16(GptOssSwiglu(v[0], u[0], p.alpha, p.limit));
-      if (t1 < s.rows) act1[ia] = F2Bf16(GptOssSwiglu(v[1], u[1], p.alpha, p.limit));
-      if (b_ok && t0 < s.rows) act0[ib] = F2Bf16(GptOssSwiglu(v[2], u[2], p.alpha, p.limit));
-      if (b_ok && t1 < s.rows) act1[ib] = F2Bf16(GptOssSwiglu(v[3], u[3], p.alpha, p.limit));
+      if (t0 < s.rows) act0[ia] = F2Bf16(act_mul * GptOssSwiglu(v[0], u[0], p.alpha, p.limit));
+      if (t1 < s.rows) act1[ia] = F2Bf16(act_mul * GptOssSwiglu(v[1], u[1], p.alpha, p.limit));
+      if (b_ok && t0 < s.rows) act0[ib] = F2Bf16(act_mul * GptOssSwiglu(v[2], u[2], p.alpha, p.limit));
+      if (b_ok && t1 < s.rows) act1[ib] = F2Bf16(act_mul * GptOssSwiglu(v[3], u[3], p.alpha, p.limit));
     }
   } else {
     if (t0 < s.rows) p.y[int64_t(s.pair0) * p.n + fa] = s.w0 * v[0];
@@ -301,7 +346,7 @@ __device__ __forceinline__ void StoreTileA(const GemmArgs& p, float (&v)[4], flo
 // from four float2 of the token's row (0 past h): in the permuted order (one lane's k32 block: two
 // k16 steps, each k 2tt,2tt+1 then 2tt+8,2tt+9), or (plain, the wgmma paths') k = 8 item .. + 7.
 __device__ __forceinline__ uint4 GatherLoad(const float* __restrict__ xr, int item, int nfull, int h,
-                                            bool plain) {
+                                            bool plain, float mul = 1.f) {
   const int d = item * 8, c = d >> 7, w = d & 127;
   const int s4 = c < nfull ? 32 : 16;
   const int tt = w / s4, b = (w % s4) >> 3;
@@ -311,15 +356,15 @@ __device__ __forceinline__ uint4 GatherLoad(const float* __restrict__ xr, int it
   for (int i = 0; i < 4; ++i) {
     const int k = plain ? d + 2 * i : k0 + (i >> 1) * 16 + (i & 1) * 8;
     const float2 f = k < h ? __ldg(reinterpret_cast<const float2*>(xr + k)) : make_float2(0.f, 0.f);
-    v[i] = uint32_t(F2Bf16(f.x)) | (uint32_t(F2Bf16(f.y)) << 16);
+    v[i] = uint32_t(F2Bf16(mul * f.x)) | (uint32_t(F2Bf16(mul * f.y)) << 16);
   }
   return make_uint4(v[0], v[1], v[2], v[3]);
 }
 
-// GatherLoad's item stored into row ar.
+// GatherLoad's item stored into row ar (times mul: kPostActScale for a post-scaling kernel).
 __device__ __forceinline__ void GatherItem(const float* __restrict__ xr, uint16_t* __restrict__ ar,
-                                           int item, int nfull, int h, bool plain = false) {
-  *reinterpret_cast<uint4*>(ar + item * 8) = GatherLoad(xr, item, nfull, h, plain);
+                                           int item, int nfull, int h, bool plain = false, float mul = 1.f) {
+  *reinterpret_cast<uint4*>(ar + item * 8) = GatherLoad(xr, item, nfull, h, plain, mul);
 }
 
 }  // namespace mxserve::kernels::cuda::internal

@@ -131,18 +131,23 @@ MXSERVE_HD inline int FusedStridedUnits(const FusedWork& w, int b, int G) {
 
 // MXSERVE_CUDA_MOE_FUSED pins the fused kernel's configuration (benchmarks): "off" (or "0"), or
 // <parts>x<depth>[w<warps>] (K parts per unit, shared-memory slots per warp (1-3), warps per CTA)
-// of a built one; empty or "default": the default, 6x2 with 16 warps. The plan gives each warp
+// of a built one; empty or "default": the default, 4x2 with 16 warps. The plan gives each warp
 // `depth` slots where they fit, else as many slots as fit, spread over the warps (FusedArgs::deep):
 // at gpt-oss-120b's shapes 16 warps fit two each (200,652 bytes), 24 warps 39 slots. 6x2w16 at one
 // token: 0.0350-0.0352 ms against 0.0362-0.0363 for 6x2w24 with one slot per warp, the default
 // before (2026-12-02 03:40 call, `envab`, three alternations; gpt-oss-20b alike); filling the
 // rest of the shared memory with slots did not pay (03:54 call: 6x3w16 0.0353-0.0355, 6x2w20
 // 0.0351-0.0352, 6x2w24 0.0353-0.0354, all at 39 slots, against 0.0348-0.0351; docs/PERFORMANCE.md).
+// Since the down work comes in 8-row items and the fused kernel scales after the mma, 4x2w16 (28
+// slots: 4 K parts make larger pieces) is 3-4 % faster than 6x2w16 at one token: 0.0333-0.0336 ms
+// against 0.0347-0.0348, gpt-oss-120b, three alternations (2026-12-03 12:58 call, `envab`), and
+// 8 K parts for the down units alone slower (0.0351 with 4 or 6 for gate_up: more pieces, each
+// with its own overhead, after the grid barrier).
 // Built (FusedBuilt): 16 warps with 3, 4, 6 or 8 parts, 20 with 6, 24 with 4, 6 or 8, 32 with 6
 // (111, 93, 79 and 64 registers; a few spilled at 32). Anything else comes back valid = false.
 struct FusedPinned {
   bool off = false, valid = true;
-  int parts = 6, depth = 2, warps = 16;
+  int parts = 4, depth = 2, warps = 16;
 };
 inline bool FusedBuilt(int warps, int parts) {
   return (warps == 16 && (parts == 3 || parts == 4 || parts == 6 || parts == 8)) || (warps == 20 && parts == 6) ||
@@ -202,7 +207,8 @@ struct FusedArgs {
   bool defer = false;
   // Benchmarks only, wrong results (MXSERVE_CUDA_MOE_FUSED_PROBE): 1 loads without the math,
   // 2 the math without loads, 3 neither, 4 neither and no grid barrier, 5 exit after the
-  // routing, 6 exit at once; 7 (right results) timestamps of the phases (FusedStampsReport)
+  // routing, 6 exit at once, 8 no per-token sums (out not written); 7 (right results)
+  // timestamps of the phases (FusedStampsReport)
   // (where a one-token layer's time goes: docs/PERFORMANCE.md).
   int probe = 0;
   // host_route: the batch's route, made on the host from its ids (CudaMoeBatch::host_expert_ids,

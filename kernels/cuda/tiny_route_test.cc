@@ -244,7 +244,7 @@ TEST(ParseFusedPin, BuiltConfigurationsOffAndRejects) {
   const FusedPinned def = ParseFusedPin("");
   EXPECT_TRUE(def.valid);
   EXPECT_FALSE(def.off);
-  EXPECT_EQ(def.parts, 6);
+  EXPECT_EQ(def.parts, 4);
   EXPECT_EQ(def.depth, 2);
   EXPECT_EQ(def.warps, 16);
   const FusedPinned named = ParseFusedPin("default");  // envab's name for the code's own choice

@@ -176,13 +176,13 @@ for s in $steps; do
       # The one-launch layer at <= 4 token-slots (moe_cuda_fused.cu; MXSERVE_CUDA_MOE_FUSED=<K parts>x<slots
       # per warp>[w<warps>] or off): the small shapes checked with each configuration (the check also
       # compares it with the unfused kernels), sanitizers, then timed, alternating.
-      check_pinned MXSERVE_CUDA_MOE_FUSED "${FUSED_CFGS:-6x2w16 8x2w24 4x1 3x1 4x1w24 6x1w24 6x1w32}" \
+      check_pinned MXSERVE_CUDA_MOE_FUSED "${FUSED_CFGS:-6x2w16 8x2w24 4x1 3x1 4x1w24 6x1w24 6x1w32 3x2w16}" \
         "tiny-pad tiny-k1 tiny-skip fused-even fused-range big-scales gpt-oss-20b" "$OUT/check_fused.txt"
       for T in memcheck racecheck synccheck; do
         compute-sanitizer --tool $T --error-exitcode 9 $B/mxserve-gpu-moe-check tiny-skip > "$OUT/${T}_fused.txt" 2>&1 || rc=1
         echo "$T: $(tail -n 1 "$OUT/${T}_fused.txt")"
       done
-      time_pinned MXSERVE_CUDA_MOE_FUSED "${FUSED_CFGS:-6x2w16 8x2w24 4x1 3x1 4x1w24 6x1w24 6x1w32} off" \
+      time_pinned MXSERVE_CUDA_MOE_FUSED "${FUSED_CFGS:-6x2w16 8x2w24 4x1 3x1 4x1w24 6x1w24 6x1w32 3x2w16} off" \
         "gpt-oss-120b:1 gpt-oss-20b:1" 2>&1 | tee "$OUT/fused.txt" ;;
     kstcfg)
       # The K-streamed decode kernel's occupancy variants (MXSERVE_CUDA_MOE_KST_CFG: w16, x2, x2w8;
@@ -243,7 +243,7 @@ for s in $steps; do
     stamps)
       # When each phase of the fused one-token layer ends, over the grid (MXSERVE_CUDA_MOE_FUSED_PROBE=stamps),
       # per configuration.
-      for F in ${FUSED_CFGS:-6x2w16 6x2w24 8x2w24}; do
+      for F in ${FUSED_CFGS:-4x2w16 6x2w16 6x2w24}; do
         echo "## MXSERVE_CUDA_MOE_FUSED=$F"
         MXSERVE_CUDA_MOE_FUSED=$F MXSERVE_CUDA_MOE_FUSED_PROBE=stamps $B/mxserve-bench-moe-gpu /tmp/s.csv gpt-oss-120b 1 | grep -E '^(\||# fused plan)' | tail -13
       done 2>&1 | tee "$OUT/stamps.txt" ;;
