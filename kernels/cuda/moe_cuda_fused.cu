@@ -88,28 +88,20 @@ __device__ __forceinline__ void SmemChunkMmaA(float (&acc)[2][1][2][4], const ui
                                               const uint8_t* ssa, const uint8_t* ssb, const uint8_t* arow, int c,
                                               int lane) {
   const int g = lane >> 2, t = lane & 3;
-  // kOneMul (fast-path scales): the scales after the mma (BlockMmaAPost; x and the down operand
-  // are stored times kPostActScale).
-  constexpr uint32_t kPre = 0x3E3E3E3Eu;
-  const uint32_t sa = *reinterpret_cast<const uint32_t*>(ssa + c * 32 + g * 4) + (kOneMul ? kPre : 0u);
-  const uint32_t sb = *reinterpret_cast<const uint32_t*>(ssb + c * 32 + g * 4) + (kOneMul ? kPre : 0u);
-  auto block = [&](float (&a)[1][2][4], uint32_t wa, uint32_t wb, int b, const uint4 (&xb)[1]) {
-    if constexpr (kOneMul) {
-      BlockMmaAPost<1>(a, wa, wb, sa, sb, b, xb);
-    } else {
-      BlockMmaA<false, 1>(a, wa, wb, sa, sb, b, xb);
-    }
-  };
+  const uint32_t sa = *reinterpret_cast<const uint32_t*>(ssa + c * 32 + g * 4);
+  const uint32_t sb = *reinterpret_cast<const uint32_t*>(ssb + c * 32 + g * 4);
+  // kOneMul (fast-path scales): the scales after the mma (x and the down operand are stored times
+  // kPostActScale).
   if constexpr (!kTail) {
     const uint4 qa = *reinterpret_cast<const uint4*>(swa + c * 512 + lane * 16);
     const uint4 qb = *reinterpret_cast<const uint4*>(swb + c * 512 + lane * 16);
     uint4 x[4][1];
 #pragma unroll
     for (int b = 0; b < 4; ++b) x[b][0] = *reinterpret_cast<const uint4*>(arow + c * 256 + 16 * b);
-    block(acc[0], qa.x, qb.x, 0, x[0]);
-    block(acc[1], qa.y, qb.y, 1, x[1]);
-    block(acc[0], qa.z, qb.z, 2, x[2]);
-    block(acc[1], qa.w, qb.w, 3, x[3]);
+    BlockMmaA<kOneMul, 1, kOneMul>(acc[0], qa.x, qb.x, sa, sb, 0, x[0]);
+    BlockMmaA<kOneMul, 1, kOneMul>(acc[1], qa.y, qb.y, sa, sb, 1, x[1]);
+    BlockMmaA<kOneMul, 1, kOneMul>(acc[0], qa.z, qb.z, sa, sb, 2, x[2]);
+    BlockMmaA<kOneMul, 1, kOneMul>(acc[1], qa.w, qb.w, sa, sb, 3, x[3]);
   } else {  // 8 bytes per lane, two blocks, 16 elements per lane
     const uint2 qa = *reinterpret_cast<const uint2*>(swa + c * 512 + lane * 8);
     const uint2 qb = *reinterpret_cast<const uint2*>(swb + c * 512 + lane * 8);
@@ -117,8 +109,8 @@ __device__ __forceinline__ void SmemChunkMmaA(float (&acc)[2][1][2][4], const ui
     uint4 x[2][1];
     x[0][0] = *reinterpret_cast<const uint4*>(tr);
     x[1][0] = *reinterpret_cast<const uint4*>(tr + 16);
-    block(acc[0], qa.x, qb.x, 0, x[0]);
-    block(acc[1], qa.y, qb.y, 1, x[1]);
+    BlockMmaA<kOneMul, 1, kOneMul>(acc[0], qa.x, qb.x, sa, sb, 0, x[0]);
+    BlockMmaA<kOneMul, 1, kOneMul>(acc[1], qa.y, qb.y, sa, sb, 1, x[1]);
   }
 }
 
@@ -255,6 +247,9 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
     pc.sa = sc + ga * sbytes, pc.sb = sc + gb * sbytes;
     return pc;
   };
+  // Half B's first mma B column (run, the down epilogue): 0 when both halves are of one tile (its
+  // rows feed both), else after half A's tile rows.
+  auto col_b0 = [&](const Piece& pc) { return pc.tile_b == pc.tile ? 0 : rt.rows[pc.tile]; };
   // A piece in its slot: group A's and group B's weights of chunks [c0, c1), wb bytes each, then
   // their scales, sb bytes each.
   auto issue_piece = [&](const Piece& pc, int s) {  // lane 0
@@ -326,7 +321,7 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
     const uint8_t *ssa = sl + 2 * wb - pc.c0 * 32, *ssb = sl + 2 * wb + sb - pc.c0 * 32;
     // The mma's B columns (gl): gate_up, x rows by token of the tile's rows; down, the down
     // operand's rows of half A's tile, then (another tile) half B's (at most kTinyPairs in all).
-    const int rows = rt.rows[pc.tile], cb = pc.tile_b == pc.tile ? 0 : rows;
+    const int rows = rt.rows[pc.tile], cb = col_b0(pc);
     const int row = gl < rows ? rt.row0[pc.tile] + gl
                     : gl >= cb && gl < cb + rt.rows[pc.tile_b] ? rt.row0[pc.tile_b] + gl - cb
                                                                 : rt.row0[pc.tile];
@@ -419,7 +414,7 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
     if (!run(k, d, pc, v)) continue;
     MbarWait(bias_bar, 0);
     // v: half A's row gl (tile `tile`) and half B's (tile_b) x columns 2t, 2t + 1 (run's B columns).
-    const int rows = rt.rows[pc.tile], cb = pc.tile_b == pc.tile ? 0 : rows, rows_b = rt.rows[pc.tile_b];
+    const int rows = rt.rows[pc.tile], cb = col_b0(pc), rows_b = rt.rows[pc.tile_b];
     const float ba = bias[pc.unit * 16 + gl], bb = bias[pc.unit * 16 + 8 + gl];
 #pragma unroll
     for (int j = 0; j < 2; ++j) {  // columns 2t, 2t + 1

@@ -250,9 +250,9 @@ __device__ __forceinline__ void BlockMma(float (&acc)[MT][NW][4], const uint4 (&
   }
 }
 
-// The activations of a kernel that scales after the mma (BlockMmaAPost) are stored times
+// The activations of a kernel that scales after the mma (BlockMmaA kPost) are stored times
 // kPostActScale, so that the products of raw decoded weights (E2M1 x 2^-126, bf16) are fp32
-// normals; PostScale's multiplier takes it out again. Both are powers of two: the same bits.
+// normals; PostScale's multiplier takes it out again (both powers of two: exact).
 constexpr float kPostActScale = 18446744073709551616.f;  // 2^64
 // Block b's E8M0 scale s as the fp32 2^(s - 65) = 2^(s - 127) x 2^126 (E2M1 bias) x 2^-64
 // (kPostActScale): exponent field s + 62. sw: the scale word with 0x3E added to every byte (no
@@ -261,44 +261,42 @@ __device__ __forceinline__ float PostScale(uint32_t sw, int b) {
   return __uint_as_float(__byte_perm(sw, 0u, 0x0444u | (uint32_t(b) << 12)) >> 1);
 }
 
-// BlockMmaA with the block scales applied after the mma (fast-path scales; activations times
-// kPostActScale): the raw decoded words into a fresh accumulator per token group, then its rows'
-// two scales in fp32 (PostScale: 2 PRMT + 2 SHF and 4 FFMA per group in place of 8 HMUL2 and two
-// folded scales). swa/swb: the scale words with 0x3E3E3E3E added. Sums into acc[j][0].
-template <int kNb>
-__device__ __forceinline__ void BlockMmaAPost(float (&acc)[kNb][2][4], uint32_t qa, uint32_t qb, uint32_t swa,
-                                              uint32_t swb, int b, const uint4 (&xb)[kNb]) {
-  uint32_t ra[4], rb[4];
-  Decode4(qa, ra);
-  Decode4(qb, rb);
-  const float fa = PostScale(swa, b), fb = PostScale(swb, b);
-#pragma unroll
-  for (int j = 0; j < kNb; ++j) {
-    float d[4];
-    Mma0(d, ra[0], rb[0], ra[1], rb[1], xb[j].x, xb[j].y);
-    Mma(d, ra[2], rb[2], ra[3], rb[3], xb[j].z, xb[j].w);
-    acc[j][0][0] = fmaf(d[0], fa, acc[j][0][0]);
-    acc[j][0][1] = fmaf(d[1], fa, acc[j][0][1]);
-    acc[j][0][2] = fmaf(d[2], fb, acc[j][0][2]);
-    acc[j][0][3] = fmaf(d[3], fb, acc[j][0][3]);
-  }
-}
-
 // One k32 block b of one m16 tile of the weights-as-A decode kernel (moe_cuda_decode_kst.cu):
 // groups A (rows g) and B (rows g + 8), qa/qb the lane's packed words of the block, swa/swb the
 // groups' scale words, times kNb groups of 8 tokens (xb[j]: the lane's B fragments of token 8j + g
 // for the block's two k16 steps). acc[j][0]/acc[j][1]: token group j, even/odd steps. Each decoded
 // weight word feeds kNb mma.
-template <bool kOneMul, int kNb>
+// kPost (fast-path scales, kOneMul; activations times kPostActScale: the fused one-token kernel):
+// the block scales after the mma instead, the raw decoded words into a fresh accumulator per
+// token group, then its rows' two scales in fp32 (PostScale: 2 PRMT + 2 SHF and 4 FFMA per group
+// in place of 8 HMUL2 and two folded scales), summed into acc[j][0].
+template <bool kOneMul, int kNb, bool kPost = false>
 __device__ __forceinline__ void BlockMmaA(float (&acc)[kNb][2][4], uint32_t qa, uint32_t qb, uint32_t swa,
                                           uint32_t swb, int b, const uint4 (&xb)[kNb]) {
+  static_assert(!kPost || kOneMul, "scales after the mma need the fast-path scales");
   uint32_t ra[4], rb[4];
-  DecodeScaled<kOneMul>(qa, swa, b, ra);
-  DecodeScaled<kOneMul>(qb, swb, b, rb);
+  if constexpr (kPost) {
+    Decode4(qa, ra);
+    Decode4(qb, rb);
+    const float fa = PostScale(swa + 0x3E3E3E3Eu, b), fb = PostScale(swb + 0x3E3E3E3Eu, b);
 #pragma unroll
-  for (int j = 0; j < kNb; ++j) {
-    Mma(acc[j][0], ra[0], rb[0], ra[1], rb[1], xb[j].x, xb[j].y);
-    Mma(acc[j][1], ra[2], rb[2], ra[3], rb[3], xb[j].z, xb[j].w);
+    for (int j = 0; j < kNb; ++j) {
+      float d[4];
+      Mma0(d, ra[0], rb[0], ra[1], rb[1], xb[j].x, xb[j].y);
+      Mma(d, ra[2], rb[2], ra[3], rb[3], xb[j].z, xb[j].w);
+      acc[j][0][0] = fmaf(d[0], fa, acc[j][0][0]);
+      acc[j][0][1] = fmaf(d[1], fa, acc[j][0][1]);
+      acc[j][0][2] = fmaf(d[2], fb, acc[j][0][2]);
+      acc[j][0][3] = fmaf(d[3], fb, acc[j][0][3]);
+    }
+  } else {
+    DecodeScaled<kOneMul>(qa, swa, b, ra);
+    DecodeScaled<kOneMul>(qb, swb, b, rb);
+#pragma unroll
+    for (int j = 0; j < kNb; ++j) {
+      Mma(acc[j][0], ra[0], rb[0], ra[1], rb[1], xb[j].x, xb[j].y);
+      Mma(acc[j][1], ra[2], rb[2], ra[3], rb[3], xb[j].z, xb[j].w);
+    }
   }
 }
 
