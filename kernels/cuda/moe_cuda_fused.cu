@@ -35,7 +35,7 @@ __device__ __forceinline__ uint32_t AtomIncAcqRelGpu(uint32_t* p, uint32_t lim) 
 
 // MXSERVE_CUDA_MOE_FUSED_PROBE=stamps: %globaltimer (ns) of thread 0 of each CTA at the phase
 // boundaries of the last call, read back by FusedStampsReport.
-constexpr int kStampCtas = 1024, kStamps = 9;
+constexpr int kStampCtas = 1024, kStamps = 10;
 __device__ uint64_t g_stamps[kStampCtas][kStamps];
 __device__ uint32_t g_stamp_sm[kStampCtas];  // each CTA's SM (%smid)
 __device__ __forceinline__ void Stamp(const FusedArgs& f, int i) {
@@ -69,6 +69,7 @@ __device__ void GridBarrier(uint32_t* sync, const FusedArgs& f) {
   if (threadIdx.x == 0) {
     const uint32_t G = gridDim.x;
     const uint32_t old = AtomIncAcqRelGpu(sync, (G << 20) - 1u);
+    Stamp(f, 9);
     const uint32_t base = old - old % G;
     if (old - base != G - 1u) {
       while (LdAcquire(sync) - base < G) __nanosleep(32);
@@ -252,6 +253,7 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
   auto col_b0 = [&](const Piece& pc) { return pc.tile_b == pc.tile ? 0 : rt.rows[pc.tile]; };
   // A piece in its slot: group A's and group B's weights of chunks [c0, c1), wb bytes each, then
   // their scales, sb bytes each.
+  const uint64_t pol = L2EvictFirstPolicy();
   auto issue_piece = [&](const Piece& pc, int s) {  // lane 0
     const int wb = pc.wb, sb = 32 * (pc.c1 - pc.c0);
     uint8_t* sl = slots + size_t(s) * f.slot_bytes;
@@ -260,13 +262,20 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
       return;
     }
     MbarExpectTx(&bars[s], 2 * (wb + sb));
+    auto copy = [&](void* dst, const void* src, int bytes) {
+      if (f.evict_first) {
+        BulkCopyG2SHint(dst, src, bytes, &bars[s], pol);
+      } else {
+        BulkCopyG2S(dst, src, bytes, &bars[s]);
+      }
+    };
     if (wb > 0) {
-      BulkCopyG2S(sl, pc.qa, wb, &bars[s]);
-      BulkCopyG2S(sl + wb, pc.qb, wb, &bars[s]);
+      copy(sl, pc.qa, wb);
+      copy(sl + wb, pc.qb, wb);
     }
     if (sb > 0) {
-      BulkCopyG2S(sl + 2 * wb, pc.sa, sb, &bars[s]);
-      BulkCopyG2S(sl + 2 * wb + sb, pc.sb, sb, &bars[s]);
+      copy(sl + 2 * wb, pc.sa, sb);
+      copy(sl + 2 * wb + sb, pc.sb, sb);
     }
   };
   auto issue = [&](int p, int s) { issue_piece(s_piece[p], s); };
@@ -529,6 +538,8 @@ FusedPlan Plan(const GemmArgs& g, const GemmArgs& d, int tokens) {
   pl.f.probe = probe;
   static const int defer = EnvChoice("MXSERVE_CUDA_MOE_FUSED_DEFER", {"default", "off", "warp"});
   pl.f.defer = defer == 0 ? kFusedDefer : defer == 2;
+  static const bool evict_first = EnvChoice("MXSERVE_CUDA_MOE_EVICT_FIRST", {"default", "off", "on"}) != 1;
+  pl.f.evict_first = evict_first;
   // MXSERVE_CUDA_MOE_FUSED_DOWN: the down units' weight in the grid's split, percent (benchmarks;
   // a value not listed is reported and means the default).
   static const int down_pct = [] {
@@ -617,7 +628,7 @@ std::atomic<int> g_last_plan[4];
 std::string FusedStampsReport() {
   static const char* kPhase[kStamps] = {"start",           "routed, x in", "pieces listed", "pieces asked for",
                                         "gate_up done",    "grid barrier", "down operand in", "down done",
-                                        "summed"};
+                                        "summed",          "arrival counted"};
   uint64_t st[kStampCtas][kStamps];
   if (cudaMemcpyFromSymbol(st, g_stamps, sizeof(st)) != cudaSuccess) return "no stamps";
   const int n = std::min(Limits().sms, kStampCtas);
@@ -635,6 +646,13 @@ std::string FusedStampsReport() {
     std::snprintf(line, sizeof(line), "| %s | %.2f | %.2f | %.2f |\n", kPhase[i], v.front(), v[v.size() / 2], v.back());
     r += line;
   }
+  // The last CTA to arrive: its arrival, its increment's return, its barrier's end.
+  int last = 0;
+  for (int b = 0; b < n; ++b) last = st[b][4] > st[last][4] ? b : last;
+  char last_line[160];
+  std::snprintf(last_line, sizeof(last_line), "# last arrival: cta %d arrives %.2f, counted %.2f, through %.2f\n", last,
+                (st[last][4] - t0) * 1e-3, (st[last][9] - t0) * 1e-3, (st[last][5] - t0) * 1e-3);
+  r += last_line;
   // MXSERVE_CUDA_MOE_FUSED_STAMPS=ctas: each CTA's SM and its gate_up, barrier and down ends
   // (whether the late CTAs are the same SMs from launch to launch).
   static const bool ctas = EnvChoice("MXSERVE_CUDA_MOE_FUSED_STAMPS", {"default", "ctas"}) == 1;

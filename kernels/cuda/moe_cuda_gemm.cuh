@@ -93,6 +93,23 @@ __device__ __forceinline__ void BulkCopyG2S(void* dst, const void* src, uint32_t
       "l"(src), "r"(bytes), "r"(SmemAddr(bar))
       : "memory");
 }
+// An L2 eviction policy for data read once (weights streamed by a decode kernel): evict_first,
+// so that its lines, not dirty lines of earlier kernels (written back first), are the victims of
+// later misses.
+__device__ __forceinline__ uint64_t L2EvictFirstPolicy() {
+  uint64_t pol;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
+  return pol;
+}
+// BulkCopyG2S under L2 cache policy `pol` (L2EvictFirstPolicy).
+__device__ __forceinline__ void BulkCopyG2SHint(void* dst, const void* src, uint32_t bytes, uint64_t* bar,
+                                                uint64_t pol) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;" ::"r"(
+          SmemAddr(dst)),
+      "l"(src), "r"(bytes), "r"(SmemAddr(bar)), "l"(pol)
+      : "memory");
+}
 __device__ __forceinline__ void MbarWaitAt(uint32_t bar, uint32_t parity) {
   asm volatile(
       "{\n.reg .pred P1;\nLAB_WAIT:\n"

@@ -211,6 +211,9 @@ struct FusedArgs {
   // timestamps of the phases (FusedStampsReport)
   // (where a one-token layer's time goes: docs/PERFORMANCE.md).
   int probe = 0;
+  // The weight pieces' bulk copies ask L2 to evict their lines first (L2EvictFirstPolicy; off:
+  // MXSERVE_CUDA_MOE_EVICT_FIRST=off, benchmarks).
+  bool evict_first = false;
   // host_route: the batch's route, made on the host from its ids (CudaMoeBatch::host_expert_ids,
   // the worker's path), so the kernel reads no ids and lists its pieces while it gathers x.
   bool host_route = false;

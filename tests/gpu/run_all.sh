@@ -245,7 +245,7 @@ for s in $steps; do
       # per configuration.
       for F in ${FUSED_CFGS:-4x2w16 6x2w16 6x2w24}; do
         echo "## MXSERVE_CUDA_MOE_FUSED=$F"
-        MXSERVE_CUDA_MOE_FUSED=$F MXSERVE_CUDA_MOE_FUSED_PROBE=stamps $B/mxserve-bench-moe-gpu /tmp/s.csv gpt-oss-120b 1 | grep -E '^(\||# fused plan)' | tail -13
+        MXSERVE_CUDA_MOE_FUSED=$F MXSERVE_CUDA_MOE_FUSED_PROBE=stamps $B/mxserve-bench-moe-gpu /tmp/s.csv gpt-oss-120b 1 | grep -E '^(\||# fused plan|# last arrival)' | tail -14
       done 2>&1 | tee "$OUT/stamps.txt" ;;
     shapes)
       # The other layer shapes, with matmul_ogs (no bf16 grouped_mm: it costs too much device time).
