@@ -253,7 +253,7 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
   auto col_b0 = [&](const Piece& pc) { return pc.tile_b == pc.tile ? 0 : rt.rows[pc.tile]; };
   // A piece in its slot: group A's and group B's weights of chunks [c0, c1), wb bytes each, then
   // their scales, sb bytes each.
-  const uint64_t pol = L2EvictFirstPolicy();
+  const uint64_t pol = L2ReadOncePolicy(f.evict_first);
   auto issue_piece = [&](const Piece& pc, int s) {  // lane 0
     const int wb = pc.wb, sb = 32 * (pc.c1 - pc.c0);
     uint8_t* sl = slots + size_t(s) * f.slot_bytes;
@@ -262,20 +262,13 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
       return;
     }
     MbarExpectTx(&bars[s], 2 * (wb + sb));
-    auto copy = [&](void* dst, const void* src, int bytes) {
-      if (f.evict_first) {
-        BulkCopyG2SHint(dst, src, bytes, &bars[s], pol);
-      } else {
-        BulkCopyG2S(dst, src, bytes, &bars[s]);
-      }
-    };
     if (wb > 0) {
-      copy(sl, pc.qa, wb);
-      copy(sl + wb, pc.qb, wb);
+      BulkCopyG2SHint(sl, pc.qa, wb, &bars[s], pol);
+      BulkCopyG2SHint(sl + wb, pc.qb, wb, &bars[s], pol);
     }
     if (sb > 0) {
-      copy(sl + 2 * wb, pc.sa, sb);
-      copy(sl + 2 * wb + sb, pc.sb, sb);
+      BulkCopyG2SHint(sl + 2 * wb, pc.sa, sb, &bars[s], pol);
+      BulkCopyG2SHint(sl + 2 * wb + sb, pc.sb, sb, &bars[s], pol);
     }
   };
   auto issue = [&](int p, int s) { issue_piece(s_piece[p], s); };
@@ -538,7 +531,7 @@ FusedPlan Plan(const GemmArgs& g, const GemmArgs& d, int tokens) {
   pl.f.probe = probe;
   static const int defer = EnvChoice("MXSERVE_CUDA_MOE_FUSED_DEFER", {"default", "off", "warp"});
   pl.f.defer = defer == 0 ? kFusedDefer : defer == 2;
-  static const bool evict_first = EnvChoice("MXSERVE_CUDA_MOE_EVICT_FIRST", {"default", "off", "on"}) != 1;
+  static const bool evict_first = EnvChoice("MXSERVE_CUDA_MOE_EVICT_FIRST", {"default", "off"}) == 0;
   pl.f.evict_first = evict_first;
   // MXSERVE_CUDA_MOE_FUSED_DOWN: the down units' weight in the grid's split, percent (benchmarks;
   // a value not listed is reported and means the default).
@@ -648,7 +641,7 @@ std::string FusedStampsReport() {
   }
   // The last CTA to arrive: its arrival, its increment's return, its barrier's end.
   int last = 0;
-  for (int b = 0; b < n; ++b) last = st[b][4] > st[last][4] ? b : last;
+  for (int b = 1; b < n; ++b) last = st[b][4] > st[last][4] ? b : last;
   char last_line[160];
   std::snprintf(last_line, sizeof(last_line), "# last arrival: cta %d arrives %.2f, counted %.2f, through %.2f\n", last,
                 (st[last][4] - t0) * 1e-3, (st[last][9] - t0) * 1e-3, (st[last][5] - t0) * 1e-3);

@@ -93,15 +93,19 @@ __device__ __forceinline__ void BulkCopyG2S(void* dst, const void* src, uint32_t
       "l"(src), "r"(bytes), "r"(SmemAddr(bar))
       : "memory");
 }
-// An L2 eviction policy for data read once (weights streamed by a decode kernel): evict_first,
+// The L2 eviction policy of data read once (weights streamed by a decode kernel): evict_first,
 // so that its lines, not dirty lines of earlier kernels (written back first), are the victims of
-// later misses.
-__device__ __forceinline__ uint64_t L2EvictFirstPolicy() {
+// later misses; else evict_normal (the policy of unhinted loads).
+__device__ __forceinline__ uint64_t L2ReadOncePolicy(bool evict_first) {
   uint64_t pol;
-  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
+  if (evict_first) {
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
+  } else {
+    asm volatile("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;" : "=l"(pol));
+  }
   return pol;
 }
-// BulkCopyG2S under L2 cache policy `pol` (L2EvictFirstPolicy).
+// BulkCopyG2S under L2 cache policy `pol` (L2ReadOncePolicy).
 __device__ __forceinline__ void BulkCopyG2SHint(void* dst, const void* src, uint32_t bytes, uint64_t* bar,
                                                 uint64_t pol) {
   asm volatile(

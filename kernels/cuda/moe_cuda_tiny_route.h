@@ -211,8 +211,8 @@ struct FusedArgs {
   // timestamps of the phases (FusedStampsReport)
   // (where a one-token layer's time goes: docs/PERFORMANCE.md).
   int probe = 0;
-  // The weight pieces' bulk copies ask L2 to evict their lines first (L2EvictFirstPolicy; off:
-  // MXSERVE_CUDA_MOE_EVICT_FIRST=off, benchmarks).
+  // The weight pieces' bulk copies ask L2 to evict their lines first (L2ReadOncePolicy; false,
+  // MXSERVE_CUDA_MOE_EVICT_FIRST=off for benchmarks: evict_normal).
   bool evict_first = false;
   // host_route: the batch's route, made on the host from its ids (CudaMoeBatch::host_expert_ids,
   // the worker's path), so the kernel reads no ids and lists its pieces while it gathers x.
