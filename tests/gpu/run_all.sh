@@ -27,7 +27,8 @@
 # pinned (paths outside kAuto checked: PINNED), kernels (ncu: each kernel's time and DRAM bytes
 # in one forward, KTOKENS), shapes (20b, Kimi-K2-like, K3-like or SHAPE_NAMES, with matmul_ogs), profile (ncu SpeedOfLight, one token),
 # detail (ncu stall/issue/memory sections of one decode kernel), source (its per-instruction stall
-# samples), sass (machine code of all kernels).
+# samples), sass (machine code of all kernels), stream (the decode kernels' TMA ring without their
+# math beside plain loads: bundle build/bin/mxserve-bench-stream too; STREAM_ROWS, STREAM_REPS).
 # Carrying .tcache (triton's compile cache, made by a first run) and
 #   mkdir -p /tmp/tc && tar xzf .tcache/tcache.tgz -C /tmp/tc && export TRITON_CACHE_DIR=/tmp/tc/tcache
 # saves matmul_ogs's compile time.
@@ -294,6 +295,10 @@ for s in $steps; do
       # Its instruction mix per opcode (per k32 block of a warp for the wgmma GEMM: HGMMA / 2).
       python3 bench/gpu/source_mix.py "$OUT/source.csv.gz" ${MIX_UNIT:-HGMMA 2} > "$OUT/source_mix.txt"
       head -30 "$OUT/source_mix.txt" ;;
+    stream)
+      # How fast the kst kernels' way of streaming weights reads DRAM without their math
+      # (bench/gpu/stream_probe.cu): each ring shape beside plain 16-byte loads on the same bytes.
+      $B/mxserve-bench-stream ${STREAM_ROWS:-36720} ${STREAM_REPS:-11} 2>&1 | tee "$OUT/stream.txt" || rc=1 ;;
     sass)
       # The decode kernels' machine code (instruction mix of the inner loops), saved under $OUT.
       cuobjdump -sass bundle-cuda/bin/mxserve-bench-moe-gpu > "$OUT/all.sass" 2>&1
