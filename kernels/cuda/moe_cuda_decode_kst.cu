@@ -251,12 +251,21 @@ __global__ void __launch_bounds__(32 * kW + 32, kCb) DecodeKstKernel(const __gri
 #pragma unroll
         for (int j = 0; j < kNb; ++j) arow[j] = base + geo.w_bytes + geo.s_bytes + aoff[j];
         const int c0 = s * kCs, nf = max(0, min(min(chunks, c0 + kCs), nfull) - c0);
+        if (nf == kCs) {
+          // Every slice but the last: its chunks without a branch each, so that their shared-memory
+          // addresses are the slice's bases plus immediates.
 #pragma unroll
-        for (int lc = 0; lc < kCs; ++lc) {
-          if (lc < nf) {
+          for (int lc = 0; lc < kCs; ++lc) {
             SliceChunkMma<kOneMul, false, kNb, kMt>(acc, wa, wboff, sa, sboff, a_ok, arow, lc, lane);
-          } else if (c0 + lc < chunks) {
-            SliceChunkMma<kOneMul, true, kNb, kMt>(acc, wa, wboff, sa, sboff, a_ok, arow, lc, lane);
+          }
+        } else {
+#pragma unroll
+          for (int lc = 0; lc < kCs; ++lc) {
+            if (lc < nf) {
+              SliceChunkMma<kOneMul, false, kNb, kMt>(acc, wa, wboff, sa, sboff, a_ok, arow, lc, lane);
+            } else if (c0 + lc < chunks) {
+              SliceChunkMma<kOneMul, true, kNb, kMt>(acc, wa, wboff, sa, sboff, a_ok, arow, lc, lane);
+            }
           }
         }
       }
