@@ -325,7 +325,14 @@ void LaunchKstT(const CUtensorMap& wmap, const CUtensorMap& smap, const GemmArgs
   constexpr int kGroups = 2 * kMt * kW;
   const int64_t items = int64_t(max_tiles) * ((a.n / 8 + kGroups - 1) / kGroups);
   // kCb CTAs per SM: the persistent grid times kCb, never more CTAs than items.
-  const unsigned grid = unsigned(std::min<int64_t>(items, int64_t(PersistentGrid(items)) * kCb));
+  unsigned grid = unsigned(std::min<int64_t>(items, int64_t(PersistentGrid(items)) * kCb));
+  // MXSERVE_CUDA_MOE_KST_GRID (benchmarks): the grid cut to a per-mille of that (how much the
+  // item-granular split's tail costs: items per CTA round up either way).
+  static const int grid_pm = [] {
+    constexpr int kPm[] = {1000, 950, 900, 850, 800, 700};
+    return kPm[EnvChoice("MXSERVE_CUDA_MOE_KST_GRID", {"default", "950", "900", "850", "800", "700"})];
+  }();
+  grid = std::max(1u, unsigned(int64_t(grid) * grid_pm / 1000));
   auto k = gate_up ? DecodeKstKernel<true, kOneMul, kCs, kNb, kMt, kW, kCb, kLate>
                    : DecodeKstKernel<false, kOneMul, kCs, kNb, kMt, kW, kCb, kLate>;
   LaunchPdl(k, dim3(std::max(grid, 1u)), dim3(32 * kW + 32), smem, stream, wmap, smap, a, stages);
@@ -374,7 +381,8 @@ int LaunchKstOcc(const GemmArgs& a, bool gate_up, bool one_mul, int max_tiles, c
 // MXSERVE_CUDA_MOE_KST_CFG (benchmarks): w16 (16 consumer warps), x2 (two CTAs per SM of 12),
 // x2w8 (two of 8), x1 (one CTA of 12 at 8-row tiles too: the default until 2026-11-30), w12
 // (16-row tiles at 12 consumer warps: the default until 2026-12-01), w14 (24-row tiles at 14
-// consumer warps); unset: the defaults in LaunchKstNb.
+// consumer warps); unset: the defaults in LaunchKstNb. Two CTAs of 13 or 14 (LaunchKstOcc<kNb, 13 or
+// 14, 2>, 2026-12-04) lost to x2 at 16-128 tokens (docs/PERFORMANCE.md, thirty-second session).
 int KstCfg() {
   static const int v =
       EnvChoice("MXSERVE_CUDA_MOE_KST_CFG", {"default", "w16", "x2", "x2w8", "x1", "w12", "w14"});
@@ -452,9 +460,17 @@ CUresult EncodeRows(CUtensorMap* map, const uint8_t* base, int64_t rows, int64_t
   const cuuint64_t strides[1] = {cuuint64_t(row_bytes)};
   const cuuint32_t box[2] = {cuuint32_t(box_bytes / 8), cuuint32_t(box_rows)};
   const cuuint32_t estr[2] = {1, 1};
+  // L2 promotion of 64 B: 256 B (the setting until 2026-12-04) was 0.7-1.5 % slower at 16-128
+  // tokens of gpt-oss-120b and no faster elsewhere (docs/PERFORMANCE.md, thirty-second session).
+  // MXSERVE_CUDA_MOE_L2_PROMOTION=256|none|128 (benchmarks) picks another.
+  static const CUtensorMapL2promotion promo = [] {
+    constexpr CUtensorMapL2promotion kP[] = {CU_TENSOR_MAP_L2_PROMOTION_L2_64B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                             CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_128B};
+    return kP[EnvChoice("MXSERVE_CUDA_MOE_L2_PROMOTION", {"default", "256", "none", "128"})];
+  }();
   return TensorMapEncoder()(map, CU_TENSOR_MAP_DATA_TYPE_UINT64, 2, const_cast<uint8_t*>(base), dims, strides, box,
-                            estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
-                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+                            estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE, promo,
+                            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
 }
 
 int LaunchDecodeKst(const GemmArgs& a, bool gate_up, bool one_mul, int slice_chunks, int tile_rows, int max_tiles,
