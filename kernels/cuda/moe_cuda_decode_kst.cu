@@ -324,18 +324,18 @@ void LaunchKstT(const CUtensorMap& wmap, const CUtensorMap& smap, const GemmArgs
   RaiseSmemOnce<DecodeKstKernel<false, kOneMul, kCs, kNb, kMt, kW, kCb, kLate>>(KsSmemLimit<kCb>());
   constexpr int kGroups = 2 * kMt * kW;
   const int64_t items = int64_t(max_tiles) * ((a.n / 8 + kGroups - 1) / kGroups);
-  // kCb CTAs per SM: the persistent grid times kCb, never more CTAs than items.
-  unsigned grid = unsigned(std::min<int64_t>(items, int64_t(PersistentGrid(items)) * kCb));
-  // MXSERVE_CUDA_MOE_KST_GRID (benchmarks): the grid cut to a per-mille of that (how much the
-  // item-granular split's tail costs: items per CTA round up either way).
+  // MXSERVE_CUDA_MOE_KST_GRID (benchmarks): the grid below cut to a per-mille of itself (how much
+  // the item-granular split's tail costs: items per CTA round up either way).
   static const int grid_pm = [] {
     constexpr int kPm[] = {1000, 950, 900, 850, 800, 700};
     return kPm[EnvChoice("MXSERVE_CUDA_MOE_KST_GRID", {"default", "950", "900", "850", "800", "700"})];
   }();
-  grid = std::max(1u, unsigned(int64_t(grid) * grid_pm / 1000));
+  // kCb CTAs per SM: the persistent grid times kCb, never more CTAs than items, at least one.
+  const int64_t full = std::min<int64_t>(items, int64_t(PersistentGrid(items)) * kCb);
+  const unsigned grid = unsigned(std::max<int64_t>(1, full * grid_pm / 1000));
   auto k = gate_up ? DecodeKstKernel<true, kOneMul, kCs, kNb, kMt, kW, kCb, kLate>
                    : DecodeKstKernel<false, kOneMul, kCs, kNb, kMt, kW, kCb, kLate>;
-  LaunchPdl(k, dim3(std::max(grid, 1u)), dim3(32 * kW + 32), smem, stream, wmap, smap, a, stages);
+  LaunchPdl(k, dim3(grid), dim3(32 * kW + 32), smem, stream, wmap, smap, a, stages);
 }
 
 template <int kCs, int kMt, int kW, int kCb = 1>
