@@ -460,7 +460,7 @@ CUresult EncodeRows(CUtensorMap* map, const uint8_t* base, int64_t rows, int64_t
   const cuuint64_t strides[1] = {cuuint64_t(row_bytes)};
   const cuuint32_t box[2] = {cuuint32_t(box_bytes / 8), cuuint32_t(box_rows)};
   const cuuint32_t estr[2] = {1, 1};
-  // L2 promotion of 64 B: 256 B (the setting until 2026-12-04) was 0.7-1.5 % slower at 16-128
+  // L2 promotion of 64 B: 256 B (the setting until 2026-12-04) was 0.2-1.5 % slower at 16-128
   // tokens of gpt-oss-120b and no faster elsewhere (docs/PERFORMANCE.md, thirty-second session).
   // MXSERVE_CUDA_MOE_L2_PROMOTION=256|none|128 (benchmarks) picks another.
   static const CUtensorMapL2promotion promo = [] {
