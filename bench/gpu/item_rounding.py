@@ -16,8 +16,8 @@ over seeded random routings. --parts P models a split finer than the kernel's: e
 equal K parts that CTAs may take separately (not built: an output's sum would then need fixed fold
 points, kernels/cuda/README.md); P = 1 is the kernel as it is.
 """
+import argparse
 import random
-import sys
 
 SHAPES = {  # name: (hidden H, intermediate I, experts E, top-k): bench/gpu/moe_cuda_bench.cc
     "gpt-oss-120b": (2880, 2880, 128, 4),
@@ -60,8 +60,10 @@ def main(tokens, parts):
 
 
 if __name__ == "__main__":
-    args = sys.argv[1:]
-    p = 1
-    if args[:1] == ["--parts"]:
-        p, args = int(args[1]), args[2:]
-    main([int(a) for a in args] or [16, 32, 64], p)
+    ap = argparse.ArgumentParser(description="The kst kernel's whole-item split cost (see the module docstring).")
+    ap.add_argument("--parts", type=int, default=1, help="K parts per item (1: the kernel as it is)")
+    ap.add_argument("tokens", type=int, nargs="*", default=[16, 32, 64])
+    a = ap.parse_args()
+    if a.parts < 1 or any(t < 1 for t in a.tokens):
+        ap.error("--parts and TOKENS must be positive")
+    main(a.tokens, a.parts)
