@@ -30,69 +30,13 @@
 #include <cstdint>
 
 #include "kernels/cuda/env_choice.h"
+#include "kernels/cuda/moe_cuda_decode_kst.cuh"
 #include "kernels/cuda/moe_cuda_gemm.cuh"
 #include "kernels/cuda/moe_cuda_launch.h"
 #include "kernels/cuda/moe_cuda_tma.h"
 
 namespace mxserve::kernels::cuda::internal {
 namespace {
-
-constexpr int kMaxS = 8;            // stages
-
-struct KsGeom {
-  int w_bytes, s_bytes, a_stride, stage_bytes;
-};
-// kW consumer warps, each owning kMt m16 tiles of an item: an item is 2 * kMt * kW n8 groups.
-template <int kCs, int kMt, int kW>
-__host__ __device__ inline KsGeom MakeKsGeom(int rows) {
-  constexpr int kGroups = 2 * kMt * kW;
-  KsGeom g;
-  g.w_bytes = kGroups * kCs * 512;  // [group][kCs chunks x 512]
-  g.s_bytes = kGroups * kCs * 32;   // [group][kCs chunks x 32]
-  g.a_stride = kCs * 256 + 16;      // a token row's slice, +16: rows start 4 banks apart
-  // Stages start 128-byte aligned (TMA destinations).
-  g.stage_bytes = (g.w_bytes + g.s_bytes + rows * g.a_stride + 127) / 128 * 128;
-  return g;
-}
-
-// Local chunk lc of a slice for the warp's kMt m16 tiles (groups wa[m], wa[m] + wboff[m]; scales
-// likewise) and kNb token groups (arow[j]: the lane's token row of group j in the slice, permuted
-// order). Each k32 block's activations are loaded once and feed all kMt tiles.
-template <bool kOneMul, bool kTail, int kNb, int kMt>
-__device__ __forceinline__ void SliceChunkMma(float (&acc)[kMt][kNb][2][4], const uint8_t* const (&wa)[kMt],
-                                              const int (&wboff)[kMt], const uint8_t* const (&sa)[kMt],
-                                              const int (&sboff)[kMt], const bool (&ok)[kMt],
-                                              const uint8_t* const (&arow)[kNb], int lc, int lane) {
-  uint4 qa[kMt], qb[kMt];
-  uint32_t swa[kMt], swb[kMt];
-#pragma unroll
-  for (int m = 0; m < kMt; ++m) {
-    if constexpr (!kTail) {
-      qa[m] = *reinterpret_cast<const uint4*>(wa[m] + lc * 512 + lane * 16);
-      qb[m] = *reinterpret_cast<const uint4*>(wa[m] + wboff[m] + lc * 512 + lane * 16);
-    } else {  // the 64-wide tail chunk: 8 bytes per lane, two blocks
-      const uint2 a2 = *reinterpret_cast<const uint2*>(wa[m] + lc * 512 + lane * 8);
-      const uint2 b2 = *reinterpret_cast<const uint2*>(wa[m] + wboff[m] + lc * 512 + lane * 8);
-      qa[m] = make_uint4(a2.x, a2.y, 0u, 0u);
-      qb[m] = make_uint4(b2.x, b2.y, 0u, 0u);
-    }
-    swa[m] = *reinterpret_cast<const uint32_t*>(sa[m] + lc * 32);
-    swb[m] = *reinterpret_cast<const uint32_t*>(sa[m] + sboff[m] + lc * 32);
-  }
-  auto word = [](const uint4& q, int b) { return b == 0 ? q.x : b == 1 ? q.y : b == 2 ? q.z : q.w; };
-#pragma unroll
-  for (int b = 0; b < (kTail ? 2 : 4); ++b) {
-    uint4 xb[kNb];
-#pragma unroll
-    for (int j = 0; j < kNb; ++j) {
-      xb[j] = *reinterpret_cast<const uint4*>(arow[j] + lc * 256 + (lane & 3) * (kTail ? 32 : 64) + 16 * b);
-    }
-#pragma unroll
-    for (int m = 0; m < kMt; ++m) {
-      if (m == 0 || ok[m]) BlockMmaA<kOneMul, kNb>(acc[m], word(qa[m], b), word(qb[m], b), swa[m], swb[m], b, xb);
-    }
-  }
-}
 
 // wmap: 2D [all groups][4 * kp / 8] of u64 (box kCs * 64 x kGroups); smap: [all groups][chunks * 4]
 // of u64 (box kCs * 4 x kGroups). Boxes past a row's end (the tail slice) arrive zero-filled.
@@ -110,7 +54,7 @@ __global__ void __launch_bounds__(32 * kW + 32, kCb) DecodeKstKernel(const __gri
   if (!p.early_weights) PdlWait();
   const int nvalid = __ldg(p.ntiles);
   PdlLaunchDependents();
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int nt_total = p.n >> 3;
   const int per_tile = (nt_total + kGroups - 1) / kGroups;
   const int64_t items = int64_t(nvalid) * per_tile;
@@ -129,20 +73,9 @@ __global__ void __launch_bounds__(32 * kW + 32, kCb) DecodeKstKernel(const __gri
 
   if (warp == kW) {  // the producer (one thread): (item, slice) -> stage once the stage is empty
     if (lane != 0) return;
-    // Bytes of one activation row in slice s: its full chunks' 256 each, the tail chunk's 128.
-    auto row_bytes = [&](int s) {
-      const int c0 = s * kCs, c1 = min(chunks, c0 + kCs);
-      return max(0, min(c1, nfull) - c0) * 256 + (c1 > nfull ? 128 : 0);
-    };
-    // The activation rows of slice s of a tile into stage `stage`.
+    auto row_bytes = [&](int s) { return KstRowBytes<kCs>(s, chunks, nfull); };
     auto rows_of = [&](int stage, int tile, int s) {
-      const int row0 = __ldg(p.tiles + 3 * tile + 1), n_rows = min(__ldg(p.tiles + 3 * tile + 2), kRows);
-      const int c0 = s * kCs, ab = row_bytes(s);
-      uint8_t* base = smem + stage * geo.stage_bytes + geo.w_bytes + geo.s_bytes;
-      for (int r = 0; r < n_rows; ++r) {
-        BulkCopyG2S(base + r * geo.a_stride, reinterpret_cast<const uint8_t*>(p.a + int64_t(row0 + r) * p.kp) + c0 * 256,
-                    ab, &full[stage]);
-      }
+      KstLoadRows<kCs, kRows>(p, geo, smem + stage * geo.stage_bytes, &full[stage], tile, s);
     };
     // early_weights: the first S stage uses get their weights and scales now, their activation
     // rows once the kernel before has finished (at use S, or after the last use if fewer). Use u
@@ -183,139 +116,11 @@ __global__ void __launch_bounds__(32 * kW + 32, kCb) DecodeKstKernel(const __gri
   uint32_t phase = 0;
   for (int item = it_lo; item < it_hi; ++item) {
     const int tile = item / per_tile;
-    const int e = __ldg(p.tiles + 3 * tile), row0 = __ldg(p.tiles + 3 * tile + 1);
-    const int rows = min(__ldg(p.tiles + 3 * tile + 2), kRows);
-    int ga[kMt], fa[kMt], fb[kMt], woff[kMt], wboff[kMt], soff[kMt], sboff[kMt];
-    bool a_ok[kMt], b_ok[kMt];
-    float ba[kMt], bb[kMt];
-#pragma unroll
-    for (int m = 0; m < kMt; ++m) {
-      const int lg = 2 * (kMt * warp + m);  // the m16 tile's first group within the item
-      ga[m] = (item - tile * per_tile) * kGroups + lg;
-      a_ok[m] = ga[m] < nt_total;
-      b_ok[m] = ga[m] + 1 < nt_total;
-      // Epilogue operands, requested now: they arrive while the slices are multiplied (kLate:
-      // after them, below, so that their registers go to more warps).
-      fa[m] = ga[m] * 8 + g;
-      fb[m] = fa[m] + 8;
-      if constexpr (!kLate) {
-        ba[m] = a_ok[m] ? __ldg(p.bias + int64_t(e) * p.n + fa[m]) : 0.f;
-        bb[m] = b_ok[m] ? __ldg(p.bias + int64_t(e) * p.n + fb[m]) : 0.f;
-      }
-      // Group B past the layer's rows (odd n / 8) reads group A's bytes: its mma rows are
-      // independent and never stored.
-      woff[m] = lg * (kCs * 512);
-      soff[m] = lg * (kCs * 32) + g * 4;
-      wboff[m] = b_ok[m] ? kCs * 512 : 0;
-      sboff[m] = b_ok[m] ? kCs * 32 : 0;
-    }
-    int pair0[kNb], pair1[kNb];
-    float w0[kNb], w1[kNb];
-#pragma unroll
-    for (int j = 0; j < kNb; ++j) {
-      const int t0 = 8 * j + 2 * t, t1 = t0 + 1;
-      pair0[j] = pair1[j] = 0;
-      w0[j] = w1[j] = 0.f;
-      if constexpr (!kGateUp && !kLate) {
-        if (t0 < rows) pair0[j] = __ldg(p.sorted + row0 + t0);
-        if (t1 < rows) pair1[j] = __ldg(p.sorted + row0 + t1);
-        if (t0 < rows) w0[j] = __ldg(p.route_w + pair0[j]);
-        if (t1 < rows) w1[j] = __ldg(p.route_w + pair1[j]);
-      }
-    }
-    float acc[kMt][kNb][2][4];
-#pragma unroll
-    for (int m = 0; m < kMt; ++m)
-#pragma unroll
-      for (int j = 0; j < kNb; ++j)
-#pragma unroll
-        for (int i = 0; i < 2; ++i)
-#pragma unroll
-          for (int k = 0; k < 4; ++k) acc[m][j][i][k] = 0.f;
-    // Tokens past the tile read token 0: their mma columns are independent and never stored.
-    int aoff[kNb];
-#pragma unroll
-    for (int j = 0; j < kNb; ++j) aoff[j] = (8 * j + g < rows ? 8 * j + g : 0) * geo.a_stride;
-    for (int s = 0; s < slices; ++s) {
-      MbarWait(&full[stage], phase);
-      if (a_ok[0]) {
-        const uint8_t* base = smem + stage * geo.stage_bytes;
-        const uint8_t* wa[kMt];
-        const uint8_t* sa[kMt];
-#pragma unroll
-        for (int m = 0; m < kMt; ++m) {
-          wa[m] = base + woff[m];
-          sa[m] = base + geo.w_bytes + soff[m];
-        }
-        const uint8_t* arow[kNb];
-#pragma unroll
-        for (int j = 0; j < kNb; ++j) arow[j] = base + geo.w_bytes + geo.s_bytes + aoff[j];
-        const int c0 = s * kCs, nf = max(0, min(min(chunks, c0 + kCs), nfull) - c0);
-        if (nf == kCs) {
-          // Every slice but the last: its chunks without a branch each, so that their shared-memory
-          // addresses are the slice's bases plus immediates.
-#pragma unroll
-          for (int lc = 0; lc < kCs; ++lc) {
-            SliceChunkMma<kOneMul, false, kNb, kMt>(acc, wa, wboff, sa, sboff, a_ok, arow, lc, lane);
-          }
-        } else {
-#pragma unroll
-          for (int lc = 0; lc < kCs; ++lc) {
-            if (lc < nf) {
-              SliceChunkMma<kOneMul, false, kNb, kMt>(acc, wa, wboff, sa, sboff, a_ok, arow, lc, lane);
-            } else if (c0 + lc < chunks) {
-              SliceChunkMma<kOneMul, true, kNb, kMt>(acc, wa, wboff, sa, sboff, a_ok, arow, lc, lane);
-            }
-          }
-        }
-      }
-      // Every lane releases the stage after its own reads (empty counts threads): ordered for
-      // racecheck too, which does not see a __syncwarp then lane 0's arrival as ordering the other
-      // lanes' reads before the producer's refill (tests/gpu/racecheck_pattern.cu, ring).
-      MbarArrive(&empty[stage]);
-      if (++stage == S) stage = 0, phase ^= 1u;
-    }
-    // The loads above, after the slices (kLate). Written out again rather than shared through a
-    // lambda: with one, ptxas emitted other code for 41 of the 84 existing kernels
-    // (scripts/cubin-diff.py), which the kernels' timings do not cover.
-    if constexpr (kLate) {
-#pragma unroll
-      for (int m = 0; m < kMt; ++m) {
-        ba[m] = a_ok[m] ? __ldg(p.bias + int64_t(e) * p.n + fa[m]) : 0.f;
-        bb[m] = b_ok[m] ? __ldg(p.bias + int64_t(e) * p.n + fb[m]) : 0.f;
-      }
-#pragma unroll
-      for (int j = 0; j < kNb; ++j) {  // the down epilogue's slots and routing weights
-        const int t0 = 8 * j + 2 * t, t1 = t0 + 1;
-        if constexpr (!kGateUp) {
-          if (t0 < rows) pair0[j] = __ldg(p.sorted + row0 + t0);
-          if (t1 < rows) pair1[j] = __ldg(p.sorted + row0 + t1);
-          if (t0 < rows) w0[j] = __ldg(p.route_w + pair0[j]);
-          if (t1 < rows) w1[j] = __ldg(p.route_w + pair1[j]);
-        }
-      }
-    }
-#pragma unroll
-    for (int m = 0; m < kMt; ++m) {
-      if (!a_ok[m]) break;  // warp-uniform; later tiles are past the layer too
-#pragma unroll
-      for (int j = 0; j < kNb; ++j) {
-        if (8 * j >= rows) break;  // warp-uniform
-        float v[4];
-#pragma unroll
-        for (int k = 0; k < 4; ++k) v[k] = acc[m][j][0][k] + acc[m][j][1][k];
-        StoreTileA<kGateUp>(p, v, ba[m], bb[m], fa[m], fb[m], b_ok[m], g, t,
-                            TileSlotsA{row0 + 8 * j, rows - 8 * j, pair0[j], pair1[j], w0[j], w1[j]});
-      }
-    }
+    KstConsumeItem<kGateUp, kOneMul, kCs, kNb, kMt, kW, kLate>(p, geo, smem, full, empty, S, tile,
+                                                               item - tile * per_tile, slices, warp, lane, stage,
+                                                               phase);
   }
 }
-
-// The most dynamic shared memory each of kCb CTAs on an SM may have on sm_90 (228 KB per SM,
-// 1 KB of it reserved per CTA) less the static mbarriers.
-template <int kCb>
-constexpr int KsSmemLimit() { return (228 << 10) / kCb - 2048; }
-static_assert(KsSmemLimit<1>() <= (227 << 10));
 
 template <bool kOneMul, int kCs, int kNb, int kMt, int kW, int kCb, bool kLate>
 void LaunchKstT(const CUtensorMap& wmap, const CUtensorMap& smap, const GemmArgs& a, bool gate_up, int max_tiles,
@@ -452,6 +257,8 @@ int LaunchKstNb(const GemmArgs& a, bool gate_up, bool one_mul, int slice_chunks,
 }
 
 }  // namespace
+
+bool KstDefault() { return KstCfg() == 0 && KstSlice() == 0; }
 
 // A 2D u64 tensor map [rows][row_bytes / 8] with boxes of box_bytes x box_rows rows.
 CUresult EncodeRows(CUtensorMap* map, const uint8_t* base, int64_t rows, int64_t row_bytes, int box_bytes,

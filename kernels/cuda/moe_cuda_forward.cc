@@ -321,12 +321,21 @@ struct LayerAccess {
       cudaStream_t stream;
       const char* which;
     };
+    // One height of 8-row kst tiles: both GEMMs in one launch where it applies
+    // (MXSERVE_CUDA_MOE_KST_PAIR; moe_cuda_decode_kst_pair.cu).
+    bool paired = false;
+    if (p == internal::kPathDecode && p2 < 0) {
+      const int r = internal::LaunchDecodeKstPair(g, d, L.small_scales_, static_cast<int>(max_tiles),
+                                                  ws.d_pair_done_, stream);
+      if (r > 0) return launch_failed(r, "paired");
+      paired = r == 0;
+    }
     const Gemm gemms[] = {{&g, true, p, max_tiles, stream, "gate_up"},
                           {&g2, true, p2, max_tiles2, s2, "second gate_up"},
                           {&d, false, p, max_tiles, stream, "down"},
                           {&d2, false, p2, max_tiles2, s2, "second down"}};
     for (const Gemm& m : gemms) {
-      if (m.path < 0) continue;  // one height
+      if (m.path < 0 || paired) continue;  // one height; or both GEMMs ran paired
       if (int r = internal::LaunchGemm(*m.args, m.gate_up, m.path, L.small_scales_, static_cast<int>(m.max_tiles),
                                        m.stream);
           r != 0) {

@@ -101,6 +101,8 @@ void CheckCase(const Shape& sh, HostLayer& hl, kc::CudaMoeLayer& dl, kc::CudaMoe
   // Runner path (host memory in and out) with the chosen kernel path.
   absl::Status s;
   const uint64_t fused_before = kc::internal::FusedLaunches();
+  const int64_t pair_before = kc::internal::KstPairLaunches();
+  std::vector<float> unpaired(out.size(), std::nanf(""));
   std::string label;
   if (path == kc::CudaMoePath::kAuto) {
     const int before = kc::internal::ForcedPath();
@@ -115,13 +117,27 @@ void CheckCase(const Shape& sh, HostLayer& hl, kc::CudaMoeLayer& dl, kc::CudaMoe
     }
     s = runner.Run(dl, hl.layer, b.batch(), out.data());
     if (s.ok()) s = runner.Run(dl, hl.layer, b.batch(), out2.data());
+    if (s.ok() && kc::internal::KstPairLaunches() > pair_before) {
+      kc::internal::SetKstPair(0);
+      s = runner.Run(dl, hl.layer, b.batch(), unpaired.data());
+      kc::internal::SetKstPair(-1);
+    }
     kc::internal::SetForcedPath(before);
     const int chose = kc::internal::LastAutoPath();
     label = pin != nullptr ? std::string("pin:") + pin
                            : std::string("auto:") + kc::internal::SpecName(chose);
   } else {
     s = RunForced(dl, b, T, sh.k, path, out, out2);
+    if (s.ok() && kc::internal::KstPairLaunches() > pair_before) {
+      std::vector<float> u2(out.size());
+      kc::internal::SetKstPair(0);
+      s = RunForced(dl, b, T, sh.k, path, unpaired, u2);
+      kc::internal::SetKstPair(-1);
+    }
   }
+  // Both GEMMs in one launch (MXSERVE_CUDA_MOE_KST_PAIR=on): the two launches' bits.
+  const bool paired = kc::internal::KstPairLaunches() > pair_before;
+  const bool pair_same = !paired || std::memcmp(unpaired.data(), out.data(), 4 * out.size()) == 0;
   // At most 4 token-slots kAuto runs the fused one-launch layer: its twin is the unfused decode
   // path (same arithmetic; the fused kernel may sum a unit's K parts in another order, so the bf16
   // rounding of the SwiGLU output can differ by one unit in the last place here and there).
@@ -226,13 +242,15 @@ void CheckCase(const Shape& sh, HostLayer& hl, kc::CudaMoeLayer& dl, kc::CudaMoe
   for (float v : out) if (!std::isfinite(v)) finite = false;
   const double rel = std::sqrt(num / std::max(den, 1e-300));
   const bool twin_ok = twin_rel <= 1e-3;
-  const bool pass = finite && same && twin_ok && fused_ran && route_same && bf16_ok && rel <= 1e-2 && worst <= 0.08;
+  const bool pass = finite && same && twin_ok && fused_ran && route_same && bf16_ok && pair_same && rel <= 1e-2 &&
+                    worst <= 0.08;
   if (!pass) ++failures;
-  std::printf("%s  %-14s T=%-6d k=%-2d path=%-14s checked=%-3zu rel_l2=%.2e max_err/rms=%.2e %s%s%s%s%s%s\n",
+  std::printf("%s  %-14s T=%-6d k=%-2d path=%-14s checked=%-3zu rel_l2=%.2e max_err/rms=%.2e %s%s%s%s%s%s%s\n",
               pass ? "PASS" : "FAIL", sh.name.c_str(), T, sh.k, pname, sample.size(), rel, worst,
               same ? "deterministic" : "NOT-DETERMINISTIC", finite ? "" : " NON-FINITE",
               twin_ok ? "" : " FAR-FROM-THE-UNFUSED-PATH", fused_ran ? "" : " FUSED-NOT-LAUNCHED",
-              route_same ? "" : " HOST-ROUTE-DIFFERS", bf16_ok ? "" : " BF16-WIRE-DIFFERS");
+              route_same ? "" : " HOST-ROUTE-DIFFERS", bf16_ok ? "" : " BF16-WIRE-DIFFERS",
+              !paired ? "" : pair_same ? " paired" : " PAIRED-DIFFERS");
   std::fflush(stdout);
 }
 

@@ -1,0 +1,233 @@
+// A layer's two decode GEMMs in one launch ("kst pair"): the K-streamed kernel's CTAs
+// (moe_cuda_decode_kst.cu, the 8-row default: two CTAs of 12 consumer warps per SM, 3-chunk
+// slices) walk one list of items, every gate_up item of the call then every down item, so that
+// neither GEMM ends on its own tail.
+//
+// Why: at 16 tokens of gpt-oss-120b the CTAs of the two launches get 5.77 and 2.89 whole items
+// on average (bench/gpu/item_rounding.py), and the CTAs with one more item set each launch's
+// time; under ncu the down launch streamed at 2.3 TB/s against gate_up's 2.6 (H100, thirty-fifth
+// session). One list of 8.7 items per CTA rounds up once, by less.
+//
+// Order: CTA b takes items b, b + G, b + 2G, ... (G CTAs): every gate_up item of a call comes
+// before every down item in each CTA's sequence. A down item of tile t reads the activation rows
+// the tile's gate_up items wrote: each consumer warp, after storing its rows of a gate_up item,
+// fences and counts itself in done[1 + t]; the producer, before it copies a down item's rows,
+// waits until done[1 + t] holds all per_tile * kW of them (acquire), then a proxy fence so its
+// bulk copies (the async proxy) see those generic-proxy stores. Gate_up items never wait, and each
+// CTA's items are in list order, so the waits make progress as long as every CTA of the grid is
+// resident: LaunchDecodeKstPair launches only a grid that fits the device at once (occupancy) and
+// one call per workspace at a time (stream order). The arithmetic of an item is the unpaired
+// kernels' (KstConsumeItem): the results are bit-identical to theirs.
+//
+// done[0] counts the consumer warps that have finished; the last of the grid zeroes done[0 ..
+// ntiles] for the next launch (all waits of this launch are over by then: a producer's waits
+// precede its own consumers' last item). The workspace zeroes it once at allocation. Every access
+// follows griddepcontrol.wait, so the launch before it on the stream (and with it the previous
+// call's pair launch) has finished.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+
+#include "kernels/cuda/env_choice.h"
+#include "kernels/cuda/moe_cuda_decode_kst.cuh"
+#include "kernels/cuda/moe_cuda_gemm.cuh"
+#include "kernels/cuda/moe_cuda_launch.h"
+#include "kernels/cuda/moe_cuda_tma.h"
+
+namespace mxserve::kernels::cuda::internal {
+namespace {
+
+__device__ __forceinline__ int LdAcquireInt(const int32_t* p) {
+  int v;
+  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+// gw/gs, dw/ds: the gate_up and down weights' and scales' tensor maps (as DecodeKstKernel's).
+template <bool kOneMul, int kCs, int kNb, int kMt, int kW, int kCb>
+__global__ void __launch_bounds__(32 * kW + 32, kCb)
+    DecodeKstPairKernel(const __grid_constant__ CUtensorMap gw, const __grid_constant__ CUtensorMap gs,
+                        const __grid_constant__ CUtensorMap dw, const __grid_constant__ CUtensorMap ds,
+                        const GemmArgs pg, const GemmArgs pd, int S, int32_t* done) {
+  constexpr int kRows = 8 * kNb, kGroups = 2 * kMt * kW;
+  extern __shared__ __align__(128) uint8_t smem[];
+  __shared__ uint64_t full[kMaxS], empty[kMaxS];
+  if (!pg.early_weights) PdlWait();
+  const int nvalid = __ldg(pg.ntiles);
+  PdlLaunchDependents();
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int ntg = pg.n >> 3, ntd = pd.n >> 3;
+  const int per_g = (ntg + kGroups - 1) / kGroups, per_d = (ntd + kGroups - 1) / kGroups;
+  const int n_g = nvalid * per_g, total = n_g + nvalid * per_d;
+  const int slices_g = (pg.chunks + kCs - 1) / kCs, slices_d = (pd.chunks + kCs - 1) / kCs;
+  const KsGeom geo = MakeKsGeom<kCs, kMt, kW>(min(kRows, max(1, pg.rows)));
+  const int b = blockIdx.x, G = gridDim.x;
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < S; ++i) {
+      MbarInit(&full[i], 1);
+      MbarInit(&empty[i], 32 * kW);  // every consumer lane
+    }
+    FenceMbarInit();
+  }
+  __syncthreads();  // the only CTA-wide barrier
+
+  if (warp == kW) {  // the producer (one thread)
+    if (lane != 0) return;
+    const int target = per_g * kW;  // consumer warps' gate_up items per tile
+    int ready = -1;                 // the last tile seen complete
+    auto rows_of = [&](int stage, bool down, int tile, int s) {
+      uint8_t* base = smem + stage * geo.stage_bytes;
+      if (!down) {
+        KstLoadRows<kCs, kRows>(pg, geo, base, &full[stage], tile, s);
+        return;
+      }
+      if (tile != ready) {
+        while (LdAcquireInt(done + 1 + tile) < target) __nanosleep(64);
+        asm volatile("fence.proxy.async.global;" ::: "memory");
+        ready = tile;
+      }
+      KstLoadRows<kCs, kRows>(pd, geo, base, &full[stage], tile, s);
+    };
+    // Item i of the list: a down item past n_g; its tile and its index within the tile.
+    auto locate = [&](int i, bool& down, int& tile, int& it) {
+      down = i >= n_g;
+      const int j = down ? i - n_g : i, per = down ? per_d : per_g;
+      tile = j / per;
+      it = j - tile * per;
+    };
+    // early_weights: as DecodeKstKernel's, over this CTA's first uses.
+    const int mine = b < total ? (total - 1 - b) / G + 1 : 0, mine_g = b < n_g ? (n_g - 1 - b) / G + 1 : 0;
+    const int uses = mine_g * slices_g + (mine - mine_g) * slices_d;
+    const int early = pg.early_weights ? min(S, uses) : 0;
+    auto rows_of_early = [&] {
+      PdlWait();
+      int u = 0;
+      for (int i = b; u < early; i += G) {
+        bool down;
+        int tile, it;
+        locate(i, down, tile, it);
+        const int sl = down ? slices_d : slices_g;
+        for (int s = 0; s < sl && u < early; ++s, ++u) rows_of(u, down, tile, s);
+      }
+    };
+    int q = 0, stage = 0;
+    uint32_t phase = 0;
+    for (int i = b; i < total; i += G) {
+      bool down;
+      int tile, it;
+      locate(i, down, tile, it);
+      const int e = __ldg(pg.tiles + 3 * tile);
+      const int n_rows = min(__ldg(pg.tiles + 3 * tile + 2), kRows);
+      const int grow = e * (down ? ntd : ntg) + it * kGroups;  // the item's first group row
+      const int sl = down ? slices_d : slices_g;
+      const int chunks = down ? pd.chunks : pg.chunks, nfull = down ? pd.nfull : pg.nfull;
+      const CUtensorMap* wmap = down ? &dw : &gw;
+      const CUtensorMap* smap = down ? &ds : &gs;
+      for (int s = 0; s < sl; ++s, ++q) {
+        if (q == early && early > 0) rows_of_early();
+        if (q >= S) MbarWait(&empty[stage], phase ^ 1u);
+        uint8_t* base = smem + stage * geo.stage_bytes;
+        MbarExpectTx(&full[stage], geo.w_bytes + geo.s_bytes + n_rows * KstRowBytes<kCs>(s, chunks, nfull));
+        TmaLoad2d(base, wmap, &full[stage], s * kCs * 64, grow);
+        TmaLoad2d(base + geo.w_bytes, smap, &full[stage], s * kCs * 4, grow);
+        if (q >= early) rows_of(stage, down, tile, s);
+        if (++stage == S) stage = 0, phase ^= 1u;
+      }
+    }
+    if (q == early && early > 0) rows_of_early();  // fewer uses than stages
+    return;
+  }
+
+  int stage = 0;
+  uint32_t phase = 0;
+  for (int i = b; i < total; i += G) {
+    if (i < n_g) {
+      const int tile = i / per_g;
+      KstConsumeItem<true, kOneMul, kCs, kNb, kMt, kW, false>(pg, geo, smem, full, empty, S, tile, i - tile * per_g,
+                                                             slices_g, warp, lane, stage, phase);
+      // This warp's share of the tile's down operand is stored: every lane's stores, then the count.
+      __threadfence();
+      __syncwarp();
+      if (lane == 0) atomicAdd(done + 1 + tile, 1);
+    } else {
+      const int j = i - n_g, tile = j / per_d;
+      KstConsumeItem<false, kOneMul, kCs, kNb, kMt, kW, false>(pd, geo, smem, full, empty, S, tile, j - tile * per_d,
+                                                              slices_d, warp, lane, stage, phase);
+    }
+  }
+  if (lane == 0) {
+    __threadfence();
+    if (atomicAdd(done, 1) == int(G) * kW - 1) {
+      for (int t = 0; t <= nvalid; ++t) done[t] = 0;
+    }
+  }
+}
+
+std::atomic<int> g_pair_set{-1};
+std::atomic<int64_t> g_pair_launches{0};
+
+// MXSERVE_CUDA_MOE_KST_PAIR: on pairs the layer's GEMMs where the 8-row kst default would run
+// both; off (benchmarks) keeps two launches. SetKstPair overrides it.
+bool PairWanted() {
+  static const bool on = EnvChoice("MXSERVE_CUDA_MOE_KST_PAIR", {"default", "on", "off"}) == 1;
+  const int set = g_pair_set.load(std::memory_order_relaxed);
+  return set < 0 ? on : set == 1;
+}
+
+template <bool kOneMul, int kCs, int kNb, int kMt, int kW, int kCb>
+int LaunchPairT(const GemmArgs& g, const GemmArgs& d, int max_tiles, int32_t* done, cudaStream_t stream) {
+  constexpr int kGroups = 2 * kMt * kW;
+  const KsGeom geo = MakeKsGeom<kCs, kMt, kW>(std::min(8 * kNb, std::max(1, g.rows)));
+  const int stages = std::min(kMaxS, KsSmemLimit<kCb>() / geo.stage_bytes);
+  if (stages < 2 || TensorMapEncoder() == nullptr) return -1;
+  auto kernel = DecodeKstPairKernel<kOneMul, kCs, kNb, kMt, kW, kCb>;
+  RaiseSmemOnce<DecodeKstPairKernel<kOneMul, kCs, kNb, kMt, kW, kCb>>(KsSmemLimit<kCb>());
+  // The waits need every CTA resident at once: kCb per SM at the most shared memory a launch asks.
+  static const bool resident = [&] {
+    int n = 0;
+    return cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, 32 * kW + 32, KsSmemLimit<kCb>()) ==
+               cudaSuccess &&
+           n >= kCb;
+  }();
+  if (!resident) return -1;
+  CUtensorMap maps[4];
+  const GemmArgs* args[2] = {&g, &d};
+  for (int m = 0; m < 2; ++m) {
+    const GemmArgs& a = *args[m];
+    const int64_t groups = int64_t(a.held) * (a.n / 8);
+    if (CUresult r = EncodeRows(&maps[2 * m], a.q, groups, int64_t(4) * a.kp, kCs * 512, kGroups); r != CUDA_SUCCESS) {
+      return int(r);
+    }
+    if (CUresult r = EncodeRows(&maps[2 * m + 1], a.sc, groups, int64_t(a.chunks) * 32, kCs * 32, kGroups);
+        r != CUDA_SUCCESS) {
+      return int(r);
+    }
+  }
+  const int64_t items =
+      int64_t(max_tiles) * ((g.n / 8 + kGroups - 1) / kGroups + (d.n / 8 + kGroups - 1) / kGroups);
+  const unsigned grid = unsigned(std::min<int64_t>(items, int64_t(PersistentGrid(items)) * kCb));
+  LaunchPdl(kernel, dim3(grid), dim3(32 * kW + 32), size_t(stages) * geo.stage_bytes, stream, maps[0], maps[1],
+            maps[2], maps[3], g, d, stages, done);
+  g_pair_launches.fetch_add(1, std::memory_order_relaxed);
+  return 0;
+}
+
+}  // namespace
+
+void SetKstPair(int v) { g_pair_set.store(v, std::memory_order_relaxed); }
+int64_t KstPairLaunches() { return g_pair_launches.load(std::memory_order_relaxed); }
+
+int LaunchDecodeKstPair(const GemmArgs& g, const GemmArgs& d, bool one_mul, int max_tiles, int32_t* done,
+                        cudaStream_t stream) {
+  // Only where both GEMMs would run the 8-row kst default (moe_cuda_decode.cu, LaunchDecodeGemm;
+  // moe_cuda_decode_kst.cu, LaunchKstNb): more than 4 token-slots, nothing pinned, and the
+  // activation rows of gate_up and down sliced alike (3-chunk slices: two stages of 8 rows).
+  if (!PairWanted() || max_tiles <= 0 || g.rows <= 4 || !KstDefault()) return -1;
+  return one_mul ? LaunchPairT<true, 3, 1, 1, 12, 2>(g, d, max_tiles, done, stream)
+                 : LaunchPairT<false, 3, 1, 1, 12, 2>(g, d, max_tiles, done, stream);
+}
+
+}  // namespace mxserve::kernels::cuda::internal
