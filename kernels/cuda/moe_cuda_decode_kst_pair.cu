@@ -169,10 +169,12 @@ __global__ void __launch_bounds__(32 * kW + 32, kCb)
 std::atomic<int> g_pair_set{-1};
 std::atomic<int64_t> g_pair_launches{0};
 
-// MXSERVE_CUDA_MOE_KST_PAIR: on pairs the layer's GEMMs where the 8-row kst default would run
-// both; off (benchmarks) keeps two launches. SetKstPair overrides it.
+// Paired where the 8-row kst default would run both GEMMs: 1.00-1.04x the two launches' speed at
+// every count timed, never slower (H100, 2026-12-05 14:15 call: gpt-oss-120b 8-128 tokens,
+// Kimi-K2-like 16 and 32, K3-like 16, gpt-oss-20b 16 and 64; docs/PERFORMANCE.md, thirty-fifth
+// session). MXSERVE_CUDA_MOE_KST_PAIR=off (benchmarks) keeps two launches; SetKstPair overrides.
 bool PairWanted() {
-  static const bool on = EnvChoice("MXSERVE_CUDA_MOE_KST_PAIR", {"default", "on", "off"}) == 1;
+  static const bool on = EnvChoice("MXSERVE_CUDA_MOE_KST_PAIR", {"default", "on", "off"}) != 2;
   const int set = g_pair_set.load(std::memory_order_relaxed);
   return set < 0 ? on : set == 1;
 }

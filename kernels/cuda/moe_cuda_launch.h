@@ -152,7 +152,7 @@ int KstSlice();
 bool KstDefault();
 // A layer's gate_up and down GEMMs at 8-row kst tiles in one launch (moe_cuda_decode_kst_pair.cu),
 // g and d as for LaunchGemm, done a zeroed [1 + max_tiles] kept for this stream (the kernel leaves
-// it zeroed): 0, or -1 where it does not apply (MXSERVE_CUDA_MOE_KST_PAIR not on, at most 4
+// it zeroed): 0, or -1 where it does not apply (MXSERVE_CUDA_MOE_KST_PAIR=off, at most 4
 // token-slots, a pinned decode kernel, two stages do not fit, the grid cannot be resident at once,
 // no tensor-map encoder), or the CUresult of a failed encode; nothing launched unless 0.
 int LaunchDecodeKstPair(const GemmArgs& g, const GemmArgs& d, bool one_mul, int max_tiles, int32_t* done,

@@ -135,7 +135,7 @@ void CheckCase(const Shape& sh, HostLayer& hl, kc::CudaMoeLayer& dl, kc::CudaMoe
       kc::internal::SetKstPair(-1);
     }
   }
-  // Both GEMMs in one launch (MXSERVE_CUDA_MOE_KST_PAIR=on): the two launches' bits.
+  // Both GEMMs in one launch (the 8-row kst default; moe_cuda_decode_kst_pair.cu): the two launches' bits.
   const bool paired = kc::internal::KstPairLaunches() > pair_before;
   const bool pair_same = !paired || std::memcmp(unpaired.data(), out.data(), 4 * out.size()) == 0;
   // At most 4 token-slots kAuto runs the fused one-launch layer: its twin is the unfused decode
