@@ -11,17 +11,17 @@
 // Order: CTA b takes items b, b + G, b + 2G, ... (G CTAs): every gate_up item of a call comes
 // before every down item in each CTA's sequence. A down item of tile t reads the activation rows
 // the tile's gate_up items wrote: each consumer warp, after storing its rows of a gate_up item,
-// fences and counts itself in done[1 + t]; the producer, before it copies a down item's rows,
-// waits until done[1 + t] holds all per_tile * kW of them (acquire), then a proxy fence so its
+// fences and counts itself in done[2 + t]; the producer, before it copies a down item's rows,
+// waits until done[2 + t] holds all per_tile * kW of them (acquire), then a proxy fence so its
 // bulk copies (the async proxy) see those generic-proxy stores. Gate_up items never wait, and each
 // CTA's items are in list order, so the waits make progress as long as every CTA of the grid is
 // resident: LaunchDecodeKstPair launches only a grid that fits the device at once (occupancy) and
 // one call per workspace at a time (stream order). The arithmetic of an item is the unpaired
 // kernels' (KstConsumeItem): the results are bit-identical to theirs.
 //
-// done[0] counts the consumer warps that have finished; the last of the grid zeroes done[0 ..
-// ntiles] for the next launch (all waits of this launch are over by then: a producer's waits
-// precede its own consumers' last item). The workspace zeroes it once at allocation. Every access
+// done[0] counts the consumer warps that have finished (done[1]: the queue, kQueue); the last of
+// the grid zeroes done[0 .. ntiles + 1] for the next launch (all waits of this launch are over
+// by then: a producer's waits precede its own consumers' last item). The workspace zeroes it once at allocation. Every access
 // follows griddepcontrol.wait, so the launch before it on the stream (and with it the previous
 // call's pair launch) has finished.
 #include <cuda_bf16.h>
@@ -47,7 +47,10 @@ __device__ __forceinline__ int LdAcquireInt(const int32_t* p) {
 }
 
 // gw/gs, dw/ds: the gate_up and down weights' and scales' tensor maps (as DecodeKstKernel's).
-template <bool kOneMul, int kCs, int kNb, int kMt, int kW, int kCb>
+// kQueue: after its first item (b) each CTA takes the next from a queue, G + done[1]++ (the
+// producer, after griddepcontrol.wait), and tells its consumer warps which through item_of[stage]
+// (-1: none left), so that CTAs that run faster take more.
+template <bool kOneMul, int kCs, int kNb, int kMt, int kW, int kCb, bool kQueue>
 __global__ void __launch_bounds__(32 * kW + 32, kCb)
     DecodeKstPairKernel(const __grid_constant__ CUtensorMap gw, const __grid_constant__ CUtensorMap gs,
                         const __grid_constant__ CUtensorMap dw, const __grid_constant__ CUtensorMap ds,
@@ -55,6 +58,7 @@ __global__ void __launch_bounds__(32 * kW + 32, kCb)
   constexpr int kRows = 8 * kNb, kGroups = 2 * kMt * kW;
   extern __shared__ __align__(128) uint8_t smem[];
   __shared__ uint64_t full[kMaxS], empty[kMaxS];
+  __shared__ int item_of[kMaxS];  // kQueue: the item whose first slice a stage holds
   if (!pg.early_weights) PdlWait();
   const int nvalid = __ldg(pg.ntiles);
   PdlLaunchDependents();
@@ -85,7 +89,7 @@ __global__ void __launch_bounds__(32 * kW + 32, kCb)
         return;
       }
       if (tile != ready) {
-        while (LdAcquireInt(done + 1 + tile) < target) __nanosleep(64);
+        while (LdAcquireInt(done + 2 + tile) < target) __nanosleep(64);
         asm volatile("fence.proxy.async.global;" ::: "memory");
         ready = tile;
       }
@@ -98,10 +102,13 @@ __global__ void __launch_bounds__(32 * kW + 32, kCb)
       tile = j / per;
       it = j - tile * per;
     };
-    // early_weights: as DecodeKstKernel's, over this CTA's first uses.
+    // early_weights: as DecodeKstKernel's, over this CTA's first uses (kQueue: its first item's,
+    // so that the queue is read after the wait).
     const int mine = b < total ? (total - 1 - b) / G + 1 : 0, mine_g = b < n_g ? (n_g - 1 - b) / G + 1 : 0;
-    const int uses = mine_g * slices_g + (mine - mine_g) * slices_d;
+    const int uses = kQueue ? (b < total ? (b < n_g ? slices_g : slices_d) : 0)
+                            : mine_g * slices_g + (mine - mine_g) * slices_d;
     const int early = pg.early_weights ? min(S, uses) : 0;
+    bool pending = early > 0;  // rows_of_early not yet run
     auto rows_of_early = [&] {
       PdlWait();
       int u = 0;
@@ -115,7 +122,7 @@ __global__ void __launch_bounds__(32 * kW + 32, kCb)
     };
     int q = 0, stage = 0;
     uint32_t phase = 0;
-    for (int i = b; i < total; i += G) {
+    for (int i = b; i < total;) {
       bool down;
       int tile, it;
       locate(i, down, tile, it);
@@ -127,23 +134,36 @@ __global__ void __launch_bounds__(32 * kW + 32, kCb)
       const CUtensorMap* wmap = down ? &dw : &gw;
       const CUtensorMap* smap = down ? &ds : &gs;
       for (int s = 0; s < sl; ++s, ++q) {
-        if (q == early && early > 0) rows_of_early();
+        if (pending && q == early) rows_of_early(), pending = false;
         if (q >= S) MbarWait(&empty[stage], phase ^ 1u);
         uint8_t* base = smem + stage * geo.stage_bytes;
+        if (kQueue && s == 0) item_of[stage] = i;  // published by the arrival below
         MbarExpectTx(&full[stage], geo.w_bytes + geo.s_bytes + n_rows * KstRowBytes<kCs>(s, chunks, nfull));
         TmaLoad2d(base, wmap, &full[stage], s * kCs * 64, grow);
         TmaLoad2d(base + geo.w_bytes, smap, &full[stage], s * kCs * 4, grow);
         if (q >= early) rows_of(stage, down, tile, s);
         if (++stage == S) stage = 0, phase ^= 1u;
       }
+      if (pending && q == early) rows_of_early(), pending = false;  // fewer uses than stages
+      i = kQueue ? int(G) + atomicAdd(done + 1, 1) : i + G;
     }
-    if (q == early && early > 0) rows_of_early();  // fewer uses than stages
+    if (pending) rows_of_early();  // no item at all
+    if constexpr (kQueue) {  // none left: an arrival without bytes
+      if (q >= S) MbarWait(&empty[stage], phase ^ 1u);
+      item_of[stage] = -1;
+      MbarArrive(&full[stage]);
+    }
     return;
   }
 
   int stage = 0;
   uint32_t phase = 0;
-  for (int i = b; i < total; i += G) {
+  for (int i = b; kQueue || i < total; i += G) {
+    if constexpr (kQueue) {  // the item of the next stage use
+      MbarWait(&full[stage], phase);
+      i = item_of[stage];
+      if (i < 0) break;
+    }
     if (i < n_g) {
       const int tile = i / per_g;
       KstConsumeItem<true, kOneMul, kCs, kNb, kMt, kW, false>(pg, geo, smem, full, empty, S, tile, i - tile * per_g,
@@ -151,7 +171,7 @@ __global__ void __launch_bounds__(32 * kW + 32, kCb)
       // This warp's share of the tile's down operand is stored: every lane's stores, then the count.
       __threadfence();
       __syncwarp();
-      if (lane == 0) atomicAdd(done + 1 + tile, 1);
+      if (lane == 0) atomicAdd(done + 2 + tile, 1);
     } else {
       const int j = i - n_g, tile = j / per_d;
       KstConsumeItem<false, kOneMul, kCs, kNb, kMt, kW, false>(pd, geo, smem, full, empty, S, tile, j - tile * per_d,
@@ -161,7 +181,7 @@ __global__ void __launch_bounds__(32 * kW + 32, kCb)
   if (lane == 0) {
     __threadfence();
     if (atomicAdd(done, 1) == int(G) * kW - 1) {
-      for (int t = 0; t <= nvalid; ++t) done[t] = 0;
+      for (int t = 0; t < nvalid + 2; ++t) done[t] = 0;
     }
   }
 }
@@ -172,21 +192,25 @@ std::atomic<int64_t> g_pair_launches{0};
 // Paired where the 8-row kst default would run both GEMMs: 1.00-1.04x the two launches' speed at
 // every count timed, never slower (H100, 2026-12-05 14:15 call: gpt-oss-120b 8-128 tokens,
 // Kimi-K2-like 16 and 32, K3-like 16, gpt-oss-20b 16 and 64; docs/PERFORMANCE.md, thirty-fifth
-// session). MXSERVE_CUDA_MOE_KST_PAIR=off (benchmarks) keeps two launches; SetKstPair overrides.
-bool PairWanted() {
-  static const bool on = EnvChoice("MXSERVE_CUDA_MOE_KST_PAIR", {"default", "on", "off"}) != 2;
+// session). MXSERVE_CUDA_MOE_KST_PAIR=off (benchmarks) keeps two launches, =queue takes items
+// from a queue (kQueue); SetKstPair overrides. 0 off, 1 the fixed order, 2 the queue.
+int PairMode() {
+  static const int env = [] {
+    constexpr int kMode[] = {1, 1, 0, 2};
+    return kMode[EnvChoice("MXSERVE_CUDA_MOE_KST_PAIR", {"default", "on", "off", "queue"})];
+  }();
   const int set = g_pair_set.load(std::memory_order_relaxed);
-  return set < 0 ? on : set == 1;
+  return set < 0 ? env : set;
 }
 
-template <bool kOneMul, int kCs, int kNb, int kMt, int kW, int kCb>
+template <bool kOneMul, int kCs, int kNb, int kMt, int kW, int kCb, bool kQueue>
 int LaunchPairT(const GemmArgs& g, const GemmArgs& d, int max_tiles, int32_t* done, cudaStream_t stream) {
   constexpr int kGroups = 2 * kMt * kW;
   const KsGeom geo = MakeKsGeom<kCs, kMt, kW>(std::min(8 * kNb, std::max(1, g.rows)));
   const int stages = std::min(kMaxS, KsSmemLimit<kCb>() / geo.stage_bytes);
   if (stages < 2 || TensorMapEncoder() == nullptr) return -1;
-  auto kernel = DecodeKstPairKernel<kOneMul, kCs, kNb, kMt, kW, kCb>;
-  RaiseSmemOnce<DecodeKstPairKernel<kOneMul, kCs, kNb, kMt, kW, kCb>>(KsSmemLimit<kCb>());
+  auto kernel = DecodeKstPairKernel<kOneMul, kCs, kNb, kMt, kW, kCb, kQueue>;
+  RaiseSmemOnce<DecodeKstPairKernel<kOneMul, kCs, kNb, kMt, kW, kCb, kQueue>>(KsSmemLimit<kCb>());
   // The waits need every CTA resident at once: kCb per SM at the most shared memory a launch asks.
   static const bool resident = [&] {
     int n = 0;
@@ -227,9 +251,14 @@ int LaunchDecodeKstPair(const GemmArgs& g, const GemmArgs& d, bool one_mul, int 
   // Only where both GEMMs would run the 8-row kst default (moe_cuda_decode.cu, LaunchDecodeGemm;
   // moe_cuda_decode_kst.cu, LaunchKstNb): more than 4 token-slots, nothing pinned, and the
   // activation rows of gate_up and down sliced alike (3-chunk slices: two stages of 8 rows).
-  if (!PairWanted() || max_tiles <= 0 || g.rows <= 4 || !KstDefault()) return -1;
-  return one_mul ? LaunchPairT<true, 3, 1, 1, 12, 2>(g, d, max_tiles, done, stream)
-                 : LaunchPairT<false, 3, 1, 1, 12, 2>(g, d, max_tiles, done, stream);
+  const int mode = PairMode();
+  if (mode == 0 || max_tiles <= 0 || g.rows <= 4 || !KstDefault()) return -1;
+  if (mode == 2) {
+    return one_mul ? LaunchPairT<true, 3, 1, 1, 12, 2, true>(g, d, max_tiles, done, stream)
+                   : LaunchPairT<false, 3, 1, 1, 12, 2, true>(g, d, max_tiles, done, stream);
+  }
+  return one_mul ? LaunchPairT<true, 3, 1, 1, 12, 2, false>(g, d, max_tiles, done, stream)
+                 : LaunchPairT<false, 3, 1, 1, 12, 2, false>(g, d, max_tiles, done, stream);
 }
 
 }  // namespace mxserve::kernels::cuda::internal

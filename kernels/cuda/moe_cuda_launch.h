@@ -151,7 +151,7 @@ int KstSlice();
 // MXSERVE_CUDA_MOE_DECODE or MXSERVE_CUDA_MOE_KST_CFG).
 bool KstDefault();
 // A layer's gate_up and down GEMMs at 8-row kst tiles in one launch (moe_cuda_decode_kst_pair.cu),
-// g and d as for LaunchGemm, done a zeroed [1 + max_tiles] kept for this stream (the kernel leaves
+// g and d as for LaunchGemm, done a zeroed [2 + max_tiles] kept for this stream (the kernel leaves
 // it zeroed): 0, or -1 where it does not apply (MXSERVE_CUDA_MOE_KST_PAIR=off, at most 4
 // token-slots, a pinned decode kernel, two stages do not fit, the grid cannot be resident at once,
 // no tensor-map encoder), or the CUresult of a failed encode; nothing launched unless 0.
@@ -159,7 +159,8 @@ int LaunchDecodeKstPair(const GemmArgs& g, const GemmArgs& d, bool one_mul, int 
                         cudaStream_t stream);
 // Paired launches made so far in this process (the GPU check asserts the pair ran where asked).
 int64_t KstPairLaunches();
-// Test seam: 1 pairs, 0 does not, -1 (the start) follows MXSERVE_CUDA_MOE_KST_PAIR.
+// Test seam: 1 pairs, 2 pairs through a queue, 0 does not, -1 (the start) follows
+// MXSERVE_CUDA_MOE_KST_PAIR.
 void SetKstPair(int v);
 // The fused one-launch layer for at most kTinyPairs token-slots (moe_cuda_fused.cu): g and d the
 // two GEMMs' arguments as for LaunchGemm (their tile lists unused), host_route the batch's route
