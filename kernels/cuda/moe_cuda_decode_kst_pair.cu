@@ -8,22 +8,24 @@
 // time; under ncu the down launch streamed at 2.3 TB/s against gate_up's 2.6 (H100, thirty-fifth
 // session). One list of 8.7 items per CTA rounds up once, by less.
 //
-// Order: CTA b takes items b, b + G, b + 2G, ... (G CTAs): every gate_up item of a call comes
-// before every down item in each CTA's sequence. A down item of tile t reads the activation rows
-// the tile's gate_up items wrote: each consumer warp, after storing its rows of a gate_up item,
-// fences and counts itself in done[2 + t]; the producer, before it copies a down item's rows,
-// waits until done[2 + t] holds all per_tile * kW of them (acquire), then a proxy fence so its
-// bulk copies (the async proxy) see those generic-proxy stores. Gate_up items never wait, and each
-// CTA's items are in list order, so the waits make progress as long as every CTA of the grid is
-// resident: LaunchDecodeKstPair launches only a grid that fits the device at once (occupancy) and
-// one call per workspace at a time (stream order). The arithmetic of an item is the unpaired
-// kernels' (KstConsumeItem): the results are bit-identical to theirs.
+// Order: CTA b takes item b first, then (the default, kQueue) the next item of the list not yet
+// taken, from a counter, or (MXSERVE_CUDA_MOE_KST_PAIR=fixed) items b + G, b + 2G, ... (G CTAs).
+// Either way every gate_up item comes before every down item in each CTA's sequence. A down item
+// of tile t reads the activation rows the tile's gate_up items wrote: each consumer warp, after
+// storing its rows of a gate_up item, fences and counts itself in done[2 + t]; the producer,
+// before it copies a down item's rows, waits until done[2 + t] holds all per_tile * kW of them
+// (acquire), then a proxy fence so that its bulk copies (the async proxy) see those generic-proxy
+// stores. Gate_up items never wait. From the queue a down item is taken only after every gate_up
+// item has been, by a running CTA; the first items and the fixed order need every CTA of the grid
+// resident at once: LaunchDecodeKstPair launches only a grid that fits the device (occupancy), one
+// call per workspace at a time (stream order). An item's arithmetic is the unpaired kernels'
+// (KstConsumeItem): the results are bit-identical to theirs (the GPU check compares them).
 //
-// done[0] counts the consumer warps that have finished (done[1]: the queue, kQueue); the last of
-// the grid zeroes done[0 .. ntiles + 1] for the next launch (all waits of this launch are over
-// by then: a producer's waits precede its own consumers' last item). The workspace zeroes it once at allocation. Every access
-// follows griddepcontrol.wait, so the launch before it on the stream (and with it the previous
-// call's pair launch) has finished.
+// done[0] counts the consumer warps that have finished (done[1]: the queue); the last of the grid
+// zeroes done[0 .. ntiles + 1] for the next launch (every wait and queue read of this launch is
+// over by then: a producer's precede its own consumers' last item). The workspace zeroes it once
+// at allocation. Every access follows griddepcontrol.wait, so the launch before it on the stream
+// (and with it the previous call's pair launch) has finished.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -189,15 +191,16 @@ __global__ void __launch_bounds__(32 * kW + 32, kCb)
 std::atomic<int> g_pair_set{-1};
 std::atomic<int64_t> g_pair_launches{0};
 
-// Paired where the 8-row kst default would run both GEMMs: 1.00-1.04x the two launches' speed at
-// every count timed, never slower (H100, 2026-12-05 14:15 call: gpt-oss-120b 8-128 tokens,
-// Kimi-K2-like 16 and 32, K3-like 16, gpt-oss-20b 16 and 64; docs/PERFORMANCE.md, thirty-fifth
-// session). MXSERVE_CUDA_MOE_KST_PAIR=off (benchmarks) keeps two launches, =queue takes items
-// from a queue (kQueue); SetKstPair overrides. 0 off, 1 the fixed order, 2 the queue.
+// Paired where the 8-row kst default would run both GEMMs, items from the queue: 1.04-1.10x the
+// two launches' speed at every count timed (gpt-oss-120b 16-128 tokens, gpt-oss-20b 16,
+// Kimi-K2-like 16), where the fixed order gave 1.00-1.05x (H100, 2026-12-05 14:15 and 14:33
+// calls; docs/PERFORMANCE.md, thirty-fifth session). MXSERVE_CUDA_MOE_KST_PAIR=fixed (benchmarks)
+// takes the fixed order, =off two launches; SetKstPair overrides. 0 off, 1 the fixed order, 2 the
+// queue.
 int PairMode() {
   static const int env = [] {
-    constexpr int kMode[] = {1, 1, 0, 2};
-    return kMode[EnvChoice("MXSERVE_CUDA_MOE_KST_PAIR", {"default", "on", "off", "queue"})];
+    constexpr int kMode[] = {2, 2, 1, 0};
+    return kMode[EnvChoice("MXSERVE_CUDA_MOE_KST_PAIR", {"default", "queue", "fixed", "off"})];
   }();
   const int set = g_pair_set.load(std::memory_order_relaxed);
   return set < 0 ? env : set;
