@@ -193,7 +193,7 @@ std::atomic<int64_t> g_pair_launches{0};
 
 // Paired where the 8-row kst default would run both GEMMs, items from the queue: 1.04-1.10x the
 // two launches' speed at every count timed (gpt-oss-120b 16-128 tokens, gpt-oss-20b 16,
-// Kimi-K2-like 16), where the fixed order gave 1.00-1.05x (H100, 2026-12-05 14:15 and 14:33
+// Kimi-K2-like 16), where the fixed order gave 1.00-1.05x (H100, 2026-12-05 14:13 and 14:31
 // calls; docs/PERFORMANCE.md, thirty-fifth session). MXSERVE_CUDA_MOE_KST_PAIR=fixed (benchmarks)
 // takes the fixed order, =off two launches; SetKstPair overrides. 0 off, 1 the fixed order, 2 the
 // queue.
