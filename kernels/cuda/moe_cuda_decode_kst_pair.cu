@@ -42,12 +42,6 @@
 namespace mxserve::kernels::cuda::internal {
 namespace {
 
-__device__ __forceinline__ int LdAcquireInt(const int32_t* p) {
-  int v;
-  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-
 // gw/gs, dw/ds: the gate_up and down weights' and scales' tensor maps (as DecodeKstKernel's).
 // kQueue: after its first item (b) each CTA takes the next from a queue, G + done[1]++ (the
 // producer, after griddepcontrol.wait), and tells its consumer warps which through item_of[stage]
@@ -91,7 +85,8 @@ __global__ void __launch_bounds__(32 * kW + 32, kCb)
         return;
       }
       if (tile != ready) {
-        while (LdAcquireInt(done + 2 + tile) < target) __nanosleep(64);
+        const uint32_t* count = reinterpret_cast<const uint32_t*>(done + 2 + tile);
+        while (int(LdAcquire(count)) < target) __nanosleep(64);
         asm volatile("fence.proxy.async.global;" ::: "memory");
         ready = tile;
       }

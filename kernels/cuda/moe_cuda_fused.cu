@@ -21,11 +21,6 @@ namespace mxserve::kernels::cuda::internal {
 
 namespace {
 
-__device__ __forceinline__ uint32_t LdAcquire(const uint32_t* p) {
-  uint32_t v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
 // old = *p; *p = old >= lim ? 0 : old + 1.
 __device__ __forceinline__ uint32_t AtomIncAcqRelGpu(uint32_t* p, uint32_t lim) {
   uint32_t old;

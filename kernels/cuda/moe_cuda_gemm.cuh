@@ -36,6 +36,14 @@ __device__ __forceinline__ uint2 LdStream8(const void* p) {
   return v;
 }
 
+// A load of *p ordered before every later load and store of this thread, seeing what was
+// released (fence, release or acq_rel atomic) at GPU scope before the value it reads.
+__device__ __forceinline__ uint32_t LdAcquire(const uint32_t* p) {
+  uint32_t v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
 // Programmatic dependent launch (sm_90): a kernel launched with LaunchPdl may start while the
 // kernel before it on the stream is still running. PdlWait blocks until that kernel has finished
 // and its writes are visible; nothing the previous kernel writes may be read before it.
