@@ -31,7 +31,7 @@
 #include "absl/strings/numbers.h"
 #include "kernels/cuda/env_choice.h"
 #include "kernels/cuda/moe_cuda.h"
-#include "kernels/cuda/moe_cuda_launch.h"  // FusedStampsReport (a benchmark probe)
+#include "kernels/cuda/moe_cuda_launch.h"  // FusedStampsReport, PairStampsReport (benchmark probes)
 #include "tests/gpu/random_moe.h"
 
 namespace mxserve {
@@ -256,6 +256,9 @@ int Main(int argc, char** argv) {
       if (trials > 1) std::printf("# reps %d: fastest %.4f, median %.4f, slowest %.4f ms\n", reps, ms.front(), med, ms.back());
       if (const char* pr = std::getenv("MXSERVE_CUDA_MOE_FUSED_PROBE"); pr != nullptr && std::string(pr) == "stamps") {
         std::printf("%s", kc::internal::FusedStampsReport().c_str());  // the last replay's phases
+      }
+      if (const char* pr = std::getenv("MXSERVE_CUDA_MOE_PAIR_PROBE"); pr != nullptr && std::string(pr) == "stamps") {
+        std::printf("%s", kc::internal::PairStampsReport().c_str());  // the last replay's paired launch
       }
       std::fflush(stdout);
       std::fflush(csv);

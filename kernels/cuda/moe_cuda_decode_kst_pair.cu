@@ -32,6 +32,9 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
 
 #include "kernels/cuda/env_choice.h"
 #include "kernels/cuda/moe_cuda_decode_kst.cuh"
@@ -42,11 +45,30 @@
 namespace mxserve::kernels::cuda::internal {
 namespace {
 
+// MXSERVE_CUDA_MOE_PAIR_PROBE=stamps (benchmarks; kStamps, the queue form only): %globaltimer
+// (ns) of each CTA at its phase ends in the last paired launch, and the items each took, read back
+// by PairStampsReport; g_pair_end: when the grid's last consumer warp finished.
+constexpr int kPairStampCtas = 1024, kPairStamps = 7;
+__device__ uint64_t g_pair_stamps[kPairStampCtas][kPairStamps];
+__device__ int g_pair_items[kPairStampCtas];
+__device__ uint64_t g_pair_end;
+__device__ __forceinline__ uint64_t GlobalTimer() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+template <bool kOn>
+__device__ __forceinline__ void PairStamp(int i) {
+  if constexpr (kOn) {
+    if (blockIdx.x < kPairStampCtas) g_pair_stamps[blockIdx.x][i] = GlobalTimer();
+  }
+}
+
 // gw/gs, dw/ds: the gate_up and down weights' and scales' tensor maps (as DecodeKstKernel's).
 // kQueue: after its first item (b) each CTA takes the next from a queue, G + done[1]++ (the
 // producer, after griddepcontrol.wait), and tells its consumer warps which through item_of[stage]
 // (-1: none left), so that CTAs that run faster take more.
-template <bool kOneMul, int kCs, int kNb, int kMt, int kW, int kCb, bool kQueue>
+template <bool kOneMul, int kCs, int kNb, int kMt, int kW, int kCb, bool kQueue, bool kStamps>
 __global__ void __launch_bounds__(32 * kW + 32, kCb)
     DecodeKstPairKernel(const __grid_constant__ CUtensorMap gw, const __grid_constant__ CUtensorMap gs,
                         const __grid_constant__ CUtensorMap dw, const __grid_constant__ CUtensorMap ds,
@@ -55,7 +77,9 @@ __global__ void __launch_bounds__(32 * kW + 32, kCb)
   extern __shared__ __align__(128) uint8_t smem[];
   __shared__ uint64_t full[kMaxS], empty[kMaxS];
   __shared__ int item_of[kMaxS];  // kQueue: the item whose first slice a stage holds
+  if (threadIdx.x == 0) PairStamp<kStamps>(0);  // start
   if (!pg.early_weights) PdlWait();
+  if (threadIdx.x == 0 && !pg.early_weights) PairStamp<kStamps>(2);  // the kernel before done
   const int nvalid = __ldg(pg.ntiles);
   PdlLaunchDependents();
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -108,6 +132,7 @@ __global__ void __launch_bounds__(32 * kW + 32, kCb)
     bool pending = early > 0;  // rows_of_early not yet run
     auto rows_of_early = [&] {
       PdlWait();
+      PairStamp<kStamps>(2);
       int u = 0;
       for (int i = b; u < early; i += G) {
         bool down;
@@ -138,6 +163,7 @@ __global__ void __launch_bounds__(32 * kW + 32, kCb)
         MbarExpectTx(&full[stage], geo.w_bytes + geo.s_bytes + n_rows * KstRowBytes<kCs>(s, chunks, nfull));
         TmaLoad2d(base, wmap, &full[stage], s * kCs * 64, grow);
         TmaLoad2d(base + geo.w_bytes, smap, &full[stage], s * kCs * 4, grow);
+        if (q == 0) PairStamp<kStamps>(1);  // first copies asked for
         if (q >= early) rows_of(stage, down, tile, s);
         if (++stage == S) stage = 0, phase ^= 1u;
       }
@@ -145,6 +171,7 @@ __global__ void __launch_bounds__(32 * kW + 32, kCb)
       i = kQueue ? int(G) + atomicAdd(done + 1, 1) : i + G;
     }
     if (pending) rows_of_early();  // no item at all
+    PairStamp<kStamps>(6);          // every copy asked for
     if constexpr (kQueue) {  // none left: an arrival without bytes
       if (q >= S) MbarWait(&empty[stage], phase ^ 1u);
       item_of[stage] = -1;
@@ -155,6 +182,7 @@ __global__ void __launch_bounds__(32 * kW + 32, kCb)
 
   int stage = 0;
   uint32_t phase = 0;
+  int taken = 0;  // kStamps: this CTA's items
   for (int i = b; kQueue || i < total; i += G) {
     if constexpr (kQueue) {  // the item of the next stage use
       MbarWait(&full[stage], phase);
@@ -169,15 +197,22 @@ __global__ void __launch_bounds__(32 * kW + 32, kCb)
       __threadfence();
       __syncwarp();
       if (lane == 0) atomicAdd(done + 2 + tile, 1);
+      if (threadIdx.x == 0) PairStamp<kStamps>(4);  // (the last) gate_up item done
     } else {
       const int j = i - n_g, tile = j / per_d;
       KstConsumeItem<false, kOneMul, kCs, kNb, kMt, kW, false>(pd, geo, smem, full, empty, S, tile, j - tile * per_d,
                                                               slices_d, warp, lane, stage, phase);
     }
+    if (kStamps && threadIdx.x == 0 && ++taken == 1) PairStamp<kStamps>(3);  // first item done
+  }
+  if (threadIdx.x == 0) {
+    PairStamp<kStamps>(5);  // last item done
+    if (kStamps && b < kPairStampCtas) g_pair_items[b] = taken;
   }
   if (lane == 0) {
     __threadfence();
     if (atomicAdd(done, 1) == int(G) * kW - 1) {
+      if constexpr (kStamps) g_pair_end = GlobalTimer();
       for (int t = 0; t < nvalid + 2; ++t) done[t] = 0;
     }
   }
@@ -201,14 +236,16 @@ int PairMode() {
   return set < 0 ? env : set;
 }
 
-template <bool kOneMul, int kCs, int kNb, int kMt, int kW, int kCb, bool kQueue>
+std::atomic<int> g_pair_last_grid{0};  // the last paired launch's CTAs (PairStampsReport)
+
+template <bool kOneMul, int kCs, int kNb, int kMt, int kW, int kCb, bool kQueue, bool kStamps = false>
 int LaunchPairT(const GemmArgs& g, const GemmArgs& d, int max_tiles, int32_t* done, cudaStream_t stream) {
   constexpr int kGroups = 2 * kMt * kW;
   const KsGeom geo = MakeKsGeom<kCs, kMt, kW>(std::min(8 * kNb, std::max(1, g.rows)));
   const int stages = std::min(kMaxS, KsSmemLimit<kCb>() / geo.stage_bytes);
   if (stages < 2 || TensorMapEncoder() == nullptr) return -1;
-  auto kernel = DecodeKstPairKernel<kOneMul, kCs, kNb, kMt, kW, kCb, kQueue>;
-  RaiseSmemOnce<DecodeKstPairKernel<kOneMul, kCs, kNb, kMt, kW, kCb, kQueue>>(KsSmemLimit<kCb>());
+  auto kernel = DecodeKstPairKernel<kOneMul, kCs, kNb, kMt, kW, kCb, kQueue, kStamps>;
+  RaiseSmemOnce<DecodeKstPairKernel<kOneMul, kCs, kNb, kMt, kW, kCb, kQueue, kStamps>>(KsSmemLimit<kCb>());
   // The waits need every CTA resident at once: kCb per SM at the most shared memory a launch asks.
   static const bool resident = [&] {
     int n = 0;
@@ -236,12 +273,55 @@ int LaunchPairT(const GemmArgs& g, const GemmArgs& d, int max_tiles, int32_t* do
   LaunchPdl(kernel, dim3(grid), dim3(32 * kW + 32), size_t(stages) * geo.stage_bytes, stream, maps[0], maps[1],
             maps[2], maps[3], g, d, stages, done);
   g_pair_launches.fetch_add(1, std::memory_order_relaxed);
+  g_pair_last_grid.store(int(grid), std::memory_order_relaxed);
   return 0;
+}
+
+bool PairStamps() {
+  static const bool on = EnvChoice("MXSERVE_CUDA_MOE_PAIR_PROBE", {"default", "stamps"}) == 1;
+  return on;
 }
 
 }  // namespace
 
 void SetKstPair(int v) { g_pair_set.store(v, std::memory_order_relaxed); }
+
+std::string PairStampsReport() {
+  static const char* kPhase[kPairStamps] = {"start",          "first copies asked for", "kernel before done (wait)",
+                                            "first item done", "last gate_up item done", "last item done",
+                                            "every copy asked for"};
+  static uint64_t st[kPairStampCtas][kPairStamps];
+  static int items[kPairStampCtas];
+  uint64_t end = 0;
+  if (cudaMemcpyFromSymbol(st, g_pair_stamps, sizeof(st)) != cudaSuccess ||
+      cudaMemcpyFromSymbol(items, g_pair_items, sizeof(items)) != cudaSuccess ||
+      cudaMemcpyFromSymbol(&end, g_pair_end, sizeof(end)) != cudaSuccess) {
+    return "no pair stamps\n";
+  }
+  const int n = std::min(g_pair_last_grid.load(std::memory_order_relaxed), kPairStampCtas);
+  if (n <= 0) return "no pair stamps\n";
+  uint64_t t0 = st[0][0];
+  for (int b = 0; b < n; ++b) t0 = std::min(t0, st[b][0]);
+  std::string r = "# pair: " + std::to_string(n) + " CTAs; us from the first CTA's start\n";
+  r += "| phase | min us | median us | max us |\n|---|---|---|---|\n";
+  auto row = [&](const char* name, std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    char line[200];
+    std::snprintf(line, sizeof(line), "| %s | %.2f | %.2f | %.2f |\n", name, v.front(), v[v.size() / 2], v.back());
+    r += line;
+  };
+  for (int i = 0; i < kPairStamps; ++i) {
+    std::vector<double> v;
+    for (int b = 0; b < n; ++b) v.push_back((double(st[b][i]) - double(t0)) * 1e-3);
+    row(kPhase[i], v);
+  }
+  std::vector<double> v;
+  for (int b = 0; b < n; ++b) v.push_back(items[b]);
+  row("items taken (count)", v);
+  char last[120];
+  std::snprintf(last, sizeof(last), "# last consumer warp of the grid done at %.2f us\n", (double(end) - double(t0)) * 1e-3);
+  return r + last;
+}
 int64_t KstPairLaunches() { return g_pair_launches.load(std::memory_order_relaxed); }
 
 int LaunchDecodeKstPair(const GemmArgs& g, const GemmArgs& d, bool one_mul, int max_tiles, int32_t* done,
@@ -251,6 +331,10 @@ int LaunchDecodeKstPair(const GemmArgs& g, const GemmArgs& d, bool one_mul, int 
   // activation rows of gate_up and down sliced alike (3-chunk slices: two stages of 8 rows).
   const int mode = PairMode();
   if (mode == 0 || max_tiles <= 0 || g.rows <= 4 || !KstDefault()) return -1;
+  if (mode == 2 && PairStamps()) {
+    return one_mul ? LaunchPairT<true, 3, 1, 1, 12, 2, true, true>(g, d, max_tiles, done, stream)
+                   : LaunchPairT<false, 3, 1, 1, 12, 2, true, true>(g, d, max_tiles, done, stream);
+  }
   if (mode == 2) {
     return one_mul ? LaunchPairT<true, 3, 1, 1, 12, 2, true>(g, d, max_tiles, done, stream)
                    : LaunchPairT<false, 3, 1, 1, 12, 2, true>(g, d, max_tiles, done, stream);

@@ -159,6 +159,9 @@ int LaunchDecodeKstPair(const GemmArgs& g, const GemmArgs& d, bool one_mul, int 
                         cudaStream_t stream);
 // Paired launches made so far in this process (the GPU check asserts the pair ran where asked).
 int64_t KstPairLaunches();
+// MXSERVE_CUDA_MOE_PAIR_PROBE=stamps: when each phase of the last paired launch (queue form)
+// ended per CTA, over the grid, and how many items the CTAs took (a table for the bench).
+std::string PairStampsReport();
 // Test seam: 1 pairs, 2 pairs through a queue, 0 does not, -1 (the start) follows
 // MXSERVE_CUDA_MOE_KST_PAIR.
 void SetKstPair(int v);

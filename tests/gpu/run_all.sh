@@ -17,7 +17,8 @@
 # paths (each kernel configuration pinned, auto for kAuto; PATH_SHAPE, PATH_TOKENS, PATHS), decode (the decode kernel variants side by side),
 # wgmmacfg (the wgmma configurations checked and timed), fused (the one-launch layer at <= 4
 # token-slots: checked per configuration, sanitizers, timed against the unfused kernels), stamps
-# (its phase timeline per configuration), spread (run-to-run
+# (its phase timeline per configuration), pairstamps (the paired decode launch's phase
+# timeline: PSTAMP_SHAPES), spread (run-to-run
 # spread against placement and clocks: SPREAD_PROCS, SPREAD_TRIALS, SPREAD_TOKENS), ss (the weights-through-shared-memory wgmma kernel
 # checked and timed), kstcfg (the K-streamed decode kernel's occupancy
 # variants checked and timed), ab (this build's bench against another build's, alternating:
@@ -248,6 +249,14 @@ for s in $steps; do
         echo "## MXSERVE_CUDA_MOE_FUSED=$F"
         MXSERVE_CUDA_MOE_FUSED=$F MXSERVE_CUDA_MOE_FUSED_PROBE=stamps $B/mxserve-bench-moe-gpu /tmp/s.csv gpt-oss-120b 1 | grep -E '^(\||# fused plan|# last arrival)' | tail -14
       done 2>&1 | tee "$OUT/stamps.txt" ;;
+    pairstamps)
+      # Where the paired decode launch's time goes (MXSERVE_CUDA_MOE_PAIR_PROBE=stamps): each phase's
+      # end over its CTAs and the items each took, beside the whole layer's time (the bench row), for
+      # PSTAMP_SHAPES entries of shape:tokens (one token count each).
+      for e in ${PSTAMP_SHAPES:-gpt-oss-120b:16 gpt-oss-120b:64 kimi-k2-like:16}; do
+        echo "## $e"
+        MXSERVE_CUDA_MOE_PAIR_PROBE=stamps $B/mxserve-bench-moe-gpu /tmp/s.csv ${e%%:*} ${e#*:} | grep -E '^(\||# pair|# last)' | tail -14
+      done 2>&1 | tee "$OUT/pairstamps.txt" ;;
     shapes)
       # The other layer shapes, with matmul_ogs (no bf16 grouped_mm: it costs too much device time).
       # SHAPE_NAMES picks the shapes.
