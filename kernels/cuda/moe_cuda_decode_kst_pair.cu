@@ -24,8 +24,10 @@
 // done[0] counts the consumer warps that have finished (done[1]: the queue); the last of the grid
 // zeroes done[0 .. ntiles + 1] for the next launch (every wait and queue read of this launch is
 // over by then: a producer's precede its own consumers' last item). The workspace zeroes it once
-// at allocation. Every access follows griddepcontrol.wait, so the launch before it on the stream
-// (and with it the previous call's pair launch) has finished.
+// at allocation. The previous call's paired launch has finished before any of this launch's
+// accesses: the routing's first kernel is an ordinary launch (it starts once all earlier work on
+// the stream is done), and every kernel between it and this one waits for its predecessor before
+// letting its dependents start, or is an ordinary launch too.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
