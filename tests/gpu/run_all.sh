@@ -255,7 +255,7 @@ for s in $steps; do
       # PSTAMP_SHAPES entries of shape:tokens (one token count each).
       for e in ${PSTAMP_SHAPES:-gpt-oss-120b:16 gpt-oss-120b:64 kimi-k2-like:16}; do
         echo "## $e"
-        MXSERVE_CUDA_MOE_PAIR_PROBE=stamps $B/mxserve-bench-moe-gpu /tmp/s.csv ${e%%:*} ${e#*:} | grep -E '^(\||# pair|# last)' | tail -14
+        MXSERVE_CUDA_MOE_PAIR_PROBE=stamps $B/mxserve-bench-moe-gpu /tmp/s.csv ${e%%:*} ${e#*:} | grep -E '^(\||# pair|# last)' | tail -16
       done 2>&1 | tee "$OUT/pairstamps.txt" ;;
     shapes)
       # The other layer shapes, with matmul_ogs (no bf16 grouped_mm: it costs too much device time).
