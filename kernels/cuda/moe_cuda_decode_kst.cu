@@ -143,26 +143,14 @@ void LaunchKstT(const CUtensorMap& wmap, const CUtensorMap& smap, const GemmArgs
   LaunchPdl(k, dim3(grid), dim3(32 * kW + 32), smem, stream, wmap, smap, a, stages);
 }
 
-template <int kCs, int kMt, int kW, int kCb = 1>
-int Stages(int tile_rows, int rows) {
-  return std::min(kMaxS, KsSmemLimit<kCb>() /
-                             MakeKsGeom<kCs, kMt, kW>(std::min(tile_rows, std::max(1, rows))).stage_bytes);
-}
-
 template <int kCs, int kNb, int kMt, int kW, int kCb = 1, bool kLate = false>
 int LaunchKstCs(const GemmArgs& a, bool gate_up, bool one_mul, int max_tiles, cudaStream_t stream) {
   constexpr int kGroups = 2 * kMt * kW;
   const KsGeom geo = MakeKsGeom<kCs, kMt, kW>(std::min(8 * kNb, std::max(1, a.rows)));
   const int stages = Stages<kCs, kMt, kW, kCb>(8 * kNb, a.rows);
   if (stages < 2 || TensorMapEncoder() == nullptr) return -1;
-  const int64_t groups = int64_t(a.held) * (a.n / 8);
   CUtensorMap wmap, smap;
-  if (CUresult r = EncodeRows(&wmap, a.q, groups, int64_t(4) * a.kp, kCs * 512, kGroups); r != CUDA_SUCCESS) {
-    return int(r);
-  }
-  if (CUresult r = EncodeRows(&smap, a.sc, groups, int64_t(a.chunks) * 32, kCs * 32, kGroups); r != CUDA_SUCCESS) {
-    return int(r);
-  }
+  if (CUresult r = EncodeWeightMaps(a, kCs, kGroups, &wmap, &smap); r != CUDA_SUCCESS) return int(r);
   const size_t smem = size_t(stages) * geo.stage_bytes;
   if (one_mul) LaunchKstT<true, kCs, kNb, kMt, kW, kCb, kLate>(wmap, smap, a, gate_up, max_tiles, stages, smem, stream);
   else LaunchKstT<false, kCs, kNb, kMt, kW, kCb, kLate>(wmap, smap, a, gate_up, max_tiles, stages, smem, stream);
@@ -278,6 +266,14 @@ CUresult EncodeRows(CUtensorMap* map, const uint8_t* base, int64_t rows, int64_t
   return TensorMapEncoder()(map, CU_TENSOR_MAP_DATA_TYPE_UINT64, 2, const_cast<uint8_t*>(base), dims, strides, box,
                             estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE, promo,
                             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+}
+
+CUresult EncodeWeightMaps(const GemmArgs& a, int box_chunks, int box_groups, CUtensorMap* wmap, CUtensorMap* smap) {
+  const int64_t groups = int64_t(a.held) * (a.n / 8);
+  if (CUresult r = EncodeRows(wmap, a.q, groups, int64_t(4) * a.kp, box_chunks * 512, box_groups); r != CUDA_SUCCESS) {
+    return r;
+  }
+  return EncodeRows(smap, a.sc, groups, int64_t(a.chunks) * 32, box_chunks * 32, box_groups);
 }
 
 int LaunchDecodeKst(const GemmArgs& a, bool gate_up, bool one_mul, int slice_chunks, int tile_rows, int max_tiles,

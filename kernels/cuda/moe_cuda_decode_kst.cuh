@@ -7,6 +7,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "kernels/cuda/moe_cuda_gemm.cuh"
@@ -77,6 +78,14 @@ __device__ __forceinline__ void SliceChunkMma(float (&acc)[kMt][kNb][2][4], cons
 template <int kCb>
 constexpr int KsSmemLimit() { return (228 << 10) / kCb - 2048; }
 static_assert(KsSmemLimit<1>() <= (227 << 10));
+
+// Stages of kCb CTAs per SM at tiles of tile_rows rows (min(tile_rows, rows) of them used), at
+// most kMaxS.
+template <int kCs, int kMt, int kW, int kCb = 1>
+int Stages(int tile_rows, int rows) {
+  return std::min(kMaxS, KsSmemLimit<kCb>() /
+                             MakeKsGeom<kCs, kMt, kW>(std::min(tile_rows, std::max(1, rows))).stage_bytes);
+}
 
 // Bytes of one activation row in slice s of a GEMM with `chunks` chunks of which `nfull` are full:
 // its full chunks' 256 each, the tail chunk's 128.

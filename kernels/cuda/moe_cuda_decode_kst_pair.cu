@@ -54,11 +54,6 @@ constexpr int kPairStampCtas = 1024, kPairStamps = 7;
 __device__ uint64_t g_pair_stamps[kPairStampCtas][kPairStamps];
 __device__ int g_pair_items[kPairStampCtas];
 __device__ uint64_t g_pair_end;
-__device__ __forceinline__ uint64_t GlobalTimer() {
-  uint64_t t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
 template <bool kOn>
 __device__ __forceinline__ void PairStamp(int i) {
   if constexpr (kOn) {
@@ -244,7 +239,7 @@ template <bool kOneMul, int kCs, int kNb, int kMt, int kW, int kCb, bool kQueue,
 int LaunchPairT(const GemmArgs& g, const GemmArgs& d, int max_tiles, int32_t* done, cudaStream_t stream) {
   constexpr int kGroups = 2 * kMt * kW;
   const KsGeom geo = MakeKsGeom<kCs, kMt, kW>(std::min(8 * kNb, std::max(1, g.rows)));
-  const int stages = std::min(kMaxS, KsSmemLimit<kCb>() / geo.stage_bytes);
+  const int stages = Stages<kCs, kMt, kW, kCb>(8 * kNb, g.rows);
   if (stages < 2 || TensorMapEncoder() == nullptr) return -1;
   auto kernel = DecodeKstPairKernel<kOneMul, kCs, kNb, kMt, kW, kCb, kQueue, kStamps>;
   RaiseSmemOnce<DecodeKstPairKernel<kOneMul, kCs, kNb, kMt, kW, kCb, kQueue, kStamps>>(KsSmemLimit<kCb>());
@@ -257,18 +252,8 @@ int LaunchPairT(const GemmArgs& g, const GemmArgs& d, int max_tiles, int32_t* do
   }();
   if (!resident) return -1;
   CUtensorMap maps[4];
-  const GemmArgs* args[2] = {&g, &d};
-  for (int m = 0; m < 2; ++m) {
-    const GemmArgs& a = *args[m];
-    const int64_t groups = int64_t(a.held) * (a.n / 8);
-    if (CUresult r = EncodeRows(&maps[2 * m], a.q, groups, int64_t(4) * a.kp, kCs * 512, kGroups); r != CUDA_SUCCESS) {
-      return int(r);
-    }
-    if (CUresult r = EncodeRows(&maps[2 * m + 1], a.sc, groups, int64_t(a.chunks) * 32, kCs * 32, kGroups);
-        r != CUDA_SUCCESS) {
-      return int(r);
-    }
-  }
+  if (CUresult r = EncodeWeightMaps(g, kCs, kGroups, &maps[0], &maps[1]); r != CUDA_SUCCESS) return int(r);
+  if (CUresult r = EncodeWeightMaps(d, kCs, kGroups, &maps[2], &maps[3]); r != CUDA_SUCCESS) return int(r);
   const int64_t items =
       int64_t(max_tiles) * ((g.n / 8 + kGroups - 1) / kGroups + (d.n / 8 + kGroups - 1) / kGroups);
   const unsigned grid = unsigned(std::min<int64_t>(items, int64_t(PersistentGrid(items)) * kCb));
@@ -306,20 +291,12 @@ std::string PairStampsReport() {
   for (int b = 0; b < n; ++b) t0 = std::min(t0, st[b][0]);
   std::string r = "# pair: " + std::to_string(n) + " CTAs; us from the first CTA's start\n";
   r += "| phase | min us | median us | max us |\n|---|---|---|---|\n";
-  auto row = [&](const char* name, std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    char line[200];
-    std::snprintf(line, sizeof(line), "| %s | %.2f | %.2f | %.2f |\n", name, v.front(), v[v.size() / 2], v.back());
-    r += line;
-  };
   for (int i = 0; i < kPairStamps; ++i) {
     std::vector<double> v;
     for (int b = 0; b < n; ++b) v.push_back((double(st[b][i]) - double(t0)) * 1e-3);
-    row(kPhase[i], v);
+    r += PhaseRow(kPhase[i], std::move(v));
   }
-  std::vector<double> v;
-  for (int b = 0; b < n; ++b) v.push_back(items[b]);
-  row("items taken (count)", v);
+  r += PhaseRow("items taken (count)", std::vector<double>(items, items + n));
   char last[120];
   std::snprintf(last, sizeof(last), "# last consumer warp of the grid done at %.2f us\n", (double(end) - double(t0)) * 1e-3);
   return r + last;

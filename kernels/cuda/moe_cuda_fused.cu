@@ -35,9 +35,7 @@ __device__ uint64_t g_stamps[kStampCtas][kStamps];
 __device__ uint32_t g_stamp_sm[kStampCtas];  // each CTA's SM (%smid)
 __device__ __forceinline__ void Stamp(const FusedArgs& f, int i) {
   if (f.probe != 7 || threadIdx.x != 0 || blockIdx.x >= kStampCtas) return;
-  uint64_t t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  g_stamps[blockIdx.x][i] = t;
+  g_stamps[blockIdx.x][i] = GlobalTimer();
   if (i == 0) {
     uint32_t sm;
     asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
@@ -629,10 +627,7 @@ std::string FusedStampsReport() {
   for (int i = 0; i < kStamps; ++i) {
     std::vector<double> v;
     for (int b = 0; b < n; ++b) v.push_back((st[b][i] - t0) * 1e-3);
-    std::sort(v.begin(), v.end());
-    char line[160];
-    std::snprintf(line, sizeof(line), "| %s | %.2f | %.2f | %.2f |\n", kPhase[i], v.front(), v[v.size() / 2], v.back());
-    r += line;
+    r += PhaseRow(kPhase[i], std::move(v));
   }
   // The last CTA to arrive: its arrival, its increment's return, its barrier's end.
   int last = 0;

@@ -36,6 +36,13 @@ __device__ __forceinline__ uint2 LdStream8(const void* p) {
   return v;
 }
 
+// %globaltimer, ns (the probes' phase stamps).
+__device__ __forceinline__ uint64_t GlobalTimer() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
 // A load of *p ordered before every later load and store of this thread, seeing what was
 // released (fence, release or acq_rel atomic) at GPU scope before the value it reads.
 __device__ __forceinline__ uint32_t LdAcquire(const uint32_t* p) {

@@ -7,7 +7,10 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
+#include <string>
 #include <type_traits>
+#include <vector>
 
 #include "core/bf16.h"
 #include "kernels/cuda/env_choice.h"
@@ -564,6 +567,13 @@ void LaunchGemmT(const GemmArgs& a, bool gate_up, int max_tiles, cudaStream_t st
 bool PdlEnabled() {
   static const bool on = EnvChoice("MXSERVE_CUDA_MOE_PDL", {"default", "0", "1"}) != 1;
   return on;
+}
+
+std::string PhaseRow(const char* name, std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  char line[200];
+  std::snprintf(line, sizeof(line), "| %s | %.2f | %.2f | %.2f |\n", name, v.front(), v[v.size() / 2], v.back());
+  return line;
 }
 
 unsigned PersistentGrid(int64_t items) {

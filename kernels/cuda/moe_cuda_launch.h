@@ -7,6 +7,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 namespace mxserve::kernels::cuda::internal {
 
@@ -159,6 +160,8 @@ int LaunchDecodeKstPair(const GemmArgs& g, const GemmArgs& d, bool one_mul, int 
                         cudaStream_t stream);
 // Paired launches made so far in this process (the GPU check asserts the pair ran where asked).
 int64_t KstPairLaunches();
+// One row of a probe's table: "| name | min | median | max |" of v (not empty), two decimals.
+std::string PhaseRow(const char* name, std::vector<double> v);
 // MXSERVE_CUDA_MOE_PAIR_PROBE=stamps: when each phase of the last paired launch (queue form)
 // ended per CTA, over the grid, and how many items the CTAs took (a table for the bench).
 std::string PairStampsReport();

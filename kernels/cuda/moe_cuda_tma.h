@@ -23,6 +23,9 @@ int EncodeActivationSlabs(const GemmArgs& a, int box_rows, CUtensorMap* map);
 // per 8-row group).
 CUresult EncodeRows(CUtensorMap* map, const uint8_t* base, int64_t rows, int64_t row_bytes, int box_bytes,
                     int box_rows);
+// The weight and scale maps of a.q and a.sc over all groups of all held experts (EncodeRows),
+// boxes of box_chunks 128-K chunks x box_groups groups: CUDA_SUCCESS or the failed CUresult.
+CUresult EncodeWeightMaps(const GemmArgs& a, int box_chunks, int box_groups, CUtensorMap* wmap, CUtensorMap* smap);
 
 #ifdef __CUDACC__
 // One 2D box of `map` at element coordinates (c0, c1) into shared memory, completing on `bar`

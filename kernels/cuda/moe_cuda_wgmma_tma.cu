@@ -434,11 +434,7 @@ template <int BN, int NC, bool kPersist>
 int LaunchTBn(const CUtensorMap& tmap, const GemmArgs& a, bool gate_up, bool one_mul, int max_tiles,
               cudaStream_t stream) {
   CUtensorMap wmap, smap;
-  const int64_t groups = int64_t(a.held) * (a.n / 8);
-  if (CUresult r = EncodeRows(&wmap, a.q, groups, int64_t(4) * a.kp, 512, 8 * NC); r != CUDA_SUCCESS) return int(r);
-  if (CUresult r = EncodeRows(&smap, a.sc, groups, int64_t(a.chunks) * 32, 32, 8 * NC); r != CUDA_SUCCESS) {
-    return int(r);
-  }
+  if (CUresult r = EncodeWeightMaps(a, 1, 8 * NC, &wmap, &smap); r != CUDA_SUCCESS) return int(r);
   if (gate_up) {
     one_mul ? LaunchTT<BN, NC, kPersist, true, true>(tmap, wmap, smap, a, max_tiles, stream)
             : LaunchTT<BN, NC, kPersist, true, false>(tmap, wmap, smap, a, max_tiles, stream);

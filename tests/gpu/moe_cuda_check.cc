@@ -104,39 +104,39 @@ void CheckCase(const Shape& sh, HostLayer& hl, kc::CudaMoeLayer& dl, kc::CudaMoe
   const int64_t pair_before = kc::internal::KstPairLaunches();
   std::vector<float> unpaired(out.size(), std::nanf(""));
   std::string label;
+  const int before = kc::internal::ForcedPath();
+  if (path == kc::CudaMoePath::kAuto && pin != nullptr) {
+    const int spec = kc::internal::SpecNamed(pin);
+    if (spec < 0) {
+      std::printf("FAIL  %-13s T=%-6d pin %s names no configuration\n", sh.name.c_str(), T, pin);
+      ++failures;
+      return;
+    }
+    kc::internal::SetForcedPath(spec);
+  }
+  // The call twice, into o and o2: kAuto through the runner, else the forced path.
+  auto run = [&](std::vector<float>& o, std::vector<float>& o2) {
+    if (path != kc::CudaMoePath::kAuto) return RunForced(dl, b, T, sh.k, path, o, o2);
+    absl::Status st = runner.Run(dl, hl.layer, b.batch(), o.data());
+    if (st.ok()) st = runner.Run(dl, hl.layer, b.batch(), o2.data());
+    return st;
+  };
+  s = run(out, out2);
+  // Both GEMMs in one launch (the 8-row kst default; moe_cuda_decode_kst_pair.cu): the same call
+  // in two launches must give the same bits.
+  const bool paired = kc::internal::KstPairLaunches() > pair_before;
+  if (s.ok() && paired) {
+    std::vector<float> unpaired2(out.size());
+    kc::internal::SetKstPair(0);
+    s = run(unpaired, unpaired2);
+    kc::internal::SetKstPair(-1);
+  }
   if (path == kc::CudaMoePath::kAuto) {
-    const int before = kc::internal::ForcedPath();
-    if (pin != nullptr) {
-      const int spec = kc::internal::SpecNamed(pin);
-      if (spec < 0) {
-        std::printf("FAIL  %-13s T=%-6d pin %s names no configuration\n", sh.name.c_str(), T, pin);
-        ++failures;
-        return;
-      }
-      kc::internal::SetForcedPath(spec);
-    }
-    s = runner.Run(dl, hl.layer, b.batch(), out.data());
-    if (s.ok()) s = runner.Run(dl, hl.layer, b.batch(), out2.data());
-    if (s.ok() && kc::internal::KstPairLaunches() > pair_before) {
-      kc::internal::SetKstPair(0);
-      s = runner.Run(dl, hl.layer, b.batch(), unpaired.data());
-      kc::internal::SetKstPair(-1);
-    }
     kc::internal::SetForcedPath(before);
     const int chose = kc::internal::LastAutoPath();
     label = pin != nullptr ? std::string("pin:") + pin
                            : std::string("auto:") + kc::internal::SpecName(chose);
-  } else {
-    s = RunForced(dl, b, T, sh.k, path, out, out2);
-    if (s.ok() && kc::internal::KstPairLaunches() > pair_before) {
-      std::vector<float> u2(out.size());
-      kc::internal::SetKstPair(0);
-      s = RunForced(dl, b, T, sh.k, path, unpaired, u2);
-      kc::internal::SetKstPair(-1);
-    }
   }
-  // Both GEMMs in one launch (the 8-row kst default; moe_cuda_decode_kst_pair.cu): the two launches' bits.
-  const bool paired = kc::internal::KstPairLaunches() > pair_before;
   const bool pair_same = !paired || std::memcmp(unpaired.data(), out.data(), 4 * out.size()) == 0;
   // At most 4 token-slots kAuto runs the fused one-launch layer: its twin is the unfused decode
   // path (same arithmetic; the fused kernel may sum a unit's K parts in another order, so the bf16
