@@ -18,6 +18,11 @@
   .triton_kernels/: PYTHONPATH=.triton_kernels). Before the timings, each shape's layer is checked
   against a plain fp32 torch layer on the dequantized weights (8 tokens): a "# ogs check" line;
 * the table: ours vs those (--no-ours: the baselines alone, no CSV needed).
+
+Both baselines route each of their 4 batches by the expert ids the C++ bench used
+(OURS.csv-ids-SHAPE-TOKENS.i32, which it writes), so that all three stream the same experts;
+without that file (--no-ours) by their own random draws, noted in a "#" line. Every time is the
+mean over the 4 batches of each batch's median rep, as the C++ bench's.
 """
 import csv
 import gc
@@ -37,7 +42,8 @@ READ_FLUSH = os.environ.get("MXSERVE_BENCH_FLUSH") == "read"
 
 
 def timed(fn, reps, sets=1, graph=True):
-    """Median ms of fn(i % sets) over reps, L2 flushed before each."""
+    """ms of fn(i % sets): the mean over the sets of each set's median over its reps (reps / sets
+    each), L2 flushed before each rep."""
     runs = []
     if graph:
         s = torch.cuda.Stream()
@@ -68,7 +74,18 @@ def timed(fn, reps, sets=1, graph=True):
         b.record()
         b.synchronize()
         runs.append(a.elapsed_time(b))
-    return statistics.median(runs)
+    return statistics.mean(statistics.median(runs[j::sets]) for j in range(sets))
+
+
+def bench_ids(ours_csv, shape, T, k):
+    """The C++ bench's expert ids for (shape, T): 4 int32 tensors [T, k] on the device, or None."""
+    path = f"{ours_csv}-ids-{shape}-{T}.i32" if ours_csv else None
+    if not path or not os.path.exists(path):
+        return None
+    flat = torch.frombuffer(bytearray(open(path, "rb").read()), dtype=torch.int32)
+    if flat.numel() != 4 * T * k:
+        sys.exit(f"{path}: {flat.numel()} ids, want 4 x {T} x {k}")
+    return [t.reshape(T, k).to(dev) for t in flat.split(T * k)]
 
 
 def ceilings():
@@ -87,7 +104,7 @@ def ceilings():
     return res
 
 
-def grouped_layer(H, I, E, k, T):
+def grouped_layer(H, I, E, k, T, ids_sets=None):
     gen = torch.Generator(device=dev).manual_seed(T)
     w1 = torch.randn(E, 2 * I, H, dtype=torch.bfloat16, device=dev, generator=gen) * 0.02
     w2 = torch.randn(E, H, I, dtype=torch.bfloat16, device=dev, generator=gen) * 0.02
@@ -97,6 +114,8 @@ def grouped_layer(H, I, E, k, T):
     for r in range(4):
         x = torch.randn(T, H, dtype=torch.bfloat16, device=dev, generator=gen)
         ids = torch.rand(T, E, device=dev, generator=gen).topk(k, dim=1).indices.to(torch.int32)
+        if ids_sets is not None:
+            ids = ids_sets[r]
         wts = torch.rand(T, k, device=dev, generator=gen)
         sets.append((x, ids, wts))
     out = torch.empty(T, H, dtype=torch.float32, device=dev)
@@ -120,7 +139,7 @@ def grouped_layer(H, I, E, k, T):
         out.index_add_(0, tok, y)
         return out
 
-    reps = 12 if T >= 4096 else 30
+    reps = 12 if T >= 4096 else 32
     try:
         return timed(layer, reps, sets=4, graph=True), "graph"
     except Exception as e:  # noqa: BLE001 - report and fall back to eager
@@ -285,17 +304,28 @@ def ogs_check(moe, name, T=8):
         torch.backends.cuda.matmul.allow_tf32 = prev_tf32
 
 
-def ogs_layer(moe, T):
+def logits_for(ids, E):
+    """bf16 logits whose top-k are exactly `ids` [T, k], in slot order (8, 7.75, ...; the rest 0)."""
+    T, k = ids.shape
+    logits = torch.zeros(T, E, dtype=torch.bfloat16, device=dev)
+    vals = 8.0 - 0.25 * torch.arange(k, device=dev, dtype=torch.float32)
+    logits.scatter_(1, ids.long(), vals.to(torch.bfloat16).expand(T, k).contiguous())
+    return logits
+
+
+def ogs_layer(moe, T, ids_sets=None):
     """(best ms, its num_warps, mean distinct experts hit) for T tokens, or None if it failed."""
     gen = torch.Generator(device=dev).manual_seed(1000 + T)
     sets = []
-    for _ in range(4):
+    for r in range(4):
         x = torch.randn(T, moe.H, dtype=torch.bfloat16, device=dev, generator=gen)
         logits = torch.randn(T, moe.E, dtype=torch.bfloat16, device=dev, generator=gen)
+        if ids_sets is not None:
+            logits = logits_for(ids_sets[r], moe.E)
         sets.append((x, logits))
     hits = statistics.mean((moe.route(lg)[3].mask_metadata.col_sum > 0).sum().item() for _, lg in sets)
     out = torch.empty(T, moe.H, dtype=torch.bfloat16, device=dev)
-    reps = 12 if T >= 4096 else 30
+    reps = 12 if T >= 4096 else 32
     best = None
     for nw in OGS_WARPS:
         fn = lambda i, nw=nw: moe.forward(sets[i][0], sets[i][1], nw, out)  # noqa: E731
@@ -374,14 +404,18 @@ def main():
             torch.cuda.empty_cache()
         for T in tokens:
             g_ms = None
+            ids_sets = bench_ids(ours_csv, s, T, k)
+            if ids_sets is None:
+                print(f"# {s} T={T}: no expert ids from the C++ bench; the baselines draw their own",
+                      flush=True)
             if "--no-grouped" not in flags:
                 try:
-                    g_ms, _ = grouped_layer(H, I, E, k, T)
+                    g_ms, _ = grouped_layer(H, I, E, k, T, ids_sets)
                 except Exception as e:  # noqa: BLE001
                     print(f"# grouped_mm {s} T={T} failed: {e}", flush=True)
                 gc.collect()
                 torch.cuda.empty_cache()
-            ogs = ogs_layer(moe, T) if moe is not None else None
+            ogs = ogs_layer(moe, T, ids_sets) if moe is not None else None
             if ogs is not None:
                 print(f"# matmul_ogs {s} T={T}: {ogs[0]:.4f} ms (num_warps {ogs[1]}), "
                       f"{ogs[2]:.1f} experts hit", flush=True)

@@ -1,8 +1,12 @@
 // mxserve-bench-moe-gpu: times MoeForwardCuda (whole layer: routing/grouping, gate_up + SwiGLU,
 // down, weighted combine) per shape and token count. CUDA events around a CUDA-graph replay of
 // the layer, L2 flushed (a 512 MB write; MXSERVE_BENCH_FLUSH=read: a read) and inputs rotated (4
-// random batches) between reps,
-// median of reps. Prints a table and writes CSV (argv[1]) for bench/gpu/baselines.py.
+// random batches) between reps. ms: the mean over the batches of each batch's median rep, and
+// weight MB the mean of their experts' bytes (a median over all reps would be one batch's time,
+// set beside the mean bytes: at 16 tokens of gpt-oss-120b the batches hit 47 to 56 experts).
+// Prints a table and writes CSV (argv[1]) for bench/gpu/baselines.py, and each row's expert ids
+// ([4 batches][tokens][top_k] int32) to OUT.csv-ids-SHAPE-TOKENS.i32, which baselines.py routes
+// its layers by, so that both sides stream the same experts.
 //   mxserve-bench-moe-gpu OUT.csv [shape,...] [tokens,...]
 // MXSERVE_BENCH_PATHS=auto,decode,wgmma32,... times each of those kernel configurations pinned
 // (internal::kPaths' names; auto: kAuto's choice) on the same uploaded layer, one row each (what
@@ -190,6 +194,7 @@ int Main(int argc, char** argv) {
       constexpr int kSets = 4;
       std::vector<cudaGraphExec_t> graphs(kSets);
       std::vector<void*> bufs;
+      std::vector<int32_t> set_ids;  // [kSets][T][k]: OUT.csv-ids-SHAPE-T.i32
       double bytes = 0;
       float* dout = nullptr;
       CK(cudaMalloc(&dout, sizeof(float) * size_t(T) * sh.H));
@@ -197,6 +202,7 @@ int Main(int argc, char** argv) {
         gpu_test::HostBatch b = gpu_test::MakeBatch(T, sh.k, sh.H, pool, 0.0, 99 + r * 7919 + T);
         if (skew > 0) SkewIds(b, sh.E, skew, 99 + r * 7919 + T);
         std::set<int> hit(b.ids.begin(), b.ids.end());
+        set_ids.insert(set_ids.end(), b.ids.begin(), b.ids.end());
         bytes += double(hit.size()) * (*dl)->expert_weight_bytes() / kSets;
         float *dx, *dw;
         int32_t* dids;
@@ -229,9 +235,17 @@ int Main(int argc, char** argv) {
       cudaEvent_t e0, e1;
       CK(cudaEventCreate(&e0));
       CK(cudaEventCreate(&e1));
+      if (trial == 0 && path == paths.front()) {
+        const std::string ids_path = std::string(argv[1]) + "-ids-" + sh.name + "-" + std::to_string(T) + ".i32";
+        if (FILE* f = std::fopen(ids_path.c_str(), "wb")) {
+          std::fwrite(set_ids.data(), sizeof(int32_t), set_ids.size(), f);
+          std::fclose(f);
+        }
+      }
       const int reps = T >= 4096 ? 12 : 40;
       for (int w = 0; w < 4; ++w) CK(cudaGraphLaunch(graphs[w % kSets], st));
       std::vector<float> ms;
+      std::vector<std::vector<float>> set_ms(kSets);
       for (int i = 0; i < reps; ++i) {
         if (read_flush) {
           bench::ReadAll(flush, flush_bytes, sink, st);
@@ -245,15 +259,23 @@ int Main(int argc, char** argv) {
         float t = 0;
         CK(cudaEventElapsedTime(&t, e0, e1));
         ms.push_back(t);
+        set_ms[i % kSets].push_back(t);
       }
       std::sort(ms.begin(), ms.end());
-      const double med = ms[ms.size() / 2];
+      double med = 0;  // the mean of the batches' medians
+      for (auto& v : set_ms) {
+        std::sort(v.begin(), v.end());
+        med += v[v.size() / 2] / kSets;
+      }
       const double flops = 6.0 * T * sh.k * double(sh.H) * sh.I;
       const double gbps = bytes / (med * 1e-3) / 1e9, tf = flops / (med * 1e-3) / 1e12;
       std::printf("| %s | %d | %.4f | %.1f | %.0f | %.1f | %s |\n", sh.name.c_str(), T, med, bytes / 1e6, gbps, tf,
                   path_name);
       std::fprintf(csv, "%s,%d,%.5f,%.0f,%.1f,%.2f,%s\n", sh.name.c_str(), T, med, bytes, gbps, tf, path_name);
-      if (trials > 1) std::printf("# reps %d: fastest %.4f, median %.4f, slowest %.4f ms\n", reps, ms.front(), med, ms.back());
+      if (trials > 1) {
+        std::printf("# reps %d: fastest %.4f, median %.4f, slowest %.4f ms\n", reps, ms.front(), ms[ms.size() / 2],
+                    ms.back());
+      }
       if (const char* pr = std::getenv("MXSERVE_CUDA_MOE_FUSED_PROBE"); pr != nullptr && std::string(pr) == "stamps") {
         std::printf("%s", kc::internal::FusedStampsReport().c_str());  // the last replay's phases
       }

@@ -212,12 +212,12 @@ absl::Status CudaMoeWorkspace::Reserve(const CudaMoeLayer& layer, int num_tokens
   ok(Alloc(&d_act_, pairs * kpi, "cudaMalloc(ws act)"));
   ok(Alloc(&d_y_, pairs * h, "cudaMalloc(ws y)"));
   ok(Alloc(&d_sync_, 1, "cudaMalloc(ws sync)"));
-  ok(Alloc(&d_pair_done_, 2 + tiles, "cudaMalloc(ws pair counts)"));
+  ok(Alloc(&d_pair_done_, 3 + tiles, "cudaMalloc(ws pair counts)"));
   if (side_ == nullptr) ok(CudaCheck(cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking), "cudaStreamCreate(ws side)"));
   if (fork_ == nullptr) ok(CudaCheck(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming), "cudaEventCreate(ws fork)"));
   if (join_ == nullptr) ok(CudaCheck(cudaEventCreateWithFlags(&join_, cudaEventDisableTiming), "cudaEventCreate(ws join)"));
   if (s.ok()) ok(CudaCheck(cudaMemset(d_sync_, 0, sizeof(uint32_t)), "cudaMemset(ws sync)"));
-  if (s.ok()) ok(CudaCheck(cudaMemset(d_pair_done_, 0, sizeof(int32_t) * (2 + tiles)), "cudaMemset(ws pair counts)"));
+  if (s.ok()) ok(CudaCheck(cudaMemset(d_pair_done_, 0, sizeof(int32_t) * (3 + tiles)), "cudaMemset(ws pair counts)"));
   if (!s.ok()) {
     Free();
     return s;

@@ -80,7 +80,7 @@ class CudaMoeWorkspace {
   uint16_t* d_act_ = nullptr;     // [P][Kp_i] bf16, permuted or plain (down operand)
   float* d_y_ = nullptr;          // [P][H] per-slot outputs, weighted
   uint32_t* d_sync_ = nullptr;    // [1] the fused kernel's grid barrier (zeroed at allocation)
-  int32_t* d_pair_done_ = nullptr;  // [2 + max tiles] the paired kst launch's counts (zeroed at allocation)
+  int32_t* d_pair_done_ = nullptr;  // [3 + max tiles] the paired kst launch's counts (zeroed at allocation)
   size_t tiles_cap_ = 0;
   // Two tile heights: the second height's GEMMs run on side_, forked after the routing (fork_)
   // and joined before the combine (join_), beside the first's. Made with the first buffers (so

@@ -97,11 +97,9 @@ __global__ void __launch_bounds__(32 * kW + 32, kCb) DecodeKstKernel(const __gri
       for (int s = 0; s < slices; ++s, ++q) {
         if (q == early && early > 0) rows_of_early();
         if (q >= S) MbarWait(&empty[stage], phase ^ 1u);  // the consumers released use q - S
-        const int c0 = s * kCs;
         uint8_t* base = smem + stage * geo.stage_bytes;
         MbarExpectTx(&full[stage], geo.w_bytes + geo.s_bytes + n_rows * row_bytes(s));
-        TmaLoad2d(base, &wmap, &full[stage], c0 * 64, grow);
-        TmaLoad2d(base + geo.w_bytes, &smap, &full[stage], c0 * 4, grow);
+        KstLoadWeights<kCs>(geo, base, &wmap, &smap, &full[stage], s, grow);
         if (q >= early) rows_of(stage, tile, s);
         if (++stage == S) stage = 0, phase ^= 1u;
       }

@@ -95,6 +95,16 @@ __device__ __forceinline__ int KstRowBytes(int s, int chunks, int nfull) {
   return max(0, min(c1, nfull) - c0) * 256 + (c1 > nfull ? 128 : 0);
 }
 
+// The producer: slice s's weights and scales of the item whose first group row is `grow` into
+// the stage at `base`, completing on `bar`. (Under an L2 evict_first policy, as the fused kernel's
+// copies, they were 1-2 % slower at 16-128 tokens: H200, thirty-sixth session.)
+template <int kCs>
+__device__ __forceinline__ void KstLoadWeights(const KsGeom& geo, uint8_t* base, const CUtensorMap* wmap,
+                                               const CUtensorMap* smap, uint64_t* bar, int s, int grow) {
+  TmaLoad2d(base, wmap, bar, s * kCs * 64, grow);
+  TmaLoad2d(base + geo.w_bytes, smap, bar, s * kCs * 4, grow);
+}
+
 // The producer: the activation rows of slice s of `tile` into the stage at `base` (its weights and
 // scales first), completing on `bar`.
 template <int kCs, int kRows>

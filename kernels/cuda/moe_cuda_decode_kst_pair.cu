@@ -16,15 +16,24 @@
 // before it copies a down item's rows, waits until done[2 + t] holds all per_tile * kW of them
 // (acquire), then a proxy fence so that its bulk copies (the async proxy) see those generic-proxy
 // stores. Gate_up items never wait. From the queue a down item is taken only after every gate_up
-// item has been, by a running CTA; the first items and the fixed order need every CTA of the grid
-// resident at once: LaunchDecodeKstPair launches only a grid that fits the device (occupancy), one
-// call per workspace at a time (stream order). An item's arithmetic is the unpaired kernels'
-// (KstConsumeItem): the results are bit-identical to theirs (the GPU check compares them).
+// item has been, by a running CTA; the first items, the fixed order and the combine need every CTA
+// of the grid resident at once: LaunchDecodeKstPair launches only a grid that fits the device
+// (occupancy), one call per workspace at a time (stream order). An item's arithmetic is the
+// unpaired kernels' (KstConsumeItem): the results are bit-identical to theirs (the GPU check
+// compares them).
 //
-// done[0] counts the consumer warps that have finished (done[1]: the queue); the last of the grid
-// zeroes done[0 .. ntiles + 1] for the next launch (every wait and queue read of this launch is
-// over by then: a producer's precede its own consumers' last item). The workspace zeroes it once
-// at allocation. The previous call's paired launch has finished before any of this launch's
+// The combine (PairCombine; unless MXSERVE_CUDA_MOE_PAIR_COMBINE=off): each CTA, its consumer
+// warps' last items stored, counts itself in done[0] and waits until all of the grid's CTAs have;
+// then the warps sum the output's float4 columns between them, in CombineKernel's order (SumSlots: the same
+// bits), in place of a combine launch after this one (which waits for the whole grid to end and
+// its writes to be flushed before it starts: 4.8 us under ncu at 16 tokens of gpt-oss-120b).
+//
+// done[0] counts the consumer warps (with the combine: the CTAs) that have finished their items
+// (done[1]: the queue; done[2]: the CTAs that have finished the combine; done[3 + t]: tile t's
+// gate_up warps); the last of the grid (of done[2] with the combine, else of done[0]) zeroes done[0 .. ntiles + 2] for the
+// next launch (every wait and queue read of this launch is over by then: a producer's precede its
+// own consumers' last item, and the combine's wait precedes each warp's count in done[2]). The
+// workspace zeroes it once at allocation. The previous call's paired launch has finished before any of this launch's
 // accesses: the routing's first kernel is an ordinary launch (it starts once all earlier work on
 // the stream is done), and every kernel between it and this one waits for its predecessor before
 // letting its dependents start, or is an ordinary launch too.
@@ -54,6 +63,12 @@ constexpr int kPairStampCtas = 1024, kPairStamps = 7;
 __device__ uint64_t g_pair_stamps[kPairStampCtas][kPairStamps];
 __device__ int g_pair_items[kPairStampCtas];
 __device__ uint64_t g_pair_end;
+// The kW consumer warps of the CTA meet (named barrier 1; the producer warp has left).
+template <int kW>
+__device__ __forceinline__ void ConsumerBarrier() {
+  asm volatile("bar.sync 1, %0;" ::"n"(32 * kW) : "memory");
+}
+
 template <bool kOn>
 __device__ __forceinline__ void PairStamp(int i) {
   if constexpr (kOn) {
@@ -69,7 +84,7 @@ template <bool kOneMul, int kCs, int kNb, int kMt, int kW, int kCb, bool kQueue,
 __global__ void __launch_bounds__(32 * kW + 32, kCb)
     DecodeKstPairKernel(const __grid_constant__ CUtensorMap gw, const __grid_constant__ CUtensorMap gs,
                         const __grid_constant__ CUtensorMap dw, const __grid_constant__ CUtensorMap ds,
-                        const GemmArgs pg, const GemmArgs pd, int S, int32_t* done) {
+                        const GemmArgs pg, const GemmArgs pd, int S, const PairCombine cb, int32_t* done) {
   constexpr int kRows = 8 * kNb, kGroups = 2 * kMt * kW;
   extern __shared__ __align__(128) uint8_t smem[];
   __shared__ uint64_t full[kMaxS], empty[kMaxS];
@@ -106,7 +121,7 @@ __global__ void __launch_bounds__(32 * kW + 32, kCb)
         return;
       }
       if (tile != ready) {
-        const uint32_t* count = reinterpret_cast<const uint32_t*>(done + 2 + tile);
+        const uint32_t* count = reinterpret_cast<const uint32_t*>(done + 3 + tile);
         while (int(LdAcquire(count)) < target) __nanosleep(64);
         asm volatile("fence.proxy.async.global;" ::: "memory");
         ready = tile;
@@ -158,8 +173,7 @@ __global__ void __launch_bounds__(32 * kW + 32, kCb)
         uint8_t* base = smem + stage * geo.stage_bytes;
         if (kQueue && s == 0) item_of[stage] = i;  // published by the arrival below
         MbarExpectTx(&full[stage], geo.w_bytes + geo.s_bytes + n_rows * KstRowBytes<kCs>(s, chunks, nfull));
-        TmaLoad2d(base, wmap, &full[stage], s * kCs * 64, grow);
-        TmaLoad2d(base + geo.w_bytes, smap, &full[stage], s * kCs * 4, grow);
+        KstLoadWeights<kCs>(geo, base, wmap, smap, &full[stage], s, grow);
         if (q == 0) PairStamp<kStamps>(1);  // first copies asked for
         if (q >= early) rows_of(stage, down, tile, s);
         if (++stage == S) stage = 0, phase ^= 1u;
@@ -193,7 +207,7 @@ __global__ void __launch_bounds__(32 * kW + 32, kCb)
       // This warp's share of the tile's down operand is stored: every lane's stores, then the count.
       __threadfence();
       __syncwarp();
-      if (lane == 0) atomicAdd(done + 2 + tile, 1);
+      if (lane == 0) atomicAdd(done + 3 + tile, 1);
       if (threadIdx.x == 0) PairStamp<kStamps>(4);  // (the last) gate_up item done
     } else {
       const int j = i - n_g, tile = j / per_d;
@@ -206,13 +220,41 @@ __global__ void __launch_bounds__(32 * kW + 32, kCb)
     PairStamp<kStamps>(5);  // last item done
     if (kStamps && b < kPairStampCtas) g_pair_items[b] = taken;
   }
-  if (lane == 0) {
-    __threadfence();
-    if (atomicAdd(done, 1) == int(G) * kW - 1) {
+  auto last_zeroes = [&](int32_t* count, int of) {  // one thread: the last of `of` zeroes the counts
+    if (atomicAdd(count, 1) == of - 1) {
       if constexpr (kStamps) g_pair_end = GlobalTimer();
-      for (int t = 0; t < nvalid + 2; ++t) done[t] = 0;
+      for (int t = 0; t < nvalid + 3; ++t) done[t] = 0;
     }
+  };
+  if (cb.out == nullptr) {  // the caller combines
+    if (lane == 0) {
+      __threadfence();
+      last_zeroes(done, int(G) * kW);
+    }
+    return;
   }
+  // The CTA's consumer warps' y stores (every lane's, fenced), then the CTA's count in done[0];
+  // one poller per CTA (every warp polling the one line slowed the grid's last items by more than
+  // the combine launch costs: H200, this session's second call), the others at a barrier; then
+  // each lane acquires the count itself, before its loads of y.
+  const uint32_t* finished = reinterpret_cast<const uint32_t*>(done);
+  __threadfence();
+  ConsumerBarrier<kW>();
+  if (warp == 0 && lane == 0) {
+    atomicAdd(done, 1);
+    while (int(LdAcquire(finished)) < int(G)) __nanosleep(256);
+  }
+  ConsumerBarrier<kW>();
+  (void)LdAcquire(finished);
+  const int h4 = pd.n / 4, nw = int(G) * kW;
+  const int units = cb.tokens * h4;  // (token, float4 column)
+  for (int u = (b * kW + warp) * 32 + lane; u < units; u += nw * 32) {
+    const int t = u / h4, c = u - t * h4;
+    const uint32_t valid = HeldSlots(cb.ids, cb.local, cb.num_experts, cb.top_k, t);
+    reinterpret_cast<float4*>(cb.out + int64_t(t) * pd.n)[c] = SumSlots(pd.y, valid, cb.top_k, pd.n, t, c);
+  }
+  ConsumerBarrier<kW>();
+  if (warp == 0 && lane == 0) last_zeroes(done + 2, int(G));
 }
 
 std::atomic<int> g_pair_set{-1};
@@ -236,7 +278,8 @@ int PairMode() {
 std::atomic<int> g_pair_last_grid{0};  // the last paired launch's CTAs (PairStampsReport)
 
 template <bool kOneMul, int kCs, int kNb, int kMt, int kW, int kCb, bool kQueue, bool kStamps = false>
-int LaunchPairT(const GemmArgs& g, const GemmArgs& d, int max_tiles, int32_t* done, cudaStream_t stream) {
+int LaunchPairT(const GemmArgs& g, const GemmArgs& d, int max_tiles, const PairCombine& c, int32_t* done,
+                cudaStream_t stream) {
   constexpr int kGroups = 2 * kMt * kW;
   const KsGeom geo = MakeKsGeom<kCs, kMt, kW>(std::min(8 * kNb, std::max(1, g.rows)));
   const int stages = Stages<kCs, kMt, kW, kCb>(8 * kNb, g.rows);
@@ -258,10 +301,17 @@ int LaunchPairT(const GemmArgs& g, const GemmArgs& d, int max_tiles, int32_t* do
       int64_t(max_tiles) * ((g.n / 8 + kGroups - 1) / kGroups + (d.n / 8 + kGroups - 1) / kGroups);
   const unsigned grid = unsigned(std::min<int64_t>(items, int64_t(PersistentGrid(items)) * kCb));
   LaunchPdl(kernel, dim3(grid), dim3(32 * kW + 32), size_t(stages) * geo.stage_bytes, stream, maps[0], maps[1],
-            maps[2], maps[3], g, d, stages, done);
+            maps[2], maps[3], g, d, stages, c, done);
   g_pair_launches.fetch_add(1, std::memory_order_relaxed);
   g_pair_last_grid.store(int(grid), std::memory_order_relaxed);
   return 0;
+}
+
+// MXSERVE_CUDA_MOE_PAIR_COMBINE=off (benchmarks): the combine in a launch of its own after the
+// paired one.
+bool PairCombineOn() {
+  static const bool on = EnvChoice("MXSERVE_CUDA_MOE_PAIR_COMBINE", {"default", "off"}) == 0;
+  return on;
 }
 
 bool PairStamps() {
@@ -303,23 +353,27 @@ std::string PairStampsReport() {
 }
 int64_t KstPairLaunches() { return g_pair_launches.load(std::memory_order_relaxed); }
 
-int LaunchDecodeKstPair(const GemmArgs& g, const GemmArgs& d, bool one_mul, int max_tiles, int32_t* done,
-                        cudaStream_t stream) {
+int LaunchDecodeKstPair(const GemmArgs& g, const GemmArgs& d, bool one_mul, int max_tiles, const PairCombine& c,
+                        int32_t* done, bool* combined, cudaStream_t stream) {
   // Only where both GEMMs would run the 8-row kst default (moe_cuda_decode.cu, LaunchDecodeGemm;
   // moe_cuda_decode_kst.cu, LaunchKstNb): more than 4 token-slots, nothing pinned, and the
   // activation rows of gate_up and down sliced alike (3-chunk slices: two stages of 8 rows).
   const int mode = PairMode();
   if (mode == 0 || max_tiles <= 0 || g.rows <= 4 || !KstDefault()) return -1;
+  // The combine folded in, 1.0x-x the separate launch's speed (see PairCombineOn).
+  PairCombine cc = c;
+  if (!PairCombineOn() || c.tokens <= 0 || d.n % 4 != 0) cc.out = nullptr;
+  *combined = cc.out != nullptr;
   if (mode == 2 && PairStamps()) {
-    return one_mul ? LaunchPairT<true, 3, 1, 1, 12, 2, true, true>(g, d, max_tiles, done, stream)
-                   : LaunchPairT<false, 3, 1, 1, 12, 2, true, true>(g, d, max_tiles, done, stream);
+    return one_mul ? LaunchPairT<true, 3, 1, 1, 12, 2, true, true>(g, d, max_tiles, cc, done, stream)
+                   : LaunchPairT<false, 3, 1, 1, 12, 2, true, true>(g, d, max_tiles, cc, done, stream);
   }
   if (mode == 2) {
-    return one_mul ? LaunchPairT<true, 3, 1, 1, 12, 2, true>(g, d, max_tiles, done, stream)
-                   : LaunchPairT<false, 3, 1, 1, 12, 2, true>(g, d, max_tiles, done, stream);
+    return one_mul ? LaunchPairT<true, 3, 1, 1, 12, 2, true>(g, d, max_tiles, cc, done, stream)
+                   : LaunchPairT<false, 3, 1, 1, 12, 2, true>(g, d, max_tiles, cc, done, stream);
   }
-  return one_mul ? LaunchPairT<true, 3, 1, 1, 12, 2, false>(g, d, max_tiles, done, stream)
-                 : LaunchPairT<false, 3, 1, 1, 12, 2, false>(g, d, max_tiles, done, stream);
+  return one_mul ? LaunchPairT<true, 3, 1, 1, 12, 2, false>(g, d, max_tiles, cc, done, stream)
+                 : LaunchPairT<false, 3, 1, 1, 12, 2, false>(g, d, max_tiles, cc, done, stream);
 }
 
 }  // namespace mxserve::kernels::cuda::internal

@@ -524,8 +524,7 @@ FusedPlan Plan(const GemmArgs& g, const GemmArgs& d, int tokens) {
   pl.f.probe = probe;
   static const int defer = EnvChoice("MXSERVE_CUDA_MOE_FUSED_DEFER", {"default", "off", "warp"});
   pl.f.defer = defer == 0 ? kFusedDefer : defer == 2;
-  static const bool evict_first = EnvChoice("MXSERVE_CUDA_MOE_EVICT_FIRST", {"default", "off"}) == 0;
-  pl.f.evict_first = evict_first;
+  pl.f.evict_first = EvictFirst();
   // MXSERVE_CUDA_MOE_FUSED_DOWN: the down units' weight in the grid's split, percent (benchmarks;
   // a value not listed is reported and means the default).
   static const int down_pct = [] {

@@ -120,6 +120,29 @@ __device__ __forceinline__ uint64_t L2ReadOncePolicy(bool evict_first) {
   }
   return pol;
 }
+// Which of token t's top_k slots hold an expert of this worker (bit j: slot j; top_k <= 32).
+__device__ __forceinline__ uint32_t HeldSlots(const int32_t* ids, const int32_t* local, int num_experts, int top_k,
+                                              int t) {
+  uint32_t valid = 0;
+  for (int j = 0; j < top_k; ++j) {
+    const int e = __ldg(ids + t * top_k + j);
+    if (e >= 0 && e < num_experts && __ldg(local + e) >= 0) valid |= 1u << j;
+  }
+  return valid;
+}
+// Float4 column c of token t's combined row: the sum of y[t * top_k + j] over the slots j in
+// `valid`, in slot order from zero (the combine's one order: the paired launch's folded combine
+// and CombineKernel give the same bits). L2 loads: y may come from this very kernel.
+__device__ __forceinline__ float4 SumSlots(const float* y, uint32_t valid, int top_k, int h, int t, int c) {
+  float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll 4
+  for (int j = 0; j < top_k; ++j) {
+    if (!(valid >> j & 1u)) continue;
+    const float4 v = __ldcg(reinterpret_cast<const float4*>(y + int64_t(t * top_k + j) * h) + c);
+    acc.x += v.x; acc.y += v.y; acc.z += v.z; acc.w += v.w;
+  }
+  return acc;
+}
 // BulkCopyG2S under L2 cache policy `pol` (L2ReadOncePolicy).
 __device__ __forceinline__ void BulkCopyG2SHint(void* dst, const void* src, uint32_t bytes, uint64_t* bar,
                                                 uint64_t pol) {

@@ -303,22 +303,10 @@ __global__ void CombineKernel(const float* __restrict__ y, const int32_t* __rest
                               float* __restrict__ out) {
   PdlWait();  // y comes from the down GEMM
   const int t = blockIdx.x;
-  // Which slots hold an expert of this worker, decided once (k <= 32).
-  uint32_t valid = 0;
-  for (int j = 0; j < top_k; ++j) {
-    const int e = __ldg(ids + t * top_k + j);
-    if (e >= 0 && e < num_experts && __ldg(local + e) >= 0) valid |= 1u << j;
-  }
+  const uint32_t valid = HeldSlots(ids, local, num_experts, top_k, t);
   const int h4 = h / 4;
   for (int c = threadIdx.x; c < h4; c += blockDim.x) {
-    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-#pragma unroll 4
-    for (int j = 0; j < top_k; ++j) {
-      if (!(valid >> j & 1u)) continue;
-      const float4 v = __ldg(reinterpret_cast<const float4*>(y + int64_t(t * top_k + j) * h) + c);
-      acc.x += v.x; acc.y += v.y; acc.z += v.z; acc.w += v.w;
-    }
-    reinterpret_cast<float4*>(out + int64_t(t) * h)[c] = acc;
+    reinterpret_cast<float4*>(out + int64_t(t) * h)[c] = SumSlots(y, valid, top_k, h, t, c);
   }
 }
 
@@ -574,6 +562,11 @@ std::string PhaseRow(const char* name, std::vector<double> v) {
   char line[200];
   std::snprintf(line, sizeof(line), "| %s | %.2f | %.2f | %.2f |\n", name, v.front(), v[v.size() / 2], v.back());
   return line;
+}
+
+bool EvictFirst() {
+  static const bool on = EnvChoice("MXSERVE_CUDA_MOE_EVICT_FIRST", {"default", "off"}) == 0;
+  return on;
 }
 
 unsigned PersistentGrid(int64_t items) {

@@ -18,6 +18,9 @@ struct TinyRoute;
 // Programmatic dependent launch is used between the kernels of one call unless
 // MXSERVE_CUDA_MOE_PDL=0 (benchmarks compare the two).
 bool PdlEnabled();
+// The fused kernel's weight copies go under an L2 evict_first policy unless
+// MXSERVE_CUDA_MOE_EVICT_FIRST=off (benchmarks).
+bool EvictFirst();
 
 // Launches `kernel` so that it may start before the previous kernel on `stream` finishes (it must
 // call PdlWait before reading anything that kernel writes); an ordinary launch when PDL is off.
@@ -151,13 +154,22 @@ int KstSlice();
 // Whether the 8-row kst configuration in force is the default (nothing pinned by
 // MXSERVE_CUDA_MOE_DECODE or MXSERVE_CUDA_MOE_KST_CFG).
 bool KstDefault();
+// The combine, as LaunchCombine's arguments, for the paired launch to do at its end.
+struct PairCombine {
+  const int32_t* ids;    // [tokens][top_k] expert ids
+  const int32_t* local;  // [num_experts] held index or -1
+  int num_experts, tokens, top_k;
+  float* out;            // [tokens][d.n]
+};
 // A layer's gate_up and down GEMMs at 8-row kst tiles in one launch (moe_cuda_decode_kst_pair.cu),
-// g and d as for LaunchGemm, done a zeroed [2 + max_tiles] kept for this stream (the kernel leaves
+// g and d as for LaunchGemm, done a zeroed [3 + max_tiles] kept for this stream (the kernel leaves
 // it zeroed): 0, or -1 where it does not apply (MXSERVE_CUDA_MOE_KST_PAIR=off, at most 4
 // token-slots, a pinned decode kernel, two stages do not fit, the grid cannot be resident at once,
-// no tensor-map encoder), or the CUresult of a failed encode; nothing launched unless 0.
-int LaunchDecodeKstPair(const GemmArgs& g, const GemmArgs& d, bool one_mul, int max_tiles, int32_t* done,
-                        cudaStream_t stream);
+// no tensor-map encoder), or the CUresult of a failed encode; nothing launched unless 0. On 0,
+// *combined says whether the launch also wrote c.out from d.y (the combine folded in, unless
+// MXSERVE_CUDA_MOE_PAIR_COMBINE=off): if not, the caller launches the combine.
+int LaunchDecodeKstPair(const GemmArgs& g, const GemmArgs& d, bool one_mul, int max_tiles, const PairCombine& c,
+                        int32_t* done, bool* combined, cudaStream_t stream);
 // Paired launches made so far in this process (the GPU check asserts the pair ran where asked).
 int64_t KstPairLaunches();
 // One row of a probe's table: "| name | min | median | max |" of v (not empty), two decimals.
