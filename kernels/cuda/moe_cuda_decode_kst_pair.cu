@@ -266,13 +266,16 @@ std::atomic<int64_t> g_pair_launches{0};
 // calls; docs/PERFORMANCE.md, thirty-fifth session). MXSERVE_CUDA_MOE_KST_PAIR=fixed (benchmarks)
 // takes the fixed order, =off two launches; SetKstPair overrides. 0 off, 1 the fixed order, 2 the
 // queue.
-int PairMode() {
+int PairModeEnv() {
   static const int env = [] {
     constexpr int kMode[] = {2, 2, 1, 0};
     return kMode[EnvChoice("MXSERVE_CUDA_MOE_KST_PAIR", {"default", "queue", "fixed", "off"})];
   }();
+  return env;
+}
+int PairMode() {
   const int set = g_pair_set.load(std::memory_order_relaxed);
-  return set < 0 ? env : set;
+  return set < 0 ? PairModeEnv() : set;
 }
 
 std::atomic<int> g_pair_last_grid{0};  // the last paired launch's CTAs (PairStampsReport)
@@ -324,6 +327,7 @@ bool PairStamps() {
 }  // namespace
 
 void SetKstPair(int v) { g_pair_set.store(v, std::memory_order_relaxed); }
+bool KstPairCosted() { return PairModeEnv() != 0 && KstDefault(); }
 
 std::string PairStampsReport() {
   static const char* kPhase[kPairStamps] = {"start",          "first copies asked for", "kernel before done (wait)",

@@ -139,14 +139,14 @@ struct LayerAccess {
         if (id >= 0 && id < L.num_experts_ && L.local_[id] >= 0) ++counts[L.local_[id]];
       }
       c = mix ? internal::ChooseAutoMixForCounts(counts.data(), nh, double(L.expert_weight_bytes()), ~0u,
-                                                 internal::DecodeWgmmaSetting())
+                                                 internal::DecodeWgmmaSetting(), internal::KstPairCosted())
               : internal::AutoChoice{internal::ChooseAutoTileForCounts(counts.data(), nh), -1, 0};
     }
     if (c.big < 0) {  // no host ids, or no held slot (then any will do)
       const int64_t over = std::max<int64_t>(1, std::min<int64_t>(nh, pairs));  // the experts the mean is over
       const double mean = double(pairs) / double(over);
       c = mix ? internal::ChooseAutoMix(mean, double(over) * double(L.expert_weight_bytes()), ~0u,
-                                        internal::DecodeWgmmaSetting())
+                                        internal::DecodeWgmmaSetting(), internal::KstPairCosted())
               : internal::AutoChoice{internal::ChooseAutoTile(mean), -1, 0};
     }
     const int big = internal::kAutoPathIds[c.big];

@@ -48,6 +48,13 @@ struct AutoTile {
   // heights with it was no better on the table it was fitted to (docs/PERFORMANCE.md,
   // twenty-fourth session).
   double alone_ps = 0;
+  // Its time per weight byte and tile as the call's only height run paired (0: none): decode's,
+  // whose gate_up and down then run in one launch (moe_cuda_decode_kst_pair.cu). Fitted on H100
+  // (2026-12-05 16:25 call, thirty-sixth session): where kAuto took the decode16 + decode mix
+  // (Kimi-K2-like 192 and 256, K3-like 64 and 96 tokens: 4.0 to 6.0 slots per expert) the paired
+  // launch ran 1.12-1.16x faster; 0.240 puts the model's paired cost at those ratios to the mix
+  // (their mean). A candidate beside the single height and the mixes (CheapestMix).
+  double paired_ps = 0;
 };
 
 // The configurations kAuto chooses among: the K-streamed decode kernel at 8, 16 and 24 rows and
@@ -67,7 +74,7 @@ struct AutoTile {
 // persistent form became the default at 64, 96, 192 and 256 rows (2026-12-01 06:41 call: 2-5 %
 // faster there, so those heights' costs here are a little high).
 inline constexpr AutoTile kAutoTiles[] = {
-    {"decode", 8, 0.294, 0},   {"decode16", 16, 0.337, 0, "wgmma16", 0.306},  {"decode24", 24, 0.439, 0, "wgmma24"},
+    {"decode", 8, 0.294, 0, nullptr, 0, 0.255},   {"decode16", 16, 0.337, 0, "wgmma16", 0.306},  {"decode24", 24, 0.439, 0, "wgmma24"},
     {"wgmma32", 32, 0.390, 1}, {"wgmma40", 40, 0.417, 1},   {"wgmma48", 48, 0.444, 1},
     {"wgmma64", 64, 0.510, 1}, {"wgmma96", 96, 0.633, 1},   {"wgmma", 128, 0.756, 1},
     {"wgmma192", 192, 1.112, 1}, {"wgmma256", 256, 1.518, 1}};
@@ -228,13 +235,23 @@ inline constexpr double kMixMinMean = 3.0;
 // Whether a mix the model says saves `saved` ps per byte of `bytes` is taken (kMixRealized).
 inline bool MixPays(double saved, double bytes) { return kMixRealized * saved * bytes * 1e-6 > kMixFixedUs; }
 
-// The one-height choice `single`, or the two-height choice of one family among the allowed that
-// saves the most where that pays (MixPays). `cost` maps an AutoChoice to its cost in ps per byte
-// of `bytes`; the single height's is scaled to its AloneCost (`alone`).
+// The one-height choice `single`, or a height alone that runs paired (paired_ps; where `paired`)
+// and costs less, or the two-height choice of one family among the allowed that saves the most
+// against the better of those where that pays (MixPays). `cost` maps an AutoChoice to its cost in
+// ps per byte of `bytes`; the single height's is scaled to its AloneCost (`alone`).
 template <typename Cost>
-inline AutoChoice CheapestMix(int single, double bytes, uint32_t allowed, bool alone, Cost&& cost) {
+inline AutoChoice CheapestMix(int single, double bytes, uint32_t allowed, bool alone, bool paired, Cost&& cost) {
   AutoChoice best{single, -1, 0};
-  const double single_cost = AloneCost(single, alone) / kAutoTiles[single].ps_per_byte * cost(best);
+  double single_cost = AloneCost(single, alone) / kAutoTiles[single].ps_per_byte * cost(best);
+  for (int i = 0; paired && i < kNumAutoTiles; ++i) {
+    if ((allowed >> i & 1u) == 0 || !(kAutoTiles[i].paired_ps > 0)) continue;
+    const AutoChoice c{i, -1, 0};
+    const double v = kAutoTiles[i].paired_ps / kAutoTiles[i].ps_per_byte * cost(c);
+    if (v < single_cost) {
+      best = c;
+      single_cost = v;
+    }
+  }
   double best_cost = single_cost;
   for (int i = 0; i < kNumAutoTiles; ++i) {
     if ((allowed >> i & 1u) == 0) continue;
@@ -257,9 +274,10 @@ inline AutoChoice CheapestMix(int single, double bytes, uint32_t allowed, bool a
 
 // kAuto's choice, one height or two, when the experts hold `mean` slots each on average
 // (uniform routing: Poisson), among the allowed configurations; layer_bytes: the weight bytes of
-// the experts the mean is over; alone: a single height costs its AloneCost. big -1 when none is
-// allowed.
-inline AutoChoice ChooseAutoMix(double mean, double layer_bytes, uint32_t allowed = ~0u, bool alone = true) {
+// the experts the mean is over; alone: a single height costs its AloneCost; paired: decode alone
+// runs paired (its paired_ps). big -1 when none is allowed.
+inline AutoChoice ChooseAutoMix(double mean, double layer_bytes, uint32_t allowed = ~0u, bool alone = true,
+                                bool paired = true) {
   const int single = ChooseAutoTile(mean, allowed);
   if (single < 0 || !(mean >= kMixMinMean)) return AutoChoice{single, -1, 0};
   auto expect = [mean](const AutoChoice& c) {
@@ -267,7 +285,7 @@ inline AutoChoice ChooseAutoMix(double mean, double layer_bytes, uint32_t allowe
     const double total = PoissonEach(mean, [&](int64_t x, double w) { v += w * ChoiceCost(c, int(x)); });
     return v / total;
   };
-  return CheapestMix(single, layer_bytes, allowed, alone, expect);
+  return CheapestMix(single, layer_bytes, allowed, alone, paired, expect);
 }
 
 // The same for these per-expert slot counts (exactly as the routing cuts them), each expert of
@@ -275,7 +293,7 @@ inline AutoChoice ChooseAutoMix(double mean, double layer_bytes, uint32_t allowe
 // the costs are sums over experts of a function of the count, so each distinct count is costed
 // once (a few dozen distinct counts for hundreds of experts).
 inline AutoChoice ChooseAutoMixForCounts(const int32_t* counts, int n, double expert_bytes, uint32_t allowed = ~0u,
-                                         bool alone = true) {
+                                         bool alone = true, bool paired = true) {
   const int single = ChooseAutoTileForCounts(counts, n, allowed);
   if (single < 0) return AutoChoice{};
   thread_local std::vector<int32_t> sorted;
@@ -300,7 +318,7 @@ inline AutoChoice ChooseAutoMixForCounts(const int32_t* counts, int n, double ex
     for (const auto& [count, experts] : runs) v += experts * ChoiceCost(c, count);
     return v;
   };
-  return CheapestMix(single, expert_bytes, allowed, alone, sum);
+  return CheapestMix(single, expert_bytes, allowed, alone, paired, sum);
 }
 
 }  // namespace mxserve::kernels::cuda::internal

@@ -224,14 +224,16 @@ void ExpectNearBest(const std::string& file, const std::map<std::string, std::pa
 }
 
 const std::map<std::string, std::pair<int, int>> kShapes = {
-    {"gpt-oss-120b", {4, 128}}, {"kimi-k2-like", {8, 384}}, {"k3-latent", {16, 256}}};
+    {"gpt-oss-120b", {4, 128}}, {"kimi-k2-like", {8, 384}}, {"k3-latent", {16, 256}}, {"gpt-oss-20b", {4, 32}}};
 // All experts' weight bytes per shape.
 const std::map<std::string, double> kLayerBytes = {
-    {"gpt-oss-120b", 1692.1e6}, {"k3-latent", 4492.1e6}, {"kimi-k2-like", 8984.2e6}};
-// kAuto's choice by the mean for `tokens` of `shape`.
-AutoChoice MixChoiceAt(const std::string& shape, int tokens) {
+    {"gpt-oss-120b", 1692.1e6}, {"k3-latent", 4492.1e6}, {"kimi-k2-like", 8984.2e6}, {"gpt-oss-20b", 423.0e6}};
+// kAuto's choice by the mean for `tokens` of `shape`; paired: decode alone costed as the paired
+// launch (the tables timed before it existed, through 2026-12-04, ran decode alone as two
+// launches: they are read with paired false).
+AutoChoice MixChoiceAt(const std::string& shape, int tokens, bool paired = false) {
   const auto [top_k, experts] = kShapes.at(shape);
-  return ChooseAutoMix(double(tokens) * top_k / experts, kLayerBytes.at(shape));
+  return ChooseAutoMix(double(tokens) * top_k / experts, kLayerBytes.at(shape), ~0u, true, paired);
 }
 double Mean(const std::vector<double>& v) {
   double m = 0;
@@ -578,6 +580,46 @@ TEST(TileChoice, AloneCostTakesTheSixteenRowKernelWhereItRanFaster) {
   // With alone off (MXSERVE_CUDA_MOE_DECODE_WGMMA=off: decode16 runs as itself) 384 tokens mix.
   EXPECT_GE(ChooseAutoMix(12.0, 1692.1e6, ~0u, false).small, 0);
   EXPECT_EQ(ChooseAutoMix(12.0, 1692.1e6).small, -1);
+}
+
+// A choice's name as it runs: one height as its alone_path where it has one (decode16 alone runs
+// wgmma16), two as "big+small".
+std::string RunsAs(const AutoChoice& c) {
+  if (c.small >= 0) return std::string(kAutoTiles[c.big].path) + "+" + kAutoTiles[c.small].path;
+  return kAutoTiles[c.big].alone_path ? kAutoTiles[c.big].alone_path : kAutoTiles[c.big].path;
+}
+
+// decode alone costed as the paired launch (paired_ps) against kAuto's choice before it
+// (tests/data/tile_paths/paired_ab_2026-12-05.csv, H100: the 16:25 call's medians of two
+// alternating rounds, the 16:28 call's one round, ms): where the rule now takes the paired launch
+// it ran 1.07-1.16x faster than the choice before, but at gpt-oss-120b 192 tokens (1.7 % slower
+// than wgmma16); where it keeps its choice, that ran faster, but at gpt-oss-20b 56 tokens (the
+// paired launch 5 % faster there: the miss).
+TEST(TileChoice, PairedDecodeTakenWhereItRanFaster) {
+  const Csv csv = ReadCsv("paired_ab_2026-12-05.csv");
+  const int shape_col = csv.Col("shape"), tokens_col = csv.Col("tokens"), paired_col = csv.Col("paired_ms"),
+            prev_col = csv.Col("previous"), prev_ms_col = csv.Col("previous_ms");
+  std::string taken;
+  for (const auto& f : csv.rows) {
+    const std::string& shape = f[shape_col];
+    const int tokens = std::stoi(f[tokens_col]);
+    const double paired = std::stod(f[paired_col]), before = std::stod(f[prev_ms_col]);
+    const std::string at = shape + ":" + std::to_string(tokens) + " ";
+    EXPECT_EQ(RunsAs(MixChoiceAt(shape, tokens, false)), f[prev_col]) << at << "(the choice before)";
+    const AutoChoice c = MixChoiceAt(shape, tokens, true);
+    if (RunsAs(c) == "decode") {
+      taken += at;
+      EXPECT_LT(paired, 1.02 * before) << at;
+    } else {
+      EXPECT_EQ(RunsAs(c), f[prev_col]) << at;
+      EXPECT_LT(before, 1.06 * paired) << at;
+    }
+  }
+  EXPECT_EQ(taken,
+            "kimi-k2-like:192 kimi-k2-like:256 k3-latent:64 k3-latent:96 gpt-oss-120b:144 gpt-oss-120b:176 "
+            "gpt-oss-120b:192 gpt-oss-20b:48 kimi-k2-like:160 ");
+  // Without the paired launch (MXSERVE_CUDA_MOE_KST_PAIR=off) the mix again.
+  EXPECT_EQ(RunsAs(MixChoiceAt("kimi-k2-like", 256, false)), "decode16+decode");
 }
 
 }  // namespace

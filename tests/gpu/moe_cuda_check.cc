@@ -280,9 +280,11 @@ int Main(int argc, char** argv) {
       {"fused-even", 1024, 1024, 32, 4, true, 16, kHeldEven, {1, 1, 1}},
       {"fused-range", 1024, 1024, 32, 4, true, 16, kHeldMiddle, {1, 1, 1}},
       {"gpt-oss-20b", 2880, 2880, 32, 4, true, 32, false, {1, 2, 7, 64, 200, 333, 400, 750, 1024, 1600, 4097}},
-      {"gpt-oss-120b", 2880, 2880, 128, 4, true, 100, false, {1, 16, 256, 2049, 16384}},
-      {"kimi-k2-like", 7168, 2048, 384, 8, false, 384, false, {1, 64, 1000, 16384}},
-      {"k3-latent", 3584, 3072, 256, 16, false, 256, false, {1, 5, 300, 16384}},
+      // 176, 256 and 96 tokens: 4 to 7 slots per expert, where kAuto takes the paired 8-row launch
+      // over a two-height mix (AutoTile::paired_ps).
+      {"gpt-oss-120b", 2880, 2880, 128, 4, true, 100, false, {1, 16, 176, 256, 2049, 16384}},
+      {"kimi-k2-like", 7168, 2048, 384, 8, false, 384, false, {1, 64, 256, 1000, 16384}},
+      {"k3-latent", 3584, 3072, 256, 16, false, 256, false, {1, 5, 96, 300, 16384}},
   };
   auto runner_or = kc::CudaMoeRunner::Create(0);
   if (!runner_or.ok()) {
