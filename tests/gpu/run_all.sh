@@ -24,7 +24,8 @@
 # variants checked and timed), ab (this build's bench against another build's, alternating:
 # AB_BASE, AB_SHAPES of shape:tokens, AB_ROUNDS; then the medians),
 # envab (one environment variable's values side by side, alternating: AB_VAR, AB_VALUES,
-# AB_SHAPES of shape:tokens, AB_ROUNDS; then the medians),
+# AB_SHAPES of shape:tokens, AB_ROUNDS; then the medians), pinab (kAuto against a path pinned per
+# count: PINAB of shape:tokens:path, PINAB_ROUNDS),
 # pinned (paths outside kAuto checked: PINNED), kernels (ncu: each kernel's time and DRAM bytes
 # in one forward, KTOKENS), shapes (20b, Kimi-K2-like, K3-like or SHAPE_NAMES, with matmul_ogs), profile (ncu SpeedOfLight, one token),
 # detail (ncu stall/issue/memory sections of one decode kernel), source (its per-instruction stall
@@ -150,6 +151,18 @@ for s in $steps; do
       # E.g. AB_VAR=MXSERVE_CUDA_MOE_MIX AB_VALUES="off default" AB_SHAPES="k3-latent:256,4096".
       time_pinned "${AB_VAR:?}" "${AB_VALUES:?}" "${AB_SHAPES:?}" ${AB_ROUNDS:-2} | tee "$OUT/envab.txt"
       python3 bench/gpu/medians.py "$OUT/envab.txt" | tee "$OUT/envab_medians.txt" ;;
+    pinab)
+      # kAuto against a configuration pinned at each count, alternating: PINAB entries of
+      # shape:tokens:path (e.g. "kimi-k2-like:256:decode16+decode gpt-oss-120b:192:wgmma16": kAuto's
+      # previous choice there), PINAB_ROUNDS rounds (2), each run in its own process; then the
+      # medians per count (bench/gpu/medians.py; kauto / pinned < 1: kAuto's is faster).
+      for i in $(seq ${PINAB_ROUNDS:-2}); do
+        for e in ${PINAB:?}; do
+          bench_rows kauto $B/mxserve-bench-moe-gpu "${e%:*}"
+          bench_rows pinned $B/mxserve-bench-moe-gpu "${e%:*}" "MXSERVE_CUDA_MOE_PATH=${e##*:}" | sed 's/| [^|]* |$/| auto |/'
+        done
+      done | tee "$OUT/pinab.txt"
+      python3 bench/gpu/medians.py "$OUT/pinab.txt" | tee "$OUT/pinab_medians.txt" ;;
     decode)
       # The decode kernels side by side (what the defaults rest on): K-streamed TMA (4- and
       # 2-chunk slices) / bulk / register ring, programmatic dependent launch on and off, ring
