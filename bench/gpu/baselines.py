@@ -113,6 +113,7 @@ def grouped_layer(H, I, E, k, T, ids_sets=None):
     sets = []
     for r in range(4):
         x = torch.randn(T, H, dtype=torch.bfloat16, device=dev, generator=gen)
+        # Drawn even when replaced, so that x and the weights stay the same draws either way.
         ids = torch.rand(T, E, device=dev, generator=gen).topk(k, dim=1).indices.to(torch.int32)
         if ids_sets is not None:
             ids = ids_sets[r]
@@ -319,7 +320,7 @@ def ogs_layer(moe, T, ids_sets=None):
     sets = []
     for r in range(4):
         x = torch.randn(T, moe.H, dtype=torch.bfloat16, device=dev, generator=gen)
-        logits = torch.randn(T, moe.E, dtype=torch.bfloat16, device=dev, generator=gen)
+        logits = torch.randn(T, moe.E, dtype=torch.bfloat16, device=dev, generator=gen)  # (as above)
         if ids_sets is not None:
             logits = logits_for(ids_sets[r], moe.E)
         sets.append((x, logits))

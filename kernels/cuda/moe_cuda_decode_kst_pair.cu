@@ -22,7 +22,7 @@
 // unpaired kernels' (KstConsumeItem): the results are bit-identical to theirs (the GPU check
 // compares them).
 //
-// The combine (PairCombine; unless MXSERVE_CUDA_MOE_PAIR_COMBINE=off): each CTA, its consumer
+// The combine (CombineArgs; unless MXSERVE_CUDA_MOE_PAIR_COMBINE=off): each CTA, its consumer
 // warps' last items stored, counts itself in done[0] and waits until all of the grid's CTAs have;
 // then the warps sum the output's float4 columns between them, in CombineKernel's order (SumSlots: the same
 // bits), in place of a combine launch after this one (which waits for the whole grid to end and
@@ -84,7 +84,7 @@ template <bool kOneMul, int kCs, int kNb, int kMt, int kW, int kCb, bool kQueue,
 __global__ void __launch_bounds__(32 * kW + 32, kCb)
     DecodeKstPairKernel(const __grid_constant__ CUtensorMap gw, const __grid_constant__ CUtensorMap gs,
                         const __grid_constant__ CUtensorMap dw, const __grid_constant__ CUtensorMap ds,
-                        const GemmArgs pg, const GemmArgs pd, int S, const PairCombine cb, int32_t* done) {
+                        const GemmArgs pg, const GemmArgs pd, int S, const CombineArgs cb, int32_t* done) {
   constexpr int kRows = 8 * kNb, kGroups = 2 * kMt * kW;
   extern __shared__ __align__(128) uint8_t smem[];
   __shared__ uint64_t full[kMaxS], empty[kMaxS];
@@ -281,7 +281,7 @@ int PairMode() {
 std::atomic<int> g_pair_last_grid{0};  // the last paired launch's CTAs (PairStampsReport)
 
 template <bool kOneMul, int kCs, int kNb, int kMt, int kW, int kCb, bool kQueue, bool kStamps = false>
-int LaunchPairT(const GemmArgs& g, const GemmArgs& d, int max_tiles, const PairCombine& c, int32_t* done,
+int LaunchPairT(const GemmArgs& g, const GemmArgs& d, int max_tiles, const CombineArgs& c, int32_t* done,
                 cudaStream_t stream) {
   constexpr int kGroups = 2 * kMt * kW;
   const KsGeom geo = MakeKsGeom<kCs, kMt, kW>(std::min(8 * kNb, std::max(1, g.rows)));
@@ -359,27 +359,31 @@ std::string PairStampsReport() {
 }
 int64_t KstPairLaunches() { return g_pair_launches.load(std::memory_order_relaxed); }
 
-int LaunchDecodeKstPair(const GemmArgs& g, const GemmArgs& d, bool one_mul, int max_tiles, const PairCombine& c,
+int LaunchDecodeKstPair(const GemmArgs& g, const GemmArgs& d, bool one_mul, int max_tiles, const CombineArgs& c,
                         int32_t* done, bool* combined, cudaStream_t stream) {
+  *combined = false;
   // Only where both GEMMs would run the 8-row kst default (moe_cuda_decode.cu, LaunchDecodeGemm;
   // moe_cuda_decode_kst.cu, LaunchKstNb): more than 4 token-slots, nothing pinned, and the
   // activation rows of gate_up and down sliced alike (3-chunk slices: two stages of 8 rows).
   const int mode = PairMode();
   if (mode == 0 || max_tiles <= 0 || g.rows <= 4 || !KstDefault()) return -1;
   // The combine folded in (PairCombineOn).
-  PairCombine cc = c;
+  CombineArgs cc = c;
   if (!PairCombineOn() || c.tokens <= 0 || d.n % 4 != 0) cc.out = nullptr;
-  *combined = cc.out != nullptr;
-  if (mode == 2 && PairStamps()) {
-    return one_mul ? LaunchPairT<true, 3, 1, 1, 12, 2, true, true>(g, d, max_tiles, cc, done, stream)
-                   : LaunchPairT<false, 3, 1, 1, 12, 2, true, true>(g, d, max_tiles, cc, done, stream);
-  }
-  if (mode == 2) {
-    return one_mul ? LaunchPairT<true, 3, 1, 1, 12, 2, true>(g, d, max_tiles, cc, done, stream)
-                   : LaunchPairT<false, 3, 1, 1, 12, 2, true>(g, d, max_tiles, cc, done, stream);
-  }
-  return one_mul ? LaunchPairT<true, 3, 1, 1, 12, 2, false>(g, d, max_tiles, cc, done, stream)
-                 : LaunchPairT<false, 3, 1, 1, 12, 2, false>(g, d, max_tiles, cc, done, stream);
+  const int r = [&] {
+    if (mode == 2 && PairStamps()) {
+      return one_mul ? LaunchPairT<true, 3, 1, 1, 12, 2, true, true>(g, d, max_tiles, cc, done, stream)
+                     : LaunchPairT<false, 3, 1, 1, 12, 2, true, true>(g, d, max_tiles, cc, done, stream);
+    }
+    if (mode == 2) {
+      return one_mul ? LaunchPairT<true, 3, 1, 1, 12, 2, true>(g, d, max_tiles, cc, done, stream)
+                     : LaunchPairT<false, 3, 1, 1, 12, 2, true>(g, d, max_tiles, cc, done, stream);
+    }
+    return one_mul ? LaunchPairT<true, 3, 1, 1, 12, 2, false>(g, d, max_tiles, cc, done, stream)
+                   : LaunchPairT<false, 3, 1, 1, 12, 2, false>(g, d, max_tiles, cc, done, stream);
+  }();
+  *combined = r == 0 && cc.out != nullptr;
+  return r;
 }
 
 }  // namespace mxserve::kernels::cuda::internal

@@ -323,10 +323,10 @@ struct LayerAccess {
     };
     // One height of 8-row kst tiles: both GEMMs in one launch where it applies
     // (MXSERVE_CUDA_MOE_KST_PAIR; moe_cuda_decode_kst_pair.cu).
+    const internal::CombineArgs comb{b.expert_ids, L.d_local_, L.num_experts_, b.num_tokens, b.top_k, out};
     bool paired = false, combined = false;
     if (p == internal::kPathDecode && p2 < 0) {
-      const internal::PairCombine c{b.expert_ids, L.d_local_, L.num_experts_, b.num_tokens, b.top_k, out};
-      const int r = internal::LaunchDecodeKstPair(g, d, L.small_scales_, static_cast<int>(max_tiles), c,
+      const int r = internal::LaunchDecodeKstPair(g, d, L.small_scales_, static_cast<int>(max_tiles), comb,
                                                   ws.d_pair_done_, &combined, stream);
       if (r > 0) return launch_failed(r, "paired");
       paired = r == 0;
@@ -346,10 +346,7 @@ struct LayerAccess {
     if (side) {
       if (auto e = order(ws.join_, ws.side_, stream); !e.ok()) return e;
     }
-    if (!(paired && combined)) {
-      internal::LaunchCombine(ws.d_y_, b.expert_ids, L.d_local_, L.num_experts_, b.num_tokens, b.top_k,
-                              H, out, stream);
-    }
+    if (!combined) internal::LaunchCombine(ws.d_y_, H, comb, stream);
     return CudaCheck(cudaGetLastError(), "MoeForwardCuda launch");
   }
 };

@@ -339,11 +339,11 @@ void LaunchRouting(const RoutingArgs& r, cudaStream_t stream) {
   gather_rows();
 }
 
-void LaunchCombine(const float* y, const int32_t* ids, const int32_t* local, int num_experts,
-                   int tokens, int top_k, int h, float* out, cudaStream_t stream) {
-  if (tokens == 0) return;
+void LaunchCombine(const float* y, int h, const CombineArgs& c, cudaStream_t stream) {
+  if (c.tokens == 0) return;
   const int threads = std::min(1024, (h / 4 + 31) / 32 * 32);
-  LaunchPdl(CombineKernel, dim3(tokens), dim3(threads), 0, stream, y, ids, local, num_experts, top_k, h, out);
+  LaunchPdl(CombineKernel, dim3(c.tokens), dim3(threads), 0, stream, y, c.ids, c.local, c.num_experts, c.top_k, h,
+            c.out);
 }
 
 // ---- the bf16 wire (CudaMoeRunner::RunBf16): core/bf16.h's rounding, the host's bytes --------

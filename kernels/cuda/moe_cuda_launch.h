@@ -154,21 +154,22 @@ int KstSlice();
 // Whether the 8-row kst configuration in force is the default (nothing pinned by
 // MXSERVE_CUDA_MOE_DECODE or MXSERVE_CUDA_MOE_KST_CFG).
 bool KstDefault();
-// The combine, as LaunchCombine's arguments, for the paired launch to do at its end.
-struct PairCombine {
+// The combine's operands besides the per-slot rows y: out[t][:] = the sum of y over token t's
+// held slots (LaunchCombine, or the paired launch at its end).
+struct CombineArgs {
   const int32_t* ids;    // [tokens][top_k] expert ids
   const int32_t* local;  // [num_experts] held index or -1
   int num_experts, tokens, top_k;
-  float* out;            // [tokens][d.n]
+  float* out;            // [tokens][h]
 };
 // A layer's gate_up and down GEMMs at 8-row kst tiles in one launch (moe_cuda_decode_kst_pair.cu),
 // g and d as for LaunchGemm, done a zeroed [3 + max_tiles] kept for this stream (the kernel leaves
 // it zeroed): 0, or -1 where it does not apply (MXSERVE_CUDA_MOE_KST_PAIR=off, at most 4
 // token-slots, a pinned decode kernel, two stages do not fit, the grid cannot be resident at once,
-// no tensor-map encoder), or the CUresult of a failed encode; nothing launched unless 0. On 0,
-// *combined says whether the launch also wrote c.out from d.y (the combine folded in, unless
-// MXSERVE_CUDA_MOE_PAIR_COMBINE=off): if not, the caller launches the combine.
-int LaunchDecodeKstPair(const GemmArgs& g, const GemmArgs& d, bool one_mul, int max_tiles, const PairCombine& c,
+// no tensor-map encoder), or the CUresult of a failed encode; nothing launched unless 0.
+// *combined: whether a launch was made that also writes c.out from d.y (the combine folded in,
+// unless MXSERVE_CUDA_MOE_PAIR_COMBINE=off); if not, the caller launches the combine.
+int LaunchDecodeKstPair(const GemmArgs& g, const GemmArgs& d, bool one_mul, int max_tiles, const CombineArgs& c,
                         int32_t* done, bool* combined, cudaStream_t stream);
 // Paired launches made so far in this process (the GPU check asserts the pair ran where asked).
 int64_t KstPairLaunches();
@@ -199,8 +200,7 @@ uint64_t FusedLaunches();
 // MXSERVE_CUDA_MOE_FUSED_PROBE=stamps: when each phase of the last fused call ended, over the
 // grid (a markdown table; benchmarks).
 std::string FusedStampsReport();
-void LaunchCombine(const float* y, const int32_t* ids, const int32_t* local, int num_experts,
-                   int tokens, int top_k, int h, float* out, cudaStream_t stream);
+void LaunchCombine(const float* y, int h, const CombineArgs& c, cudaStream_t stream);
 // The bf16 wire's conversions on the device, n elements: bf16 -> f32 (exact), and f32 -> bf16
 // with the host's rounding (core/bf16.h: nearest even, NaN kept quiet), so that RunBf16 gives
 // the bytes that converting Run's output on the host would.
