@@ -28,9 +28,9 @@
 // bits), in place of a combine launch after this one (which waits for the whole grid to end and
 // its writes to be flushed before it starts: 4.8 us under ncu at 16 tokens of gpt-oss-120b).
 //
-// done[0] counts the consumer warps (with the combine: the CTAs) that have finished their items
-// (done[1]: the queue; done[2]: the CTAs that have finished the combine; done[3 + t]: tile t's
-// gate_up warps); the last of the grid (of done[2] with the combine, else of done[0]) zeroes done[0 .. ntiles + 2] for the
+// done[0] counts the CTAs whose consumer warps have finished their items (done[1]: the queue;
+// done[2]: the CTAs that have finished the combine; done[3 + t]: tile t's gate_up warps); the
+// last of the grid (of done[2] with the combine, else of done[0]) zeroes done[0 .. ntiles + 2] for the
 // next launch (every wait and queue read of this launch is over by then: a producer's precede its
 // own consumers' last item, and the combine's wait precedes each warp's count in done[2]). The
 // workspace zeroes it once at allocation. The previous call's paired launch has finished before any of this launch's
@@ -226,20 +226,17 @@ __global__ void __launch_bounds__(32 * kW + 32, kCb)
       for (int t = 0; t < nvalid + 3; ++t) done[t] = 0;
     }
   };
-  if (cb.out == nullptr) {  // the caller combines
-    if (lane == 0) {
-      __threadfence();
-      last_zeroes(done, int(G) * kW);
-    }
-    return;
-  }
-  // The CTA's consumer warps' y stores (every lane's, fenced), then the CTA's count in done[0];
-  // one poller per CTA (every warp polling the one line slowed the grid's last items by more than
-  // the combine launch costs: H200, this session's second call), the others at a barrier; then
-  // each lane acquires the count itself, before its loads of y.
-  const uint32_t* finished = reinterpret_cast<const uint32_t*>(done);
+  // The CTA's consumer warps' y stores (every lane's, fenced), then the CTA's count in done[0].
   __threadfence();
   ConsumerBarrier<kW>();
+  if (cb.out == nullptr) {  // the caller combines
+    if (warp == 0 && lane == 0) last_zeroes(done, int(G));
+    return;
+  }
+  // One poller per CTA (every warp polling the one line slowed the grid's last items by more than
+  // the combine launch costs: H200, 2026-12-05), the others at a barrier; then each lane acquires
+  // the count itself, before its loads of y.
+  const uint32_t* finished = reinterpret_cast<const uint32_t*>(done);
   if (warp == 0 && lane == 0) {
     atomicAdd(done, 1);
     while (int(LdAcquire(finished)) < int(G)) __nanosleep(256);
