@@ -380,7 +380,7 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
       issue(warp + (k + i) * kWarps, slot_of(ks + i < depth ? ks + i : ks + i - depth));
     }
   }
-  if (f.probe != 4) GridBarrier(f.sync, f);
+  if (f.probe != 4 && f.probe != 9) GridBarrier(f.sync, f);
   Stamp(f, 5);
   {  // the down operand's rows (written by other CTAs: through L2, not L1), four loads in flight
      // per thread before any store (a load then its store per step waited one L2 round trip each)
@@ -520,7 +520,8 @@ FusedPlan Plan(const GemmArgs& g, const GemmArgs& d, int tokens) {
   pl.f.a_stride = 2 * std::max(g.kp, d.kp) + 16;
   pl.f.tokens = tokens;
   static const int probe = EnvChoice("MXSERVE_CUDA_MOE_FUSED_PROBE",
-                                     {"default", "loads", "math", "neither", "nobarrier", "route", "empty", "stamps", "nosum"});
+                                     {"default", "loads", "math", "neither", "nobarrier", "route", "empty", "stamps", "nosum",
+                                      "freerun"});
   pl.f.probe = probe;
   static const int defer = EnvChoice("MXSERVE_CUDA_MOE_FUSED_DEFER", {"default", "off", "warp"});
   pl.f.defer = defer == 0 ? kFusedDefer : defer == 2;

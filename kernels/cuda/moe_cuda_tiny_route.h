@@ -207,7 +207,9 @@ struct FusedArgs {
   bool defer = false;
   // Benchmarks only, wrong results (MXSERVE_CUDA_MOE_FUSED_PROBE): 1 loads without the math,
   // 2 the math without loads, 3 neither, 4 neither and no grid barrier, 5 exit after the
-  // routing, 6 exit at once, 8 no per-token sums (out not written); 7 (right results)
+  // routing, 6 exit at once, 8 no per-token sums (out not written), 9 loads and math without the
+  // grid barrier (the down pieces read whatever the operand holds: what a layer whose down GEMM
+  // did not wait for the whole grid's gate_up could reach at most); 7 (right results)
   // timestamps of the phases (FusedStampsReport)
   // (where a one-token layer's time goes: docs/PERFORMANCE.md).
   int probe = 0;
