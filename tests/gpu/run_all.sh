@@ -320,6 +320,7 @@ for s in $steps; do
     stream)
       # How fast the kst kernels' way of streaming weights reads DRAM without their math
       # (bench/gpu/stream_probe.cu): each ring shape beside plain 16-byte loads on the same bytes.
+      # STREAM_ROWS=4600: the 53 MB a one-token layer of gpt-oss-120b reads (its floor).
       $B/mxserve-bench-stream ${STREAM_ROWS:-36720} ${STREAM_REPS:-11} 2>&1 | tee "$OUT/stream.txt" || rc=1 ;;
     sass)
       # The decode kernels' machine code (instruction mix of the inner loops), saved under $OUT.
