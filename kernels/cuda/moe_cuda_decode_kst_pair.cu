@@ -49,6 +49,7 @@
 
 #include "kernels/cuda/env_choice.h"
 #include "kernels/cuda/moe_cuda_decode_kst.cuh"
+#include "kernels/cuda/moe_cuda_tile_choice.h"
 #include "kernels/cuda/moe_cuda_gemm.cuh"
 #include "kernels/cuda/moe_cuda_launch.h"
 #include "kernels/cuda/moe_cuda_tma.h"
@@ -324,7 +325,25 @@ bool PairStamps() {
 }  // namespace
 
 void SetKstPair(int v) { g_pair_set.store(v, std::memory_order_relaxed); }
-bool KstPairCosted() { return PairModeEnv() != 0 && KstDefault(); }
+// The current device's peak memory bandwidth, GB/s (memory clock x 2 x bus width), read once:
+// one device per process, as the fused kernel's limits.
+double PeakMemoryGBps() {
+  static const double gbps = [] {
+    int dev = 0, khz = 0, bits = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&khz, cudaDevAttrMemoryClockRate, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&bits, cudaDevAttrGlobalMemoryBusWidth, dev) != cudaSuccess) {
+      return 0.0;
+    }
+    return 2.0 * khz * 1e3 * (bits / 8) * 1e-9;
+  }();
+  return gbps;
+}
+bool KstPairCosted() {
+  if (PairModeEnv() == 0 || !KstDefault()) return false;
+  // MXSERVE_CUDA_MOE_PAIRED_COST=on|off (benchmarks): weigh the candidate on any card, or on none.
+  static const int env = EnvChoice("MXSERVE_CUDA_MOE_PAIRED_COST", {"default", "on", "off"});
+  return env != 0 ? env == 1 : PairedCostHolds(PeakMemoryGBps());
+}
 
 std::string PairStampsReport() {
   static const char* kPhase[kPairStamps] = {"start",          "first copies asked for", "kernel before done (wait)",

@@ -181,9 +181,10 @@ std::string PairStampsReport();
 // Test seam: 1 pairs, 2 pairs through a queue, 0 does not, -1 (the start) follows
 // MXSERVE_CUDA_MOE_KST_PAIR.
 void SetKstPair(int v);
-// Whether kAuto costs decode alone as the paired launch (AutoTile::paired_ps): unless
-// MXSERVE_CUDA_MOE_KST_PAIR=off or a decode kernel is pinned. Not SetKstPair: the GPU check's
-// unpaired rerun must take the same configuration.
+// Whether kAuto costs decode alone as the paired launch (AutoTile::paired_ps): on a card where
+// that cost holds (PairedCostHolds: below an H200's memory bandwidth; MXSERVE_CUDA_MOE_PAIRED_COST
+// =on|off overrides), unless MXSERVE_CUDA_MOE_KST_PAIR=off or a decode kernel is pinned. Not
+// SetKstPair: the GPU check's unpaired rerun must take the same configuration.
 bool KstPairCosted();
 // The fused one-launch layer for at most kTinyPairs token-slots (moe_cuda_fused.cu): g and d the
 // two GEMMs' arguments as for LaunchGemm (their tile lists unused), host_route the batch's route

@@ -57,6 +57,16 @@ struct AutoTile {
   double paired_ps = 0;
 };
 
+// Where the paired candidate's cost (AutoTile::paired_ps, fitted on an H100: 3,352 GB/s peak by
+// its memory clock and bus) is weighed: cards whose peak memory bandwidth is below this. On an
+// H200 (4,097 GB/s by the same count) kAuto's previous choice ran faster than the paired launch
+// at three of the four counts where the candidate changed it (Kimi-K2-like 256 tokens 4.8 %,
+// gpt-oss-120b 192 3.2 %, K3-like 96 1.0 %; gpt-oss-120b 176 2.4 % slower:
+// tests/data/tile_paths/paired_ab_h200_2026-12-05.csv), so there decode alone is costed as two
+// launches, as before the candidate.
+inline constexpr double kPairedMaxPeakGBps = 3700;
+inline bool PairedCostHolds(double peak_gbps) { return peak_gbps > 0 && peak_gbps < kPairedMaxPeakGBps; }
+
 // The configurations kAuto chooses among: the K-streamed decode kernel at 8, 16 and 24 rows and
 // the register-A wgmma kernel at 32 ... 256 (the prefill and weights-through-shared-memory paths
 // lose everywhere measured; mid, the decode kernel at 32 rows, is within a few % of wgmma32 either

@@ -622,5 +622,29 @@ TEST(TileChoice, PairedDecodeTakenWhereItRanFaster) {
   EXPECT_EQ(RunsAs(MixChoiceAt("kimi-k2-like", 256, false)), "decode16+decode");
 }
 
+// On an H200 the paired candidate is not weighed (PairedCostHolds): its previous choice ran
+// faster at three of the four counts where the candidate had changed it
+// (tests/data/tile_paths/paired_ab_h200_2026-12-05.csv, H200, ms); the fourth, gpt-oss-120b 176
+// tokens, is the miss (the paired launch 2.4 % faster).
+TEST(TileChoice, PairedNotWeighedOnTheH200) {
+  EXPECT_TRUE(PairedCostHolds(2.0 * 2619e3 * 1e3 * 640 * 1e-9));   // H100 SXM: 2,619 MHz x 5,120 bits
+  EXPECT_FALSE(PairedCostHolds(2.0 * 3201e3 * 1e3 * 640 * 1e-9));  // H200: 3,201 MHz
+  EXPECT_FALSE(PairedCostHolds(0));                                 // not known
+  const Csv csv = ReadCsv("paired_ab_h200_2026-12-05.csv");
+  const int shape_col = csv.Col("shape"), tokens_col = csv.Col("tokens"), paired_col = csv.Col("paired_ms"),
+            prev_col = csv.Col("previous"), prev_ms_col = csv.Col("previous_ms");
+  std::string faster;
+  for (const auto& f : csv.rows) {
+    const std::string at = f[shape_col] + ":" + f[tokens_col] + " ";
+    const int tokens = std::stoi(f[tokens_col]);
+    const double paired = std::stod(f[paired_col]), before = std::stod(f[prev_ms_col]);
+    EXPECT_EQ(RunsAs(MixChoiceAt(f[shape_col], tokens, true)), "decode") << at << "(the H100's choice)";
+    EXPECT_EQ(RunsAs(MixChoiceAt(f[shape_col], tokens, false)), f[prev_col]) << at << "(the H200's)";
+    if (before < paired) faster += at;
+    EXPECT_LT(before, 1.03 * paired) << at;
+  }
+  EXPECT_EQ(faster, "gpt-oss-120b:192 kimi-k2-like:256 k3-latent:96 ");
+}
+
 }  // namespace
 }  // namespace mxserve::kernels::cuda::internal
