@@ -145,7 +145,9 @@ int Main(int argc, char** argv) {
   const bool host_ids = kc::internal::EnvChoice("MXSERVE_BENCH_HOST_IDS", {"0", "1"}) == 1;
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
-  std::printf("# %s, %d SMs, L2 %d MB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
+  std::printf("# %s, %d SMs, L2 %d MB, peak memory %.0f GB/s (kAuto weighs the paired launch: %s)\n", prop.name,
+              prop.multiProcessorCount, prop.l2CacheSize >> 20, kc::internal::PeakMemoryGBps(),
+              kc::internal::KstPairCosted() ? "yes" : "no");
   cudaStream_t st;
   CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
   void* flush = nullptr;

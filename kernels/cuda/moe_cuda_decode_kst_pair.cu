@@ -325,8 +325,7 @@ bool PairStamps() {
 }  // namespace
 
 void SetKstPair(int v) { g_pair_set.store(v, std::memory_order_relaxed); }
-// The current device's peak memory bandwidth, GB/s (memory clock x 2 x bus width), read once:
-// one device per process, as the fused kernel's limits.
+// Read once: one device per process, as the fused kernel's limits.
 double PeakMemoryGBps() {
   static const double gbps = [] {
     int dev = 0, khz = 0, bits = 0;

@@ -186,6 +186,9 @@ void SetKstPair(int v);
 // =on|off overrides), unless MXSERVE_CUDA_MOE_KST_PAIR=off or a decode kernel is pinned. Not
 // SetKstPair: the GPU check's unpaired rerun must take the same configuration.
 bool KstPairCosted();
+// The current device's peak memory bandwidth, GB/s (memory clock x 2 x bus width; 0 when the
+// driver does not say), read once per process.
+double PeakMemoryGBps();
 // The fused one-launch layer for at most kTinyPairs token-slots (moe_cuda_fused.cu): g and d the
 // two GEMMs' arguments as for LaunchGemm (their tile lists unused), host_route the batch's route
 // made on the host from its ids (MakeTinyRoute; null: the kernel routes), out [tokens][hidden], sync
