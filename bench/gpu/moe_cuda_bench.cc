@@ -146,7 +146,7 @@ int Main(int argc, char** argv) {
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
   std::printf("# %s, %d SMs, L2 %d MB, peak memory %.0f GB/s (kAuto weighs the paired launch: %s)\n", prop.name,
-              prop.multiProcessorCount, prop.l2CacheSize >> 20, kc::internal::PeakMemoryGBps(),
+              prop.multiProcessorCount, prop.l2CacheSize >> 20, kc::internal::Device().peak_gbps,
               kc::internal::KstPairCosted() ? "yes" : "no");
   cudaStream_t st;
   CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
@@ -278,12 +278,13 @@ int Main(int argc, char** argv) {
         std::printf("# reps %d: fastest %.4f, median %.4f, slowest %.4f ms\n", reps, ms.front(), ms[ms.size() / 2],
                     ms.back());
       }
-      if (const char* pr = std::getenv("MXSERVE_CUDA_MOE_FUSED_PROBE"); pr != nullptr && std::string(pr) == "stamps") {
-        std::printf("%s", kc::internal::FusedStampsReport().c_str());  // the last replay's phases
-      }
-      if (const char* pr = std::getenv("MXSERVE_CUDA_MOE_PAIR_PROBE"); pr != nullptr && std::string(pr) == "stamps") {
-        std::printf("%s", kc::internal::PairStampsReport().c_str());  // the last replay's paired launch
-      }
+      auto stamps = [](const char* var) {
+        const char* v = std::getenv(var);
+        return v != nullptr && std::string(v) == "stamps";
+      };
+      // The last replay's phases: the fused layer's, the paired launch's.
+      if (stamps("MXSERVE_CUDA_MOE_FUSED_PROBE")) std::printf("%s", kc::internal::FusedStampsReport().c_str());
+      if (stamps("MXSERVE_CUDA_MOE_PAIR_PROBE")) std::printf("%s", kc::internal::PairStampsReport().c_str());
       std::fflush(stdout);
       std::fflush(csv);
       for (auto g : graphs) cudaGraphExecDestroy(g);

@@ -325,23 +325,11 @@ bool PairStamps() {
 }  // namespace
 
 void SetKstPair(int v) { g_pair_set.store(v, std::memory_order_relaxed); }
-// Read once: one device per process, as the fused kernel's limits.
-double PeakMemoryGBps() {
-  static const double gbps = [] {
-    int dev = 0, khz = 0, bits = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&khz, cudaDevAttrMemoryClockRate, dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&bits, cudaDevAttrGlobalMemoryBusWidth, dev) != cudaSuccess) {
-      return 0.0;
-    }
-    return 2.0 * khz * 1e3 * (bits / 8) * 1e-9;
-  }();
-  return gbps;
-}
 bool KstPairCosted() {
   if (PairModeEnv() == 0 || !KstDefault()) return false;
   // MXSERVE_CUDA_MOE_PAIRED_COST=on|off (benchmarks): weigh the candidate on any card, or on none.
   static const int env = EnvChoice("MXSERVE_CUDA_MOE_PAIRED_COST", {"default", "on", "off"});
-  return env != 0 ? env == 1 : PairedCostHolds(PeakMemoryGBps());
+  return env != 0 ? env == 1 : PairedCostHolds(Device().peak_gbps);
 }
 
 std::string PairStampsReport() {

@@ -482,22 +482,6 @@ const FusedPinned& FusedPin() {
   return pin;
 }
 
-struct DeviceLimits {
-  int sms = 1, smem_optin = 0;
-};
-const DeviceLimits& Limits() {
-  static const DeviceLimits l = [] {
-    DeviceLimits r;
-    int dev = 0;
-    cudaGetDevice(&dev);
-    cudaDeviceGetAttribute(&r.sms, cudaDevAttrMultiProcessorCount, dev);
-    cudaDeviceGetAttribute(&r.smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
-    r.sms = std::max(r.sms, 1);
-    return r;
-  }();
-  return l;
-}
-
 // The largest piece (weights + scales of chunks [c0, c1) of one 16-row unit) of a GEMM.
 int MaxPieceBytes(const GemmArgs& a, int parts) {
   int most = 0;
@@ -514,7 +498,7 @@ FusedPlan Plan(const GemmArgs& g, const GemmArgs& d, int tokens) {
   FusedPlan pl;
   const FusedPinned& pin = FusedPin();
   if (pin.off) return pl;
-  const DeviceLimits& lim = Limits();
+  const DeviceLimits& lim = Device();
   pl.parts = pin.parts;
   pl.f.slot_bytes = std::max(MaxPieceBytes(g, pl.parts), MaxPieceBytes(d, pl.parts));
   pl.f.a_stride = 2 * std::max(g.kp, d.kp) + 16;
@@ -581,11 +565,11 @@ cudaError_t LaunchFusedT(const GemmArgs& g, const GemmArgs& d, const SelfRoute& 
     const cudaError_t e = cudaFuncGetAttributes(&fa, kernel);
     if (e != cudaSuccess) return e;
     return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                Limits().smem_optin - int(fa.sharedSizeBytes));
+                                Device().smem_optin - int(fa.sharedSizeBytes));
   }();
   if (raised != cudaSuccess) return raised;
   cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(Limits().sms);
+  cfg.gridDim = dim3(Device().sms);
   cfg.blockDim = dim3(32 * kWarps);
   cfg.dynamicSmemBytes = pl.smem;
   cfg.stream = stream;
@@ -617,7 +601,7 @@ std::string FusedStampsReport() {
                                         "summed",          "arrival counted"};
   uint64_t st[kStampCtas][kStamps];
   if (cudaMemcpyFromSymbol(st, g_stamps, sizeof(st)) != cudaSuccess) return "no stamps";
-  const int n = std::min(Limits().sms, kStampCtas);
+  const int n = std::min(Device().sms, kStampCtas);
   uint64_t t0 = st[0][0];
   for (int b = 0; b < n; ++b) t0 = std::min(t0, st[b][0]);
   char plan[160];

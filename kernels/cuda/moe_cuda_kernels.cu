@@ -569,14 +569,25 @@ bool EvictFirst() {
   return on;
 }
 
-unsigned PersistentGrid(int64_t items) {
-  static const int sms = [] {
-    int dev = 0, n = 0;
+const DeviceLimits& Device() {
+  static const DeviceLimits l = [] {
+    DeviceLimits r;
+    int dev = 0, khz = 0, bits = 0;
     cudaGetDevice(&dev);
-    cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev);
-    return std::max(n, 1);
+    cudaDeviceGetAttribute(&r.sms, cudaDevAttrMultiProcessorCount, dev);
+    cudaDeviceGetAttribute(&r.smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+    r.sms = std::max(r.sms, 1);
+    if (cudaDeviceGetAttribute(&khz, cudaDevAttrMemoryClockRate, dev) == cudaSuccess &&
+        cudaDeviceGetAttribute(&bits, cudaDevAttrGlobalMemoryBusWidth, dev) == cudaSuccess) {
+      r.peak_gbps = 2.0 * khz * 1e3 * (bits / 8) * 1e-9;
+    }
+    return r;
   }();
-  return unsigned(std::max<int64_t>(1, std::min<int64_t>(sms, items)));
+  return l;
+}
+
+unsigned PersistentGrid(int64_t items) {
+  return unsigned(std::max<int64_t>(1, std::min<int64_t>(Device().sms, items)));
 }
 
 int LaunchGemm(const GemmArgs& a, bool gate_up, int path, bool one_mul, int max_tiles, cudaStream_t stream) {

@@ -49,6 +49,14 @@ void RaiseSmemOnce(int bytes) {
 }
 // Blocks of a persistent grid over `items` work items: one per SM (the device's count, looked up
 // once), fewer when there are fewer items, at least one.
+// What the kernels' launch plans read of the current device, once per process (one device per
+// process: the worker's): its SMs (at least 1), the most shared memory a block may opt in to, and
+// its peak memory bandwidth in GB/s (memory clock x 2 x bus width; 0 when the driver does not say).
+struct DeviceLimits {
+  int sms = 1, smem_optin = 0;
+  double peak_gbps = 0;
+};
+const DeviceLimits& Device();
 unsigned PersistentGrid(int64_t items);
 
 struct RoutingArgs {
@@ -186,9 +194,6 @@ void SetKstPair(int v);
 // =on|off overrides), unless MXSERVE_CUDA_MOE_KST_PAIR=off or a decode kernel is pinned. Not
 // SetKstPair: the GPU check's unpaired rerun must take the same configuration.
 bool KstPairCosted();
-// The current device's peak memory bandwidth, GB/s (memory clock x 2 x bus width; 0 when the
-// driver does not say), read once per process.
-double PeakMemoryGBps();
 // The fused one-launch layer for at most kTinyPairs token-slots (moe_cuda_fused.cu): g and d the
 // two GEMMs' arguments as for LaunchGemm (their tile lists unused), host_route the batch's route
 // made on the host from its ids (MakeTinyRoute; null: the kernel routes), out [tokens][hidden], sync

@@ -52,8 +52,10 @@ struct AutoTile {
   // whose gate_up and down then run in one launch (moe_cuda_decode_kst_pair.cu). Fitted on H100
   // (2026-12-05 16:25 call, thirty-sixth session): where kAuto took the decode16 + decode mix
   // (Kimi-K2-like 192 and 256, K3-like 64 and 96 tokens: 4.0 to 6.0 slots per expert) the paired
-  // launch ran 1.12-1.16x faster; 0.240 puts the model's paired cost at those ratios to the mix
-  // (their mean). A candidate beside the single height and the mixes (CheapestMix).
+  // launch ran 1.12-1.16x faster (0.240 puts the model's paired cost at the mean of those ratios
+  // to the mix); 0.255, after the 16:28 call's seven more counts, takes it there and keeps wgmma16
+  // at 7 slots per expert (tile_choice_test). A candidate beside the single height and the mixes
+  // (CheapestMix).
   double paired_ps = 0;
 };
 

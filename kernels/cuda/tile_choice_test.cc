@@ -589,6 +589,28 @@ std::string RunsAs(const AutoChoice& c) {
   return kAutoTiles[c.big].alone_path ? kAutoTiles[c.big].alone_path : kAutoTiles[c.big].path;
 }
 
+// One row of a paired_ab table: kAuto's choice before the paired candidate and the paired launch,
+// both timed at one count (ms).
+struct PairedAb {
+  std::string shape;
+  int tokens;
+  double paired_ms;
+  std::string previous;
+  double previous_ms;
+  std::string At() const { return shape + ":" + std::to_string(tokens) + " "; }
+};
+std::vector<PairedAb> ReadPairedAb(const std::string& file) {
+  const Csv csv = ReadCsv(file);
+  const int shape_col = csv.Col("shape"), tokens_col = csv.Col("tokens"), paired_col = csv.Col("paired_ms"),
+            prev_col = csv.Col("previous"), prev_ms_col = csv.Col("previous_ms");
+  std::vector<PairedAb> rows;
+  for (const auto& f : csv.rows) {
+    rows.push_back({f[shape_col], std::stoi(f[tokens_col]), std::stod(f[paired_col]), f[prev_col],
+                    std::stod(f[prev_ms_col])});
+  }
+  return rows;
+}
+
 // decode alone costed as the paired launch (paired_ps) against kAuto's choice before it
 // (tests/data/tile_paths/paired_ab_2026-12-05.csv, H100: the 16:25 call's medians of two
 // alternating rounds, the 16:28 call's one round, ms): where the rule now takes the paired launch
@@ -596,23 +618,17 @@ std::string RunsAs(const AutoChoice& c) {
 // than wgmma16); where it keeps its choice, that ran faster, but at gpt-oss-20b 56 tokens (the
 // paired launch 5 % faster there: the miss).
 TEST(TileChoice, PairedDecodeTakenWhereItRanFaster) {
-  const Csv csv = ReadCsv("paired_ab_2026-12-05.csv");
-  const int shape_col = csv.Col("shape"), tokens_col = csv.Col("tokens"), paired_col = csv.Col("paired_ms"),
-            prev_col = csv.Col("previous"), prev_ms_col = csv.Col("previous_ms");
   std::string taken;
-  for (const auto& f : csv.rows) {
-    const std::string& shape = f[shape_col];
-    const int tokens = std::stoi(f[tokens_col]);
-    const double paired = std::stod(f[paired_col]), before = std::stod(f[prev_ms_col]);
-    const std::string at = shape + ":" + std::to_string(tokens) + " ";
-    EXPECT_EQ(RunsAs(MixChoiceAt(shape, tokens, false)), f[prev_col]) << at << "(the choice before)";
-    const AutoChoice c = MixChoiceAt(shape, tokens, true);
+  for (const PairedAb& r : ReadPairedAb("paired_ab_2026-12-05.csv")) {
+    const std::string at = r.At();
+    EXPECT_EQ(RunsAs(MixChoiceAt(r.shape, r.tokens, false)), r.previous) << at << "(the choice before)";
+    const AutoChoice c = MixChoiceAt(r.shape, r.tokens, true);
     if (RunsAs(c) == "decode") {
       taken += at;
-      EXPECT_LT(paired, 1.02 * before) << at;
+      EXPECT_LT(r.paired_ms, 1.02 * r.previous_ms) << at;
     } else {
-      EXPECT_EQ(RunsAs(c), f[prev_col]) << at;
-      EXPECT_LT(before, 1.06 * paired) << at;
+      EXPECT_EQ(RunsAs(c), r.previous) << at;
+      EXPECT_LT(r.previous_ms, 1.06 * r.paired_ms) << at;
     }
   }
   EXPECT_EQ(taken,
@@ -630,18 +646,13 @@ TEST(TileChoice, PairedNotWeighedOnTheH200) {
   EXPECT_TRUE(PairedCostHolds(2.0 * 2619e3 * 1e3 * 640 * 1e-9));   // H100 SXM: 2,619 MHz x 5,120 bits
   EXPECT_FALSE(PairedCostHolds(2.0 * 3201e3 * 1e3 * 640 * 1e-9));  // H200: 3,201 MHz
   EXPECT_FALSE(PairedCostHolds(0));                                 // not known
-  const Csv csv = ReadCsv("paired_ab_h200_2026-12-05.csv");
-  const int shape_col = csv.Col("shape"), tokens_col = csv.Col("tokens"), paired_col = csv.Col("paired_ms"),
-            prev_col = csv.Col("previous"), prev_ms_col = csv.Col("previous_ms");
   std::string faster;
-  for (const auto& f : csv.rows) {
-    const std::string at = f[shape_col] + ":" + f[tokens_col] + " ";
-    const int tokens = std::stoi(f[tokens_col]);
-    const double paired = std::stod(f[paired_col]), before = std::stod(f[prev_ms_col]);
-    EXPECT_EQ(RunsAs(MixChoiceAt(f[shape_col], tokens, true)), "decode") << at << "(the H100's choice)";
-    EXPECT_EQ(RunsAs(MixChoiceAt(f[shape_col], tokens, false)), f[prev_col]) << at << "(the H200's)";
-    if (before < paired) faster += at;
-    EXPECT_LT(before, 1.03 * paired) << at;
+  for (const PairedAb& r : ReadPairedAb("paired_ab_h200_2026-12-05.csv")) {
+    const std::string at = r.At();
+    EXPECT_EQ(RunsAs(MixChoiceAt(r.shape, r.tokens, true)), "decode") << at << "(the H100's choice)";
+    EXPECT_EQ(RunsAs(MixChoiceAt(r.shape, r.tokens, false)), r.previous) << at << "(the H200's)";
+    if (r.previous_ms < r.paired_ms) faster += at;
+    EXPECT_LT(r.previous_ms, 1.03 * r.paired_ms) << at;
   }
   EXPECT_EQ(faster, "gpt-oss-120b:192 kimi-k2-like:256 k3-latent:96 ");
 }
