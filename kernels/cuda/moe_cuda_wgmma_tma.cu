@@ -91,38 +91,18 @@ __device__ __forceinline__ void ProduceChunks(uint8_t* smem, uint64_t* full_bar,
   }
 }
 
-// One chunk of a consumer warpgroup's main loop, from the stage at sbase: a full 128-K chunk
-// (kKind kFullChunk), the 64-K tail chunk (kTailChunk: two blocks), or either as `full` says
-// (kAnyChunk). release: the warpgroup's leader arrives on the empty barrier of the stage before
-// `stage` (of S at empty0) once this chunk's first wgmma group (kG blocks, below) has been issued
-// and the group before it (that stage's last) has completed.
-enum ChunkKind { kTailChunk, kFullChunk, kAnyChunk };
-template <int BN, int NC, int S, bool kOneMul, int BW, int kKind>
-__device__ __forceinline__ void ConsumeChunk(float (&acc)[BN / 2], uint32_t sbase, int lg, int lane, int g,
-                                             bool full_arg, bool release, uint32_t empty0, int stage) {
-  const bool full = kKind == kAnyChunk ? full_arg : kKind == kFullChunk;
+// One chunk's multiply, its weights and scale words loaded (q, sw: the lane's words of its two row
+// groups), its token slabs at descriptor address dlo0: a full 128-K chunk (full: four k32 blocks)
+// or the 64-K tail (two). release: the warpgroup's leader arrives on an empty barrier once the
+// chunk's first wgmma group (kG blocks) has been issued and the group before it has completed:
+// the one of the stage before `stage` (of S at empty0), or at S = 0 the one at empty0.
+// kG blocks per wgmma group (one fence, one commit and one wait per group): two in the peeled
+// loops (a full chunk is two groups, the tail one) where five or fewer consumer warpgroups leave
+// the registers for two groups' A operands (at six, ptxas serializes the wgmma: C7512), else one.
+template <int BN, int S, bool kOneMul, int BW, int kG, bool kDesc64 = false>
+__device__ __forceinline__ void ChunkMma(float (&acc)[BN / 2], const uint4 (&q)[2], const uint32_t (&sw)[2],
+                                         uint32_t dlo0, bool full, bool release, uint32_t empty0, int stage) {
   constexpr uint32_t kSlab = BN * 128;
-  constexpr uint32_t kTWBytes = TWBytes<NC>(), kTTokOff = TTokOff<NC>();
-  uint4 q[2];
-  uint32_t sw[2];
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const uint32_t wa = sbase + (lg + r) * 512;
-    if (full) {
-      asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];"
-                   : "=r"(q[r].x), "=r"(q[r].y), "=r"(q[r].z), "=r"(q[r].w) : "r"(wa + lane * 16));
-    } else {
-      asm volatile("ld.shared.v2.u32 {%0,%1}, [%2];" : "=r"(q[r].x), "=r"(q[r].y) : "r"(wa + lane * 8));
-      q[r].z = q[r].w = 0;
-    }
-    asm volatile("ld.shared.u32 %0, [%1];" : "=r"(sw[r]) : "r"(sbase + kTWBytes + (lg + r) * 32 + g * 4));
-    if (kOneMul) sw[r] += 0x7E7E7E7Eu;
-  }
-  const uint32_t dlo0 = SmemDescLo(sbase + kTTokOff);
-  // kG blocks per wgmma group (one fence, one commit and one wait per group): two in the peeled
-  // loops (a full chunk is two groups, the tail one) where five or fewer consumer warpgroups leave
-  // the registers for two groups' A operands (at six, ptxas serializes the wgmma: C7512), else one.
-  constexpr int kG = kKind == kAnyChunk || NC > 5 ? 1 : 2;
 #pragma unroll
   for (int b0 = 0; b0 < 4; b0 += kG) {
     if (b0 < 2 || full) {
@@ -144,15 +124,123 @@ __device__ __forceinline__ void ConsumeChunk(float (&acc)[BN / 2], uint32_t sbas
         const uint32_t dlo = dlo0 + (b >> 1) * (kSlab >> 4) + (b & 1) * 4;
 #pragma unroll
         for (int st = 0; st < 2; ++st) {
+          // kDesc64: the step's descriptor as one 64-bit add to the chunk's (one UIADD3.64 a wgmma in
+          // place of an add and two moves).
+          const uint64_t dd = kDesc64 ? SmemDescOf(dlo0) + ((b >> 1) * (kSlab >> 4) + (b & 1) * 4 + 2 * st)
+                                      : SmemDescOf(dlo + 2 * st);
           WgmmaRs<BW>(reinterpret_cast<float(&)[BW / 2]>(acc), ra[i][0][2 * st], ra[i][1][2 * st],
-                      ra[i][0][2 * st + 1], ra[i][1][2 * st + 1], SmemDescOf(dlo + 2 * st));
+                      ra[i][0][2 * st + 1], ra[i][1][2 * st + 1], dd);
         }
       }
       WgmmaCommit();
       WgmmaWait<1>();
-      if (b0 == 0 && release) MbarArriveAt(empty0 + 8 * (stage == 0 ? S - 1 : stage - 1));
+      if (b0 == 0 && release) MbarArriveAt(S == 0 ? empty0 : empty0 + 8 * (stage == 0 ? S - 1 : stage - 1));
     }
   }
+}
+
+// The lane's words of a chunk: its two row groups' weights from wa (the first group's, the second
+// 512 bytes on) and their scale words from sa (likewise 32 bytes on); kOneMul: the scale words
+// with the fast path's 0x7E per byte added.
+template <bool kOneMul>
+__device__ __forceinline__ void LoadChunkWords(uint4 (&q)[2], uint32_t (&sw)[2], uint32_t wa, uint32_t sa,
+                                               bool full) {
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    if (full) {
+      asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];"
+                   : "=r"(q[r].x), "=r"(q[r].y), "=r"(q[r].z), "=r"(q[r].w) : "r"(wa + r * 512));
+    } else {
+      asm volatile("ld.shared.v2.u32 {%0,%1}, [%2];" : "=r"(q[r].x), "=r"(q[r].y) : "r"(wa + r * 512));
+      q[r].z = q[r].w = 0;
+    }
+    asm volatile("ld.shared.u32 %0, [%1];" : "=r"(sw[r]) : "r"(sa + r * 32));
+    if (kOneMul) sw[r] += 0x7E7E7E7Eu;
+  }
+}
+
+// One chunk of a consumer warpgroup's main loop, from the stage at sbase: a full 128-K chunk
+// (kKind kFullChunk), the 64-K tail chunk (kTailChunk: two blocks), or either as `full` says
+// (kAnyChunk). release: the warpgroup's leader arrives on the empty barrier of the stage before
+// `stage` (of S at empty0) once this chunk's first wgmma group has been issued and the group
+// before it (that stage's last) has completed.
+enum ChunkKind { kTailChunk, kFullChunk, kAnyChunk };
+template <int BN, int NC, int S, bool kOneMul, int BW, int kKind>
+__device__ __forceinline__ void ConsumeChunk(float (&acc)[BN / 2], uint32_t sbase, int lg, int lane, int g,
+                                             bool full_arg, bool release, uint32_t empty0, int stage) {
+  const bool full = kKind == kAnyChunk ? full_arg : kKind == kFullChunk;
+  constexpr uint32_t kTWBytes = TWBytes<NC>(), kTTokOff = TTokOff<NC>();
+  uint4 q[2];
+  uint32_t sw[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const uint32_t wa = sbase + (lg + r) * 512;
+    if (full) {
+      asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];"
+                   : "=r"(q[r].x), "=r"(q[r].y), "=r"(q[r].z), "=r"(q[r].w) : "r"(wa + lane * 16));
+    } else {
+      asm volatile("ld.shared.v2.u32 {%0,%1}, [%2];" : "=r"(q[r].x), "=r"(q[r].y) : "r"(wa + lane * 8));
+      q[r].z = q[r].w = 0;
+    }
+    asm volatile("ld.shared.u32 %0, [%1];" : "=r"(sw[r]) : "r"(sbase + kTWBytes + (lg + r) * 32 + g * 4));
+    if (kOneMul) sw[r] += 0x7E7E7E7Eu;
+  }
+  constexpr int kG = kKind == kAnyChunk || NC > 5 ? 1 : 2;
+  ChunkMma<BN, S, kOneMul, BW, kG>(acc, q, sw, SmemDescLo(sbase + kTTokOff), full, release, empty0, stage);
+}
+
+// ConsumeChunks (below) at tile heights up to 16 rows, where the wgmma is small (m64n16k16, eight a
+// chunk) and the loop's bookkeeping weighs: the full chunks in one loop and the tail chunk after
+// it, so that neither carries the other's branches and addresses; the ring's position kept as the
+// addresses it names (the stage's base, its full barrier, the empty barrier to release, the token
+// slabs' descriptor), each advanced by a constant per chunk and reset at the ring's end; the
+// thread's offsets into a stage and the ring's bases in registers; each wgmma's descriptor one
+// 64-bit add to the chunk's. A full chunk of the gate_up kernel at 16 rows: 171 instructions a
+// warp, 42.8 per k32 block, against 200 when every address was computed from the stage and thread
+// indices per chunk (disassembled, 2026-12-05 19:40 call; 55.0 per k32 block in the whole
+// kernel under ncu at 256 tokens of gpt-oss-120b, 19:22 call).
+template <int BN, int NC, int S, bool kOneMul, int BW>
+__device__ __forceinline__ void ConsumeChunksNarrow(float (&acc)[BN / 2], const GemmArgs& p, uint32_t base0,
+                                                    uint32_t full0, uint32_t empty0, int lg, int lane, int g,
+                                                    bool leader, int& stage, uint32_t& phase) {
+  constexpr uint32_t kStage = TStageBytes<BN, NC>(), kDStage = kStage >> 4;
+  constexpr int kG = NC > 5 ? 1 : 2;
+  // Opaque, so that ptxas keeps them rather than computing them again from the thread index and
+  // the CTA's shared window per chunk.
+  uint32_t wo = lg * 512 + lane * 16, so = TWBytes<NC>() + lg * 32 + g * 4;
+  uint32_t full_end = full0 + 8 * S, to_empty = empty0 - full0;
+  uint32_t dlo_base = SmemDescLo(base0 + TTokOff<NC>());
+  asm volatile("" : "+r"(wo), "+r"(so), "+r"(base0), "+r"(full0), "+r"(full_end), "+r"(to_empty), "+r"(dlo_base));
+  uint32_t sb = base0 + stage * kStage, fb = full0 + 8 * stage, dlo = dlo_base + stage * kDStage;
+  uint32_t rel = 0;  // the previous chunk's empty barrier: set by advance() before any release
+  auto advance = [&] {
+    rel = fb + to_empty;
+    sb += kStage;
+    fb += 8;
+    dlo += kDStage;
+    if (fb == full_end) {
+      sb = base0;
+      fb = full0;
+      dlo = dlo_base;
+      phase ^= 1;
+    }
+  };
+  uint4 q[2];
+  uint32_t sw[2];
+  const int nfull = min(p.nfull, p.chunks);
+  for (int c = 0; c < nfull; ++c) {
+    MbarWaitAt(fb, phase);
+    LoadChunkWords<kOneMul>(q, sw, sb + wo, sb + so, true);
+    ChunkMma<BN, 0, kOneMul, BW, kG, true>(acc, q, sw, dlo, true, c > 0 && leader, rel, 0);
+    advance();
+  }
+  if (p.chunks > nfull) {  // the tail chunk: 8 bytes a lane
+    MbarWaitAt(fb, phase);
+    LoadChunkWords<kOneMul>(q, sw, sb + lg * 512 + lane * 8, sb + so, false);
+    ChunkMma<BN, 0, kOneMul, BW, kG, true>(acc, q, sw, dlo, false, nfull > 0 && leader, rel, 0);
+    advance();
+  }
+  stage = int(fb - full0) >> 3;
 }
 
 // One consumer warpgroup's main loop over a tile's chunks from the ring at (stage, phase),
@@ -160,10 +248,9 @@ __device__ __forceinline__ void ConsumeChunk(float (&acc)[BN / 2], uint32_t sbas
 // the warp's first row group in a stage). Each chunk's stage is released (by the warpgroup's
 // leader) at the next chunk's first wgmma group, once the group before has completed; the last
 // chunk's stage stays held: the caller releases it after its WgmmaWait<0>, or never (one tile per
-// CTA). At tile heights up to 16 rows the full chunks run in one loop and the tail chunk after it, so
-// that neither carries the other's branches and addresses (~10 instructions a chunk); at larger
-// heights the second copy of the loop costs ptxas the registers to overlap the wgmma (C7512), so
-// one loop takes both kinds.
+// CTA). At tile heights up to 16 rows ConsumeChunksNarrow (above) runs them; at larger heights a
+// second copy of the loop (full chunks, then the tail) costs ptxas the registers to overlap the
+// wgmma (C7512), so one loop takes both kinds.
 // BW (<= BN): the wgmma's token columns, a prefix of the stage's BN-row slabs and of acc (an m64nW
 // accumulator fragment is the first W / 2 registers of the m64nBN one): a tile of fewer rows than
 // BN need not pay the tensor work of all BN.
@@ -171,6 +258,10 @@ template <int BN, int NC, int S, bool kOneMul, int BW = BN>
 __device__ __forceinline__ void ConsumeChunks(float (&acc)[BN / 2], const GemmArgs& p, uint32_t base0,
                                               uint32_t full0, uint32_t empty0, int lg, int lane, int g,
                                               bool leader, int& stage, uint32_t& phase) {
+  if constexpr (BN <= 16) {
+    ConsumeChunksNarrow<BN, NC, S, kOneMul, BW>(acc, p, base0, full0, empty0, lg, lane, g, leader, stage, phase);
+    return;
+  }
   constexpr uint32_t kStage = TStageBytes<BN, NC>();
   auto chunk = [&](auto kind, int c) {
     MbarWaitAt(full0 + 8 * stage, phase);
@@ -181,13 +272,7 @@ __device__ __forceinline__ void ConsumeChunks(float (&acc)[BN / 2], const GemmAr
       phase ^= 1;
     }
   };
-  if constexpr (BN <= 16) {
-    const int nfull = min(p.nfull, p.chunks);
-    for (int c = 0; c < nfull; ++c) chunk(std::integral_constant<int, kFullChunk>{}, c);
-    if (p.chunks > nfull) chunk(std::integral_constant<int, kTailChunk>{}, nfull);
-  } else {
-    for (int c = 0; c < p.chunks; ++c) chunk(std::integral_constant<int, kAnyChunk>{}, c);
-  }
+  for (int c = 0; c < p.chunks; ++c) chunk(std::integral_constant<int, kAnyChunk>{}, c);
 }
 
 // The persistent kernel's main loop for one item of `rows` token rows: at the narrowest wgmma
