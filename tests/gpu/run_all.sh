@@ -29,7 +29,7 @@
 # pinned (paths outside kAuto checked: PINNED), kernels (ncu: each kernel's time and DRAM bytes
 # in one forward, KTOKENS), shapes (20b, Kimi-K2-like, K3-like or SHAPE_NAMES, with matmul_ogs), profile (ncu SpeedOfLight, one token),
 # detail (ncu stall/issue/memory sections of one decode kernel), source (its per-instruction stall
-# samples), sass (machine code of all kernels), stream (the decode kernels' TMA ring without their
+# samples), sass (machine code of all kernels; each one's innermost mma loop counted: SASS_KERNELS), stream (the decode kernels' TMA ring without their
 # math beside plain loads: bundle build/bin/mxserve-bench-stream too; STREAM_ROWS, STREAM_REPS).
 # Carrying .tcache (triton's compile cache, made by a first run) and
 #   mkdir -p /tmp/tc && tar xzf .tcache/tcache.tgz -C /tmp/tc && export TRITON_CACHE_DIR=/tmp/tc/tcache
@@ -325,7 +325,9 @@ for s in $steps; do
     sass)
       # The decode kernels' machine code (instruction mix of the inner loops), saved under $OUT.
       cuobjdump -sass bundle-cuda/bin/mxserve-bench-moe-gpu > "$OUT/all.sass" 2>&1
-      grep -n "Function :" "$OUT/all.sass" | grep -E "Decode|Wgmma" | head -40; gzip -f "$OUT/all.sass" ;;
+      # Each kernel's innermost mma loop: its instructions, and per k32 block of a warp.
+      python3 bench/gpu/sass_loops.py "$OUT/all.sass" "${SASS_KERNELS:-Decode|Wgmma}" > "$OUT/sass_loops.txt"
+      wc -l < "$OUT/sass_loops.txt"; gzip -f "$OUT/all.sass" ;;
   esac
 done
 exit $rc
