@@ -172,6 +172,9 @@ __device__ __forceinline__ void ConsumeChunk(float (&acc)[BN / 2], uint32_t sbas
   constexpr uint32_t kTWBytes = TWBytes<NC>(), kTTokOff = TTokOff<NC>();
   uint4 q[2];
   uint32_t sw[2];
+  // LoadChunkWords's loads, written out again with the addresses in their old form: through it,
+  // ptxas emitted other code for the 72 kernels of heights above 16 rows (scripts/cubin-diff.py),
+  // whose timings were tuned with this one.
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const uint32_t wa = sbase + (lg + r) * 512;
