@@ -198,10 +198,11 @@ __device__ __forceinline__ void ConsumeChunk(float (&acc)[BN / 2], uint32_t sbas
 // addresses it names (the stage's base, its full barrier, the empty barrier to release, the token
 // slabs' descriptor), each advanced by a constant per chunk and reset at the ring's end; the
 // thread's offsets into a stage and the ring's bases in registers; each wgmma's descriptor one
-// 64-bit add to the chunk's. A full chunk of the gate_up kernel at 16 rows: 171 instructions a
-// warp, 42.8 per k32 block, against 200 when every address was computed from the stage and thread
-// indices per chunk (disassembled, 2026-12-05 19:40 call; 55.0 per k32 block in the whole
-// kernel under ncu at 256 tokens of gpt-oss-120b, 19:22 call).
+// 64-bit add to the chunk's. A full chunk of the gate_up kernel at 16 rows: 166 instructions a
+// warp, 41.5 per k32 block, against 200 when every address was computed from the stage and thread
+// indices per chunk (bench/gpu/sass_loops.py, 2026-12-05 19:44 call); under ncu at 256 tokens of
+// gpt-oss-120b 46.5 per k32 block in the whole kernel against 55.0 (docs/PERFORMANCE.md,
+// thirty-eighth session). The H100 did not move (memory-bound there); not yet timed on an H200.
 template <int BN, int NC, int S, bool kOneMul, int BW>
 __device__ __forceinline__ void ConsumeChunksNarrow(float (&acc)[BN / 2], const GemmArgs& p, uint32_t base0,
                                                     uint32_t full0, uint32_t empty0, int lg, int lane, int g,
