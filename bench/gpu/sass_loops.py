@@ -7,8 +7,8 @@ tests/gpu/run_all.sh runs it.
 
 usage: bench/gpu/sass_loops.py FILE.sass [REGEX [MIN_MMA]]
   REGEX (default "Wgmma|Decode"): a Python regular expression searched in the mangled name.
-  MIN_MMA (default 4). Only the first (innermost, lowest-address) such loop of each function is
-  printed unless --all is given.
+  MIN_MMA (default 4). Only the smallest such loop of each function (the innermost) is printed
+  unless --all is given.
 """
 import re
 import sys
@@ -31,7 +31,7 @@ def functions(path):
 
 
 def loops(ins, min_mma):
-    """(start, end, instruction count, mma count) of each backward branch's body, innermost first."""
+    """(start, end, instruction count, mma count) of each backward branch's body, smallest first."""
     res = []
     for addr, text in ins:
         if "BRA" not in text:

@@ -49,9 +49,9 @@
 
 #include "kernels/cuda/env_choice.h"
 #include "kernels/cuda/moe_cuda_decode_kst.cuh"
-#include "kernels/cuda/moe_cuda_tile_choice.h"
 #include "kernels/cuda/moe_cuda_gemm.cuh"
 #include "kernels/cuda/moe_cuda_launch.h"
+#include "kernels/cuda/moe_cuda_tile_choice.h"
 #include "kernels/cuda/moe_cuda_tma.h"
 
 namespace mxserve::kernels::cuda::internal {

@@ -47,8 +47,6 @@ void RaiseSmemOnce(int bytes) {
   static const bool raised = (cudaFuncSetAttribute(K, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes), true);
   (void)raised;
 }
-// Blocks of a persistent grid over `items` work items: one per SM (the device's count, looked up
-// once), fewer when there are fewer items, at least one.
 // What the kernels' launch plans read of the current device, once per process (one device per
 // process: the worker's): its SMs (at least 1), the most shared memory a block may opt in to, and
 // its peak memory bandwidth in GB/s (memory clock x 2 x bus width; 0 when the driver does not say).
@@ -57,6 +55,8 @@ struct DeviceLimits {
   double peak_gbps = 0;
 };
 const DeviceLimits& Device();
+// Blocks of a persistent grid over `items` work items: one per SM (Device().sms), fewer when there
+// are fewer items, at least one.
 unsigned PersistentGrid(int64_t items);
 
 struct RoutingArgs {
