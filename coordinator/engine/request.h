@@ -41,6 +41,18 @@ struct TokenLogprob {
 };
 
 enum class FinishReason { kNone, kStop, kLength, kAbort, kError };
+// "stop", "length", "abort", "error"; "none" while running. Metrics label values and (but for
+// kNone) the OpenAI finish_reason strings.
+constexpr const char* FinishReasonName(FinishReason r) {
+  switch (r) {
+    case FinishReason::kStop: return "stop";
+    case FinishReason::kLength: return "length";
+    case FinishReason::kAbort: return "abort";
+    case FinishReason::kError: return "error";
+    case FinishReason::kNone: break;
+  }
+  return "none";
+}
 
 // One streamed event. Tokens, text and logprobs are deltas since the previous event.
 struct GenerationEvent {

@@ -68,14 +68,7 @@ std::string ErrorBody(const absl::Status& status) {
 }
 
 absl::string_view FinishReasonString(FinishReason r) {
-  switch (r) {
-    case FinishReason::kStop: return "stop";
-    case FinishReason::kLength: return "length";
-    case FinishReason::kAbort: return "abort";
-    case FinishReason::kError: return "error";
-    case FinishReason::kNone: break;
-  }
-  return "stop";
+  return r == FinishReason::kNone ? "stop" : FinishReasonName(r);
 }
 
 // ---------------------------------------------------------------------------------------------

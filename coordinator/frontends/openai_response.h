@@ -24,6 +24,7 @@ std::string ErrorBody(const absl::Status& status);
 // Same shape for transport-level errors that have no absl code (413, 405).
 std::string ErrorBody(absl::string_view message, absl::string_view type, absl::string_view param,
                       absl::string_view code);
+// OpenAI's finish_reason: FinishReasonName, but "stop" for a request still running.
 absl::string_view FinishReasonString(FinishReason r);
 
 // One chat completion. Stream mode: Chunks() per event gives the SSE payloads to send (JSON

@@ -19,17 +19,6 @@ using prometheus::ClientMetric;
 using prometheus::MetricFamily;
 using prometheus::MetricType;
 
-const char* ReasonLabel(FinishReason r) {
-  switch (r) {
-    case FinishReason::kStop: return "stop";
-    case FinishReason::kLength: return "length";
-    case FinishReason::kAbort: return "abort";
-    case FinishReason::kError: return "error";
-    case FinishReason::kNone: break;
-  }
-  return "none";
-}
-
 MetricFamily Family(std::string name, std::string help, MetricType type) {
   MetricFamily f;
   f.name = std::move(name);
@@ -288,7 +277,7 @@ ServingMetrics::ServingMetrics(std::string model_name)
   for (FinishReason r : {FinishReason::kNone, FinishReason::kStop, FinishReason::kLength,
                          FinishReason::kAbort, FinishReason::kError}) {
     prometheus::Labels l = model;
-    l["finished_reason"] = ReasonLabel(r);
+    l["finished_reason"] = FinishReasonName(r);
     finished_.push_back(r == FinishReason::kNone ? nullptr : &finished.Add(l));
   }
   rejected_ = &prometheus::BuildCounter()

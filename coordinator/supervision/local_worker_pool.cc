@@ -154,17 +154,9 @@ absl::Status LocalWorkerPool::WaitAllServing() {
             w.end_expert - 1, ") ", DescribeExit(wstatus),
             " during startup; its log is on stderr above"));
       }
-      if (w.port == 0) {
-        std::ifstream f(PortFile(temp_dir_, i));
-        std::string line;
-        int port = 0;
-        if (f && std::getline(f, line) && absl::SimpleAtoi(absl::StripAsciiWhitespace(line), &port) &&
-            port > 0) {
-          w.port = port;
-          w.address = absl::StrCat(options_.host, ":", port);
-          ASSIGN_OR_RETURN(clients[i], WorkerClient::Create(
-                                           w.address, {.name = absl::StrCat("local worker ", i)}));
-        }
+      if (clients[i] == nullptr && !PollAddress(static_cast<int>(i)).empty()) {
+        ASSIGN_OR_RETURN(clients[i], WorkerClient::Create(
+                                         w.address, {.name = absl::StrCat("local worker ", i)}));
       }
       if (clients[i] != nullptr) {
         absl::StatusOr<bool> serving = clients[i]->IsServing(absl::Now() + absl::Seconds(1));
