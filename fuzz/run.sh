@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 secs=${1:-60}
 shift || true
 targets=("$@")
-((${#targets[@]})) || targets=(fuzz_openai_api fuzz_http_request fuzz_safetensors fuzz_model_config fuzz_tokenizer fuzz_run_experts fuzz_grpc_generate fuzz_harmony_parser)
+((${#targets[@]})) || targets=(fuzz_openai_api fuzz_http_request fuzz_safetensors fuzz_model_config fuzz_tokenizer fuzz_run_experts fuzz_grpc_generate fuzz_harmony_parser fuzz_tokenizer_loader)
 build=${FUZZ_BUILD:-build-fuzz}
 jobs=${FUZZ_JOBS:-$(nproc)}
 if ! command -v clang++ >/dev/null; then

@@ -8,8 +8,21 @@
 namespace mxserve {
 
 absl::StatusOr<std::unique_ptr<BpeTokenizer>> BpeTokenizer::Create(BpeTokenizerParts parts) {
+  // Ids index the decode tables (one entry per id up to the largest): a file naming a stray
+  // huge id is refused rather than allocated for. 2^24 is far past every real vocabulary
+  // (o200k_harmony 201,088; Kimi 163,840).
+  constexpr int32_t kMaxId = (1 << 24) - 1;
+  for (const auto& [bytes, id] : parts.bpe.vocab()) {
+    if (id < 0 || id > kMaxId) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("vocab token id ", id, " is outside [0, ", kMaxId, "]"));
+    }
+  }
   for (const AddedToken& t : parts.added) {
     if (t.id < 0) return absl::InvalidArgumentError(absl::StrCat("added token id ", t.id, " < 0"));
+    if (t.id > kMaxId) {
+      return absl::InvalidArgumentError(absl::StrCat("added token id ", t.id, " > ", kMaxId));
+    }
     if (t.content.empty())
       return absl::InvalidArgumentError(absl::StrCat("added token ", t.id, " has empty content"));
   }

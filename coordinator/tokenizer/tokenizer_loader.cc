@@ -3,6 +3,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -230,8 +231,13 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromTiktokenData(
     const std::vector<std::pair<std::string, int32_t>>& specials, const std::string& bos_token,
     const std::string& eos_token) {
   absl::flat_hash_map<std::string, int32_t> vocab;
+  absl::flat_hash_map<int32_t, size_t> line_of_rank;  // a rank is one token: its id
   RETURN_IF_ERROR(ForEachTiktokenRank(
       ranks, [&](size_t line_no, std::string bytes, int32_t rank) -> absl::Status {
+        if (auto [it, fresh] = line_of_rank.try_emplace(rank, line_no); !fresh) {
+          return absl::InvalidArgumentError(absl::StrCat("tiktoken ranks line ", line_no, ": rank ",
+                                                         rank, " is already line ", it->second, "'s"));
+        }
         if (!vocab.try_emplace(std::move(bytes), rank).second) {
           return absl::InvalidArgumentError(
               absl::StrCat("tiktoken ranks line ", line_no, ": duplicate token"));
@@ -246,7 +252,14 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromTiktokenData(
   }
   ASSIGN_OR_RETURN(auto splitter, RegexSplitter::Create(pattern));
   parts.splitters.push_back(std::move(splitter));
-  for (const auto& [content, id] : specials) parts.added.push_back({id, content, true});
+  for (const auto& [content, id] : specials) {
+    // A special on a rank's id would decode that token as itself (a silently wrong text).
+    if (auto it = line_of_rank.find(id); it != line_of_rank.end()) {
+      return absl::InvalidArgumentError(absl::StrCat("special token ", content, " has id ", id,
+                                                     ", the rank of tiktoken ranks line ", it->second));
+    }
+    parts.added.push_back({id, content, true});
+  }
   for (const auto& [name, dst] : {std::pair{bos_token, &parts.bos}, {eos_token, &parts.eos}}) {
     if (name.empty()) continue;
     for (const auto& [content, id] : specials)

@@ -555,6 +555,45 @@ TEST(Loader, BadJsonIsAnErrorNamingTheField) {
   EXPECT_NE(r6.status().message().find("pre_tokenizer.pretokenizers[0].behavior"), std::string::npos);
 }
 
+// Files that would load into a tokenizer that decodes wrongly or allocates per stray id are
+// refused, naming what is wrong (fuzz_tokenizer_loader's findings, docs/FUZZING.md).
+TEST(Loader, TiktokenRanksWithACollidingOrHugeIdAreRefused) {
+  std::string ranks;
+  for (const auto& [bytes, id] : TwinRanks(Tiny().tokenizer_json)) {
+    if (bytes.size() == 1) ranks += absl::Base64Escape(bytes) + " " + std::to_string(id) + "\n";
+  }
+  ASSERT_TRUE(Tokenizer::FromTiktokenData(ranks, kO200kPattern, {{"<|end|>", 9000}}).ok());
+  // " world" given byte 0x02's rank: it would decode as that byte.
+  auto dup = Tokenizer::FromTiktokenData(ranks + "IHdvcmxk 2\n", kO200kPattern, {});
+  ASSERT_FALSE(dup.ok());
+  EXPECT_NE(dup.status().message().find("line 257: rank 2 is already line"), std::string::npos)
+      << dup.status();
+  // A special on a rank's id: the rank's token would decode as the special.
+  auto special = Tokenizer::FromTiktokenData(ranks + "IHdvcmxk 300\n", kO200kPattern, {{"<|end|>", 300}});
+  ASSERT_FALSE(special.ok());
+  EXPECT_NE(special.status().message().find("<|end|> has id 300, the rank of tiktoken ranks line 257"),
+            std::string::npos)
+      << special.status();
+  // A stray huge id (the decode tables have an entry per id up to the largest).
+  auto huge = Tokenizer::FromTiktokenData(ranks + "IHdvcmxk 2147483647\n", kO200kPattern, {});
+  ASSERT_FALSE(huge.ok());
+  EXPECT_NE(huge.status().message().find("2147483647 is outside"), std::string::npos) << huge.status();
+  auto huge_special = Tokenizer::FromTiktokenData(ranks, kO200kPattern, {{"<|end|>", 1 << 30}});
+  EXPECT_FALSE(huge_special.ok());
+}
+
+TEST(Loader, JsonVocabIdsOutsideTheTablesAreRefused) {
+  for (int64_t bad : {-1LL, 1LL << 24, 2147483647LL}) {
+    json tj = json::parse(Tiny().tokenizer_json);
+    tj["model"]["vocab"]["Hello"] = bad;
+    tj["model"]["merges"] = json::array();  // rank mode: the merges' own id check is not reached
+    auto r = Tokenizer::FromJson(tj.dump(), "");
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.status().message().find(bad < 0 ? "negative id" : std::to_string(bad)), std::string::npos)
+        << r.status();
+  }
+}
+
 // ---- tiny tokenizer ------------------------------------------------------------------------
 
 TEST(TinyTokenizer, DeterministicAndShapedLikeTikTokenConverter) {
