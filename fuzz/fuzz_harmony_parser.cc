@@ -17,31 +17,28 @@
 #include <vector>
 
 #include "coordinator/chat/chat_template.h"
-#include "coordinator/frontends/openai_api.h"
+#include "coordinator/tokenizer/utf8.h"
 #include "fuzz/serving_env.h"
 
 namespace {
 
-struct Specials {
+// The seven harmony special tokens' ids.
+std::vector<int32_t> SpecialIds(const mxserve::Tokenizer& tok) {
   std::vector<int32_t> ids;
-};
-
-Specials* MakeSpecials(const mxserve::Tokenizer& tok) {
-  auto* s = new Specials();
   for (const char* t : {"<|start|>", "<|end|>", "<|message|>", "<|channel|>", "<|constrain|>",
                         "<|return|>", "<|call|>"}) {
     auto id = tok.SpecialTokenId(t);
     if (!id) abort();
-    s->ids.push_back(*id);
+    ids.push_back(*id);
   }
-  return s;
+  return ids;
 }
 
 // Checks one delta against the calls seen so far (`calls`: how many have started).
 void CheckDelta(const mxserve::ChatOutputParser::Delta& d, int* calls) {
-  if (!mxserve::frontends::IsValidUtf8(d.content) || !mxserve::frontends::IsValidUtf8(d.reasoning)) abort();
+  if (!mxserve::IsValidUtf8(d.content) || !mxserve::IsValidUtf8(d.reasoning)) abort();
   for (const auto& c : d.tool_calls) {
-    if (!mxserve::frontends::IsValidUtf8(c.arguments)) abort();
+    if (!mxserve::IsValidUtf8(c.arguments)) abort();
     if (c.index == *calls) {
       ++*calls;  // a new call: its first piece (the name may be empty: "to=functions.")
     } else if (c.index < 0 || c.index != *calls - 1 || !c.name.empty()) {
@@ -54,7 +51,7 @@ void CheckDelta(const mxserve::ChatOutputParser::Delta& d, int* calls) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static mxserve::fuzz::Env* env = mxserve::fuzz::MakeEnv();
-  static Specials* specials = MakeSpecials(*env->tok);
+  static const std::vector<int32_t> specials = SpecialIds(*env->tok);
   if (size < 1) return 0;
   mxserve::ChatRenderOptions options;
   const char* forced[] = {"", "*", "get_weather", ""};
@@ -64,7 +61,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const int vocab = env->tok->vocab_size();
     for (size_t i = 1; i + 1 < size; i += 2) {
       const int v = data[i] | (data[i + 1] << 8);
-      ids.push_back(v >= 0xF000 ? specials->ids[v % specials->ids.size()] : v % vocab);
+      ids.push_back(v >= 0xF000 ? specials[v % specials.size()] : v % vocab);
     }
   } else {
     ids = env->tok->Encode(std::string(reinterpret_cast<const char*>(data + 1), size - 1),

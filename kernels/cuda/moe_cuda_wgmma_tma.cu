@@ -93,15 +93,16 @@ __device__ __forceinline__ void ProduceChunks(uint8_t* smem, uint64_t* full_bar,
 
 // One chunk's multiply, its weights and scale words loaded (q, sw: the lane's words of its two row
 // groups), its token slabs at descriptor address dlo0: a full 128-K chunk (full: four k32 blocks)
-// or the 64-K tail (two). release: the warpgroup's leader arrives on an empty barrier once the
-// chunk's first wgmma group (kG blocks) has been issued and the group before it has completed:
-// the one of the stage before `stage` (of S at empty0), or at S = 0 the one at empty0.
+// or the 64-K tail (two). release: the warpgroup's leader arrives on the empty barrier at
+// rel_bar() (the previous chunk's stage) once this chunk's first wgmma group (kG blocks) has been
+// issued and the group before it has completed. rel_bar is called only then: the address worked
+// out before the branch lengthened 20 kernels of heights above 16 rows (scripts/cubin-diff.py).
 // kG blocks per wgmma group (one fence, one commit and one wait per group): two in the peeled
 // loops (a full chunk is two groups, the tail one) where five or fewer consumer warpgroups leave
 // the registers for two groups' A operands (at six, ptxas serializes the wgmma: C7512), else one.
-template <int BN, int S, bool kOneMul, int BW, int kG, bool kDesc64 = false>
+template <int BN, bool kOneMul, int BW, int kG, bool kDesc64 = false, class RelBar>
 __device__ __forceinline__ void ChunkMma(float (&acc)[BN / 2], const uint4 (&q)[2], const uint32_t (&sw)[2],
-                                         uint32_t dlo0, bool full, bool release, uint32_t empty0, int stage) {
+                                         uint32_t dlo0, bool full, bool release, RelBar rel_bar) {
   constexpr uint32_t kSlab = BN * 128;
 #pragma unroll
   for (int b0 = 0; b0 < 4; b0 += kG) {
@@ -134,7 +135,7 @@ __device__ __forceinline__ void ChunkMma(float (&acc)[BN / 2], const uint4 (&q)[
       }
       WgmmaCommit();
       WgmmaWait<1>();
-      if (b0 == 0 && release) MbarArriveAt(S == 0 ? empty0 : empty0 + 8 * (stage == 0 ? S - 1 : stage - 1));
+      if (b0 == 0 && release) MbarArriveAt(rel_bar());
     }
   }
 }
@@ -159,16 +160,13 @@ __device__ __forceinline__ void LoadChunkWords(uint4 (&q)[2], uint32_t (&sw)[2],
   }
 }
 
-// One chunk of a consumer warpgroup's main loop, from the stage at sbase: a full 128-K chunk
-// (kKind kFullChunk), the 64-K tail chunk (kTailChunk: two blocks), or either as `full` says
-// (kAnyChunk). release: the warpgroup's leader arrives on the empty barrier of the stage before
-// `stage` (of S at empty0) once this chunk's first wgmma group has been issued and the group
-// before it (that stage's last) has completed.
-enum ChunkKind { kTailChunk, kFullChunk, kAnyChunk };
-template <int BN, int NC, int S, bool kOneMul, int BW, int kKind>
+// One chunk of a consumer warpgroup's main loop (heights above 16 rows), from the stage at sbase:
+// a full 128-K chunk or the 64-K tail (as `full` says). release: the warpgroup's leader arrives on
+// the empty barrier of the stage before `stage` (of S at empty0) once this chunk's first wgmma
+// group has been issued and the group before it (that stage's last) has completed.
+template <int BN, int NC, int S, bool kOneMul, int BW>
 __device__ __forceinline__ void ConsumeChunk(float (&acc)[BN / 2], uint32_t sbase, int lg, int lane, int g,
-                                             bool full_arg, bool release, uint32_t empty0, int stage) {
-  const bool full = kKind == kAnyChunk ? full_arg : kKind == kFullChunk;
+                                             bool full, bool release, uint32_t empty0, int stage) {
   constexpr uint32_t kTWBytes = TWBytes<NC>(), kTTokOff = TTokOff<NC>();
   uint4 q[2];
   uint32_t sw[2];
@@ -188,8 +186,8 @@ __device__ __forceinline__ void ConsumeChunk(float (&acc)[BN / 2], uint32_t sbas
     asm volatile("ld.shared.u32 %0, [%1];" : "=r"(sw[r]) : "r"(sbase + kTWBytes + (lg + r) * 32 + g * 4));
     if (kOneMul) sw[r] += 0x7E7E7E7Eu;
   }
-  constexpr int kG = kKind == kAnyChunk || NC > 5 ? 1 : 2;
-  ChunkMma<BN, S, kOneMul, BW, kG>(acc, q, sw, SmemDescLo(sbase + kTTokOff), full, release, empty0, stage);
+  ChunkMma<BN, kOneMul, BW, 1>(acc, q, sw, SmemDescLo(sbase + kTTokOff), full, release,
+                               [&] { return empty0 + 8 * (stage == 0 ? S - 1 : stage - 1); });
 }
 
 // ConsumeChunks (below) at tile heights up to 16 rows, where the wgmma is small (m64n16k16, eight a
@@ -235,13 +233,13 @@ __device__ __forceinline__ void ConsumeChunksNarrow(float (&acc)[BN / 2], const 
   for (int c = 0; c < nfull; ++c) {
     MbarWaitAt(fb, phase);
     LoadChunkWords<kOneMul>(q, sw, sb + wo, sb + so, true);
-    ChunkMma<BN, 0, kOneMul, BW, kG, true>(acc, q, sw, dlo, true, c > 0 && leader, rel, 0);
+    ChunkMma<BN, kOneMul, BW, kG, true>(acc, q, sw, dlo, true, c > 0 && leader, [&] { return rel; });
     advance();
   }
   if (p.chunks > nfull) {  // the tail chunk: 8 bytes a lane
     MbarWaitAt(fb, phase);
     LoadChunkWords<kOneMul>(q, sw, sb + lg * 512 + lane * 8, sb + so, false);
-    ChunkMma<BN, 0, kOneMul, BW, kG, true>(acc, q, sw, dlo, false, nfull > 0 && leader, rel, 0);
+    ChunkMma<BN, kOneMul, BW, kG, true>(acc, q, sw, dlo, false, nfull > 0 && leader, [&] { return rel; });
     advance();
   }
   stage = int(fb - full0) >> 3;
@@ -267,16 +265,15 @@ __device__ __forceinline__ void ConsumeChunks(float (&acc)[BN / 2], const GemmAr
     return;
   }
   constexpr uint32_t kStage = TStageBytes<BN, NC>();
-  auto chunk = [&](auto kind, int c) {
+  for (int c = 0; c < p.chunks; ++c) {
     MbarWaitAt(full0 + 8 * stage, phase);
-    ConsumeChunk<BN, NC, S, kOneMul, BW, decltype(kind)::value>(acc, base0 + stage * kStage, lg, lane, g,
-                                                               c < p.nfull, c > 0 && leader, empty0, stage);
+    ConsumeChunk<BN, NC, S, kOneMul, BW>(acc, base0 + stage * kStage, lg, lane, g, c < p.nfull, c > 0 && leader,
+                                         empty0, stage);
     if (++stage == S) {
       stage = 0;
       phase ^= 1;
     }
-  };
-  for (int c = 0; c < p.chunks; ++c) chunk(std::integral_constant<int, kAnyChunk>{}, c);
+  }
 }
 
 // The persistent kernel's main loop for one item of `rows` token rows: at the narrowest wgmma

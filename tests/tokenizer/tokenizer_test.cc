@@ -3,6 +3,7 @@
 // tokenizer's determinism and tokenizer.json shape.
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <thread>
 #include <map>
 #include <random>
@@ -475,12 +476,22 @@ TEST(Loader, MergesModeAgreesWithRankModeForTikTokenConverterVocab) {
   }
 }
 
-TEST(Loader, TiktokenRanksFileMatchesTokenizerJson) {
-  std::string ranks_file;
+// A tiktoken ranks file ("base64 rank" lines, in rank order) of the tokens of `ranks` that
+// `keep` accepts.
+std::string RanksFile(const std::map<std::string, int32_t>& ranks,
+                      const std::function<bool(const std::string&)>& keep = nullptr) {
   std::vector<std::pair<int32_t, std::string>> by_id;
-  for (const auto& [bytes, id] : TwinRanks(Tiny().tokenizer_json)) by_id.push_back({id, bytes});
+  for (const auto& [bytes, id] : ranks) {
+    if (!keep || keep(bytes)) by_id.push_back({id, bytes});
+  }
   std::sort(by_id.begin(), by_id.end());
-  for (const auto& [id, bytes] : by_id) ranks_file += absl::Base64Escape(bytes) + " " + std::to_string(id) + "\n";
+  std::string file;
+  for (const auto& [id, bytes] : by_id) file += absl::Base64Escape(bytes) + " " + std::to_string(id) + "\n";
+  return file;
+}
+
+TEST(Loader, TiktokenRanksFileMatchesTokenizerJson) {
+  const std::string ranks_file = RanksFile(TwinRanks(Tiny().tokenizer_json));
   std::vector<std::pair<std::string, int32_t>> specials;
   json tj = json::parse(Tiny().tokenizer_json);
   for (const auto& t : tj["added_tokens"]) specials.push_back({t["content"], t["id"]});
@@ -558,10 +569,9 @@ TEST(Loader, BadJsonIsAnErrorNamingTheField) {
 // Files that would load into a tokenizer that decodes wrongly or allocates per stray id are
 // refused, naming what is wrong (fuzz_tokenizer_loader's findings, docs/FUZZING.md).
 TEST(Loader, TiktokenRanksWithACollidingOrHugeIdAreRefused) {
-  std::string ranks;
-  for (const auto& [bytes, id] : TwinRanks(Tiny().tokenizer_json)) {
-    if (bytes.size() == 1) ranks += absl::Base64Escape(bytes) + " " + std::to_string(id) + "\n";
-  }
+  // The 256 byte tokens only, so that an appended line is line 257.
+  const std::string ranks =
+      RanksFile(TwinRanks(Tiny().tokenizer_json), [](const std::string& bytes) { return bytes.size() == 1; });
   ASSERT_TRUE(Tokenizer::FromTiktokenData(ranks, kO200kPattern, {{"<|end|>", 9000}}).ok());
   // " world" given byte 0x02's rank: it would decode as that byte.
   auto dup = Tokenizer::FromTiktokenData(ranks + "IHdvcmxk 2\n", kO200kPattern, {});
