@@ -6,8 +6,9 @@ PKGS=(build-essential cmake pkg-config git ca-certificates
       libabsl-dev nlohmann-json3-dev libpcre2-dev libopenblas-dev libboost-dev
       libsystemd-dev prometheus-cpp-dev libgtest-dev libgmock-dev googletest nodejs npm curl)
 # openssl: the mutual-TLS tests make their certificates with it; systemd: systemd-analyze
-# checks deploy/systemd; clang + libclang-rt-dev (libFuzzer): the fuzz targets (make fuzz).
-PKGS+=(openssl systemd clang libclang-rt-dev)
+# checks deploy/systemd; clang + libclang-rt-dev (libFuzzer): the fuzz targets (make fuzz);
+# python3: the serving benchmark client and its tests (bench/serve, standard library only).
+PKGS+=(openssl systemd clang libclang-rt-dev python3)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -139,14 +139,16 @@ def make_payload(args, req):
 
 
 async def ready_check(args, client, req):
-    """vLLM's initial single-prompt run: retried while the server is not up yet."""
+    """vLLM's initial single-prompt run: retried while the server is not up yet (a request the
+    server rejects as malformed is not retried)."""
     deadline = time.monotonic() + args.ready_check_timeout_sec
     while True:
         out = await send(client, args.endpoint, make_payload(args, req), req.prompt_len,
                          args.request_timeout)
         if out.success:
             return
-        if time.monotonic() >= deadline:
+        rejected = 400 <= out.http_status < 500 and out.http_status not in (408, 429)
+        if rejected or time.monotonic() >= deadline:
             raise RuntimeError(f"the initial test request failed: {out.error}")
         await asyncio.sleep(1)
 
@@ -272,9 +274,7 @@ async def benchmark(args):
         print(f"{len(failed)} requests failed; the first errors:")
         for o in failed[:10]:
             print(f"  {o.error}")
-    result = calculate_metrics(outputs, duration, args.percentiles, args.metrics)
-    print_table(args, result)
-    return result, outputs
+    return calculate_metrics(outputs, duration, args.percentiles, args.metrics), outputs
 
 
 def result_json(args, result, outputs):
@@ -315,11 +315,13 @@ def main(argv=None):
     try:
         result, outputs = asyncio.run(benchmark(args))
     except (RuntimeError, OSError, ValueError) as e:
-        print(f"bench_serve: {e}", file=sys.stderr)
+        print(f"bench_serve: {args.base_url}: {e}", file=sys.stderr)
         return 1
-    if args.result_file:
+    if args.result_file:  # before the table, which a closed pipe may cut short
         with open(args.result_file, "w", encoding="utf-8") as f:
             json.dump(result_json(args, result, outputs), f, indent=1)
+    print_table(args, result)
+    if args.result_file:
         print(f"wrote {args.result_file}")
     return 0 if result["completed"] > 0 else 1
 

@@ -9,7 +9,7 @@ import ssl
 import urllib.parse
 
 
-class HttpError(Exception):
+class HttpError(RuntimeError):
     """The connection or the response broke HTTP/1.1 framing."""
 
 
@@ -142,15 +142,20 @@ class HttpClient:
         return Response(self, reader, writer, int(parts[1]), parts[2] if len(parts) > 2 else "",
                         headers_in, method)
 
-    async def json_call(self, method, path, payload=None):
+    async def json_call(self, method, path, payload=None, timeout=120):
         """A whole JSON request and response: (status, decoded body or the text when not JSON)."""
         body = b"" if payload is None else json.dumps(payload).encode()
         headers = {"Content-Type": "application/json"} if payload is not None else {}
-        resp = await self.request(method, path, body, headers)
+        resp = None
         try:
-            data = await resp.read()
+            async with asyncio.timeout(timeout):
+                resp = await self.request(method, path, body, headers)
+                data = await resp.read()
+        except TimeoutError:
+            raise HttpError(f"{method} {path}: no answer within {timeout} s") from None
         finally:
-            resp.release()
+            if resp is not None:
+                resp.release()
         try:
             return resp.status, json.loads(data)
         except ValueError:

@@ -17,6 +17,7 @@ class RequestOutput:
 
     success: bool = False
     error: str = ""
+    http_status: int = 0        # of the response; 0 when none came
     start_time: float = 0.0     # when the request was sent
     ttft: float = 0.0           # first output chunk - start_time
     latency: float = 0.0        # last output chunk - start_time (E2E)

@@ -107,6 +107,7 @@ async def send(client, path, payload, prompt_len, timeout, clock=time.perf_count
     try:
         async with asyncio.timeout(timeout):
             resp = await client.request("POST", path, body, {"Content-Type": "application/json"})
+            timer.out.http_status = resp.status
             if resp.status != 200:
                 text = (await resp.read()).decode("utf-8", "replace")
                 timer.out.error = f"HTTP {resp.status} {resp.reason}: {text[:500]}"
