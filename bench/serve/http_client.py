@@ -84,7 +84,8 @@ class HttpClient:
     def __init__(self, base_url, headers=None):
         u = urllib.parse.urlsplit(base_url)
         if u.scheme not in ("http", "https") or not u.hostname:
-            raise ValueError(f"--base-url must be http://HOST[:PORT] or https://..., got {base_url!r}")
+            raise ValueError(f"--base-url must be http://HOST[:PORT] or https://..., "
+                             f"got {base_url!r}")
         self.host = u.hostname
         self.port = u.port or (443 if u.scheme == "https" else 80)
         self.prefix = u.path.rstrip("/")

@@ -23,8 +23,8 @@ class ServerTokenizer:
         self._client, self._model = client, model
 
     async def encode(self, text):
-        status, body = await self._client.json_call(
-            "POST", "/tokenize", {"model": self._model, "prompt": text, "add_special_tokens": False})
+        payload = {"model": self._model, "prompt": text, "add_special_tokens": False}
+        status, body = await self._client.json_call("POST", "/tokenize", payload)
         if status != 200 or not isinstance(body, dict) or "tokens" not in body:
             raise RuntimeError(f"POST /tokenize answered {status}: {str(body)[:300]} (the random "
                                "and sharegpt datasets count tokens with the server's /tokenize)")
