@@ -7,7 +7,8 @@ PKGS=(build-essential cmake pkg-config git ca-certificates
       libsystemd-dev prometheus-cpp-dev libgtest-dev libgmock-dev googletest nodejs npm curl)
 # openssl: the mutual-TLS tests make their certificates with it; systemd: systemd-analyze
 # checks deploy/systemd; clang + libclang-rt-dev (libFuzzer): the fuzz targets (make fuzz);
-# python3: the serving benchmark client and its tests (bench/serve, standard library only).
+# python3: the serving benchmark client and its tests (bench/serve) and bench/results/render.py,
+# which generates docs/PERFORMANCE.md's tables (standard library only).
 PKGS+=(openssl systemd clang libclang-rt-dev python3)
 missing=()
 for p in "${PKGS[@]}"; do
