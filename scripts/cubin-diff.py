@@ -9,9 +9,9 @@ usage: scripts/cubin-diff.py [--rename-b REGEX REPL] FILE.cu [REV_A [REV_B]]
 
 Prints each kernel whose text section differs in size between the two builds, then a count. The
 check for a refactor that should not change the kernels: the PTX can stay the same (modulo
-register numbers) while ptxas emits different code. In the ninth session a helper refactor left
-the PTX equal but for a few prologue instructions, changed the size of 66 of the 96 wgmma
-kernels, and made 4096 tokens 4.5 % slower. Equal sizes are not proof of equal code (the bytes
+register numbers) while ptxas emits different code: a helper refactor once left the PTX equal
+but for a few prologue instructions, changed the size of 66 of the 96 wgmma kernels, and made
+4096 tokens 4.5 % slower. Equal sizes are not proof of equal code (the bytes
 always differ: embedded addresses), but a size change is proof of a different schedule.
 Needs nvcc (CUDA_HOME or /usr/local/cuda) and readelf; builds nothing else.
 """

@@ -3,8 +3,8 @@
 // partial sums back per token), with backends that only write their output (a constant), so no
 // transport and no kernel is timed. gpt-oss-120b shape: H = 2880, E = 128, top-4, uniform random
 // routing. Beside it, in the same run: the same work done the obvious serial way (all gathers,
-// then all sums, on the calling thread: how ExpertRouter did it until 2026-11-30) and the
-// one-group hand-over (no slicing at all). Prints a markdown table; median of 15 runs.
+// then all sums, on the calling thread, buffers reused across calls: the twin that ExpertRouter's
+// parallel gathers and sums are measured against) and the one-group hand-over (no slicing). Prints a markdown table; median of 15 runs.
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
