@@ -1,4 +1,4 @@
-// MXFP4 codec: see mxfp4.h and specs/mxfp4-and-kernels.md §1.
+// MXFP4 codec: see mxfp4.h and docs/MODELS.md.
 #include "core/mxfp4.h"
 
 #include <bit>

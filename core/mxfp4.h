@@ -1,4 +1,4 @@
-// The MXFP4 codec (OCP MX v1.0; specs/mxfp4-and-kernels.md §1): E2M1 elements, one E8M0 scale
+// The MXFP4 codec (OCP MX v1.0; docs/MODELS.md): E2M1 elements, one E8M0 scale
 // per 32 elements, two elements per byte with the LOW nibble holding the EVEN element.
 //
 // Scale rule (the one documented choice): byte s means 2^(s-127) for s in 0x00..0xFE.

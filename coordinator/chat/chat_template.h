@@ -1,6 +1,6 @@
 // Chat templates: render OpenAI-style messages into the model's prompt text, and parse the
 // model's output tokens back into content and reasoning. gpt-oss speaks harmony
-// (specs/models.md §1.6).
+// (docs/MODELS.md, "Harmony chat format").
 #pragma once
 
 #include <cstdint>

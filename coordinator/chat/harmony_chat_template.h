@@ -1,4 +1,4 @@
-// gpt-oss's chat format (harmony, specs/models.md §1.6): renders OpenAI messages the way the HF
+// gpt-oss's chat format (harmony; docs/MODELS.md): renders OpenAI messages the way the HF
 // chat_template.jinja shipped with gpt-oss does, and parses the model's harmony output.
 #pragma once
 

@@ -14,7 +14,7 @@ namespace mxserve::frontends {
 struct GrpcServerOptions {
   std::string host = "0.0.0.0";
   int port = 50051;                        // 0 = pick a free port (see GrpcFrontend::port())
-  int max_receive_message_bytes = 16 << 20;  // explicit, both ways (specs/operations.md)
+  int max_receive_message_bytes = 16 << 20;  // explicit, both ways (gRPC's default receive limit is 4 MB)
   int max_send_message_bytes = 16 << 20;
   // How often the health service re-reads ServingContext::ready.
   std::chrono::milliseconds health_poll{500};

@@ -1,4 +1,4 @@
-// gpt-oss (GptOssForCausalLM) dense path on CPU in fp32 (specs/models.md §1.3-1.4): embedding,
+// gpt-oss (GptOssForCausalLM) dense path on CPU in fp32 (docs/MODELS.md, gpt-oss): embedding,
 // RMSNorm, GQA attention with sinks, sliding window and YaRN RoPE over the paged KV cache,
 // router top-k with softmax over the chosen, unembedding. Experts run behind MoeExecutor.
 #pragma once

@@ -52,7 +52,7 @@ absl::StatusOr<RopeParams> ComputeRopeParams(const ModelConfig& config) {
     return absl::InvalidArgumentError(
         absl::StrCat("rope_scaling.rope_type '", rs.rope_type, "' is not supported (yarn, default)"));
   }
-  // The explicit factor (specs §1.4), as HF transformers 5.17 uses it (it only warns when
+  // The explicit factor (rope_scaling.factor), as HF transformers 5.17 uses it (it only warns when
   // max_position_embeddings / original_max_position_embeddings disagrees; checked on the GPU
   // machine). Some HF 4.x versions took that ratio instead; for gpt-oss both are 32.
   const double factor = rs.factor;

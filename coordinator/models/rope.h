@@ -1,5 +1,5 @@
 // Rotary position embedding tables for the dense runner: YaRN (HF `_compute_yarn_parameters`,
-// OAI ref `_compute_concentration_and_inv_freq`; specs/models.md §1.4) or plain RoPE, applied
+// OAI ref `_compute_concentration_and_inv_freq`; docs/MODELS.md, YaRN) or plain RoPE, applied
 // half-split (non-interleaved) with the concentration m multiplied into cos and sin.
 #pragma once
 

@@ -12,11 +12,11 @@
 
 namespace mxserve {
 
-// The o200k_base pattern (specs/models.md §1.5), as tiktoken and gpt-oss's tokenizer.json have it.
+// The o200k_base pattern (tiktoken_ext/openai_public.py), as tiktoken and gpt-oss's tokenizer.json have it.
 extern const char kO200kPattern[];
 // GPT-2's pattern (HF ByteLevel pre-tokenizer with use_regex true).
 extern const char kGpt2Pattern[];
-// Kimi K2's pattern (tokenization_kimi.py; specs/models.md §2.1), in Rust-regex syntax.
+// Kimi K2's pattern (tokenization_kimi.py; docs/MODELS.md), in Rust-regex syntax.
 extern const char kKimiPattern[];
 
 class RegexSplitter {

@@ -1,5 +1,5 @@
 // HF tokenizer.json from tiktoken ranks, the way transformers' TikTokenConverter builds gpt-oss's
-// (specs/models.md §1.5): vocab = byte-level spelling -> rank, merges derived from the ranks,
+// (transformers' convert_slow_tokenizer.py): vocab = byte-level spelling -> rank, merges derived from the ranks,
 // ignore_merges true, Split(pattern, Isolated) + ByteLevel(use_regex false). Used by the tiny
 // tokenizer and by the o200k_harmony exactness test, which builds the 13 MB file at test time.
 #pragma once

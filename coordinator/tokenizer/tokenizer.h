@@ -1,6 +1,6 @@
 // Byte-level BPE tokenizer loaded from a HF tokenizer.json (GPT-2 byte<->unicode map, rank-based
 // merging as tiktoken does: per pre-token piece, repeatedly merge the adjacent pair whose
-// concatenation has the lowest vocab rank; specs/models.md §1.5), pre-tokenizer regex via PCRE2,
+// concatenation has the lowest vocab rank; docs/MODELS.md), pre-tokenizer regex via PCRE2,
 // added/special tokens from "added_tokens".
 #pragma once
 

@@ -32,7 +32,7 @@ struct Expected {
   std::vector<int64_t> shape;
 };
 
-// The gpt-oss HF tensor set (specs/models.md §1.2), written out independently of the tool.
+// The gpt-oss HF tensor set (docs/MODELS.md), written out independently of the tool.
 std::vector<Expected> ExpectedTensors(const ModelConfig& c) {
   const int64_t H = c.hidden_size, I = c.intermediate_size, E = c.num_local_experts;
   const int64_t V = c.vocab_size, Q = int64_t{c.num_attention_heads} * c.head_dim;

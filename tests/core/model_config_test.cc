@@ -14,7 +14,7 @@ namespace {
 using ::testing::HasSubstr;
 using json = nlohmann::json;
 
-// openai/gpt-oss-20b config.json (specs/models.md §1.1).
+// openai/gpt-oss-20b config.json (huggingface.co/openai/gpt-oss-20b).
 const char* kGptOss20b = R"({
   "architectures": ["GptOssForCausalLM"],
   "attention_bias": true,

@@ -1,6 +1,6 @@
 // Test support for the gpt-oss dense path: a seeded random tiny checkpoint in the exact HF
-// layout (specs/models.md §1.2), and a slow float64 twin of the whole forward pass written
-// straight from §1.3-1.4 (full recompute, no KV cache, naive loops) with its own BF16 and MXFP4
+// layout (docs/MODELS.md, gpt-oss), and a slow float64 twin of the whole forward pass written
+// straight from that math (full recompute, no KV cache, naive loops) with its own BF16 and MXFP4
 // decoding, plus a MoeExecutor that runs experts naively from the same dequantized weights.
 #pragma once
 

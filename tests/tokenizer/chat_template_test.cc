@@ -1,6 +1,6 @@
-// Harmony chat template (gpt-oss): Render fixtures checked by hand against specs/models.md §1.6
-// (the HF chat_template.jinja output), and the streaming output parser fed recorded token streams
-// token by token and byte by byte.
+// Harmony chat template (gpt-oss): Render fixtures checked by hand against the HF
+// chat_template.jinja output (docs/MODELS.md), and the streaming output parser fed recorded
+// token streams token by token and byte by byte.
 #include <algorithm>
 #include <fstream>
 #include <sstream>

@@ -84,7 +84,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   {
-    // specs/models.md §1.5: the TikTokenConverter file of o200k has 446,189 merges.
+    // transformers' TikTokenConverter makes 446,189 merges from the o200k ranks.
     auto parsed = nlohmann::json::parse(*tj);
     size_t merges = parsed["model"]["merges"].size();
     if (merges != 446189 || parsed["model"]["vocab"].size() != 199998) {
@@ -112,7 +112,7 @@ int main(int argc, char** argv) {
     if (++failures <= 15) std::printf("MISMATCH %s\n", what.c_str());
   };
 
-  // specs/models.md §1.5 test vectors.
+  // Test vectors on which tiktoken, js-tiktoken and @huggingface/tokenizers agree.
   struct Vec {
     const char* text;
     std::vector<int32_t> ids;

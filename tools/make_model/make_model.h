@@ -1,5 +1,5 @@
-// Writes a seeded random-weight checkpoint in exactly the gpt-oss HF layout (specs/models.md
-// §1.1-1.2): config.json, model.safetensors (or shards + model.safetensors.index.json) with BF16
+// Writes a seeded random-weight checkpoint in exactly the gpt-oss HF layout (docs/MODELS.md):
+// config.json, model.safetensors (or shards + model.safetensors.index.json) with BF16
 // dense tensors and MXFP4 expert blocks/scales, tokenizer.json and tokenizer_config.json.
 #pragma once
 

@@ -1,5 +1,5 @@
 // Named model shapes for mxserve-make-model: "tiny" (CPU tests) and the real gpt-oss-20b and
-// gpt-oss-120b shapes (specs/models.md §1.1), as ModelConfig values.
+// gpt-oss-120b shapes (docs/MODELS.md, gpt-oss config), as ModelConfig values.
 #pragma once
 
 #include <string>

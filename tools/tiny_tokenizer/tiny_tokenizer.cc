@@ -1,5 +1,5 @@
 // Trains the tiny byte-level BPE and writes it in the exact shape HF's TikTokenConverter gives
-// gpt-oss (specs/models.md §1.5), so the tiny model exercises the same loading path as a real one.
+// gpt-oss (docs/MODELS.md), so the tiny model exercises the same loading path as a real one.
 //
 // Ids 0..255 are the 256 single bytes BY BYTE VALUE (id b = byte b; o200k orders them in GPT-2's
 // byte-unicode order instead, which no code may rely on). Merged tokens follow in the order they
