@@ -27,7 +27,7 @@ namespace {
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-// Bounds this test holds the implementation to (docs/PERFORMANCE.md "Fault tolerance").
+// Bounds this test holds the implementation to (docs/PERFORMANCE.md, "Worker faults").
 constexpr auto kRestartBound = std::chrono::seconds(5);  // kill -> SERVING again
 // SIGSTOP -> DOWN: keepalive 1 s + 1 s (~2.1 s measured); slack for a shared 2-core box.
 constexpr auto kHangDetectBound = std::chrono::seconds(4);
