@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "coordinator/chat/harmony_output_parser.h"
 #include "coordinator/chat/harmony_tools.h"
+#include "core/bounded_json.h"
 #include "core/status.h"
 #include "nlohmann/json.hpp"
 #include "coordinator/tokenizer/tokenizer.h"
@@ -130,11 +131,9 @@ absl::StatusOr<std::string> HarmonyChatTemplate::RenderWithSpans(
 
   nlohmann::ordered_json tools;
   if (!options.tools_json.empty()) {
-    try {
-      tools = nlohmann::ordered_json::parse(options.tools_json);
-    } catch (const std::exception& e) {
-      return absl::InvalidArgumentError(absl::StrCat("tools: not valid JSON: ", e.what()));
-    }
+    auto parsed = ParseBoundedJson<nlohmann::ordered_json>(options.tools_json);
+    if (!parsed.ok()) return absl::InvalidArgumentError(absl::StrCat("tools: ", parsed.status().message()));
+    tools = *std::move(parsed);
   }
   const bool has_tools = tools.is_array() && !tools.empty();
 
@@ -191,12 +190,12 @@ absl::StatusOr<std::string> HarmonyChatTemplate::RenderWithSpans(
         }
       }
       if (!m.tool_calls_json.empty()) {
-        nlohmann::ordered_json calls;
-        try {
-          calls = nlohmann::ordered_json::parse(m.tool_calls_json);
-        } catch (const std::exception& e) {
-          return absl::InvalidArgumentError(absl::StrCat(where, ".tool_calls: not valid JSON"));
+        auto parsed = ParseBoundedJson<nlohmann::ordered_json>(m.tool_calls_json);
+        if (!parsed.ok()) {
+          return absl::InvalidArgumentError(
+              absl::StrCat(where, ".tool_calls: ", parsed.status().message()));
         }
+        nlohmann::ordered_json calls = *std::move(parsed);
         if (!calls.is_array() || calls.empty() || !calls[0].is_object()) {
           return absl::InvalidArgumentError(
               absl::StrCat(where, ".tool_calls: expected a non-empty array of calls"));
@@ -227,10 +226,15 @@ absl::StatusOr<std::string> HarmonyChatTemplate::RenderWithSpans(
         nlohmann::ordered_json args = call.contains("arguments") ? call["arguments"]
                                                                  : nlohmann::ordered_json::object();
         if (args.is_string()) {
-          try {
-            args = nlohmann::ordered_json::parse(args.get<std::string>());
-          } catch (const std::exception&) {
-            // Not JSON: rendered as the string it is.
+          // The client's text: bounded like every JSON it sends. Not JSON at all: rendered as
+          // the string it is; too deep or a repeated key: refused.
+          BoundedJsonError why;
+          auto parsed = ParseBoundedJson<nlohmann::ordered_json>(args.get<std::string>(), {}, &why);
+          if (parsed.ok()) {
+            args = *std::move(parsed);
+          } else if (why.kind != BoundedJsonError::Kind::kSyntax) {
+            return absl::InvalidArgumentError(absl::StrCat(
+                where, ".tool_calls[0].function.arguments: ", parsed.status().message()));
           }
         }
         const std::string name = call["name"].get<std::string>();

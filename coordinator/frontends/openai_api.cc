@@ -8,6 +8,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "coordinator/frontends/api_error.h"
+#include "core/bounded_json.h"
 #include "core/status.h"
 #include "nlohmann/json.hpp"
 
@@ -96,19 +97,25 @@ absl::StatusOr<json> ParseBody(absl::string_view body) {
                                          bad, ")"),
                         "invalid_utf8");
   }
-  json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) {
-    // Re-parse with exceptions only to get the position for the message; caught right here.
-    std::string detail = "malformed JSON";
-    try {
-      json again = json::parse(body);
-      (void)again;
-    } catch (const json::exception& e) {
-      detail = e.what();
+  // Bounded before anything walks it: deep nesting would overflow the stack in the chat
+  // template's recursive copies and dumps, and a repeated key would be silently overwritten.
+  BoundedJsonError where;
+  absl::StatusOr<json> parsed = ParseBoundedJson<json>(std::string_view(body.data(), body.size()), {}, &where);
+  if (!parsed.ok()) {
+    switch (where.kind) {
+      case BoundedJsonError::Kind::kSyntax:
+        return InvalidParam("", absl::StrCat("Request body is ", parsed.status().message()),
+                            "invalid_json");
+      case BoundedJsonError::Kind::kTooDeep:
+        return InvalidParam(where.path, absl::StrCat("Request body is ", parsed.status().message()),
+                            "json_too_deep");
+      case BoundedJsonError::Kind::kDuplicateKey:
+        return InvalidParam(where.path, absl::StrCat("Request body has a ",
+                                                     parsed.status().message()),
+                            "duplicate_key");
     }
-    return InvalidParam("", absl::StrCat("Request body is not valid JSON: ", detail),
-                        "invalid_json");
   }
+  json j = *std::move(parsed);
   if (!j.is_object()) {
     return InvalidParam("", absl::StrCat("Request body must be a JSON object, got ", TypeName(j)),
                         "invalid_json");
@@ -583,11 +590,18 @@ absl::Status ReadChatToolOptions(absl::string_view tools_json, absl::string_view
                                  ChatRenderOptions* render) {
   json tools;
   if (!tools_json.empty()) {
-    tools = json::parse(tools_json, nullptr, /*allow_exceptions=*/false);
-    if (tools.is_discarded()) {
-      return InvalidParam("tools_json", "'tools_json' is not valid JSON (expected the OpenAI "
-                          "\"tools\" array)");
+    BoundedJsonError where;
+    absl::StatusOr<json> parsed = ParseBoundedJson<json>(std::string_view(tools_json.data(), tools_json.size()), {}, &where);
+    if (!parsed.ok()) {
+      return InvalidParam("tools_json",
+                          absl::StrCat("'tools_json' (the OpenAI \"tools\" array) is ",
+                                       where.kind == BoundedJsonError::Kind::kDuplicateKey ? "refused: " : "",
+                                       parsed.status().message()),
+                          where.kind == BoundedJsonError::Kind::kTooDeep ? "json_too_deep"
+                          : where.kind == BoundedJsonError::Kind::kDuplicateKey ? "duplicate_key"
+                                                                                : "invalid_json");
     }
+    tools = *std::move(parsed);
   }
   json choice;
   if (tool_choice == "auto" || tool_choice == "none" || tool_choice == "required") {

@@ -8,6 +8,8 @@
 #include <gtest/gtest.h>
 
 #include "coordinator/frontends/api_error.h"
+#include "coordinator/frontends/grpc_generate.h"
+#include "core/bounded_json.h"
 #include "tests/frontends/fakes.h"
 
 namespace mxserve::frontends {
@@ -137,6 +139,102 @@ TEST_F(ValidationTest, ChatRequestParsesIntoTheEngineRequest) {
   EXPECT_TRUE(r->stream);
   EXPECT_TRUE(r->include_usage);
   EXPECT_TRUE(r->logprobs);
+}
+
+// Deep nesting anywhere a client puts JSON: refused with 400 json_too_deep naming the limit and
+// where, for every route and depth, before anything recursive (the template's dumps) sees it.
+// Depths of 50,000 overflowed the stack before the bound; none of these needs a big stack.
+std::string Deep(int depth) { return std::string(depth, '[') + std::string(depth, ']'); }
+
+TEST_F(ValidationTest, DeepJsonIsRefusedInEveryFieldAndRoute) {
+  ServingContext ctx = Ctx();
+  const std::string msgs = R"("messages": [{"role": "user", "content": "x"}])";
+  struct Case { std::string body; std::string where; };
+  for (int depth : {kMaxClientJsonDepth, 1000, 50000}) {
+    const std::string d = Deep(depth);
+    const std::vector<Case> chat = {
+        {"{" + msgs + R"(, "tools": [{"type": "function", "function": {"name": "f", "parameters": )" + d + "}}]}",
+         "tools[0].function.parameters"},
+        {R"({"messages": [{"role": "user", "content": "x"}, {"role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": )" + d + "}}]}]}",
+         "messages[1].tool_calls[0].function.arguments"},
+        {R"({"messages": [{"role": "user", "content": )" + d + "}]}", "messages[0].content"},
+        {"{" + msgs + R"(, "stop": )" + d + "}", "stop"},
+        {"{" + msgs + R"(, "unknown_extension": )" + d + "}", "unknown_extension"},
+        {"{" + msgs + R"(, "response_format": {"type": "text", "schema": )" + d + "}}",
+         "response_format.schema"},
+    };
+    for (const Case& c : chat) {
+      absl::Status s = ParseChatCompletionRequest(c.body, ctx).status();
+      ASSERT_FALSE(s.ok()) << c.where << " depth " << depth;
+      EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+      EXPECT_EQ(CodeOf(s), "json_too_deep") << c.where << ": " << s;
+      EXPECT_NE(s.message().find("deeper than 64 levels"), std::string::npos) << s;
+      EXPECT_EQ(ParamOf(s)->rfind(c.where, 0), 0u) << *ParamOf(s);
+    }
+    for (auto parse : {+[](absl::string_view b, const ServingContext& c) {
+                         return ParseCompletionRequest(b, c).status(); },
+                       +[](absl::string_view b, const ServingContext& c) {
+                         return ParseTokenizeRequest(b, c).status(); },
+                       +[](absl::string_view b, const ServingContext& c) {
+                         return ParseDetokenizeRequest(b, c).status(); }}) {
+      absl::Status s = parse(R"({"prompt": "x", "tokens": [1], "logit_bias": )" + d + "}", ctx);
+      EXPECT_EQ(CodeOf(s), "json_too_deep") << s;
+      EXPECT_EQ(ParamOf(s)->rfind("logit_bias", 0), 0u);
+    }
+  }
+  // One level less than the limit everywhere: accepted by the parser (64 levels in all).
+  const std::string ok_tools = "{" + msgs + R"(, "tools": [{"type": "function", "function": {"name": "f", "parameters": )" +
+                               Deep(kMaxClientJsonDepth - 5) + "}}]}";
+  EXPECT_TRUE(ParseChatCompletionRequest(ok_tools, ctx).ok());
+}
+
+TEST_F(ValidationTest, DeepToolsJsonOverGrpcIsInvalidArgument) {
+  ServingContext ctx = Ctx();
+  for (int depth : {kMaxClientJsonDepth + 1, 50000}) {
+    v1::GenerateRequest req;
+    auto* m = req.mutable_messages()->add_messages();
+    m->set_role("user");
+    m->set_content("x");
+    req.set_tools_json(R"([{"type": "function", "function": {"name": "f", "parameters": )" +
+                       Deep(depth) + "}}]");
+    absl::Status s = ParseGenerate(req, ctx).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(ParamOf(s), "tools_json");
+    EXPECT_EQ(CodeOf(s), "json_too_deep");
+    EXPECT_NE(s.message().find("deeper than 64 levels"), std::string::npos) << s;
+  }
+}
+
+TEST_F(ValidationTest, DuplicateKeysAreRefusedNamingTheKey) {
+  ServingContext ctx = Ctx();
+  struct Case { const char* body; const char* param; };
+  for (const Case& c :
+       {Case{R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": 1, "max_tokens": 9})",
+             "max_tokens"},
+        Case{R"({"messages": [{"role": "user", "content": "x", "role": "system"}]})", "messages[0].role"},
+        Case{R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function",
+             "function": {"name": "a", "parameters": {"type": "object", "type": "string"}}}]})",
+             "tools[0].function.parameters.type"},
+        Case{R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "model": "other"})",
+             "model"}}) {
+    absl::Status s = ParseChatCompletionRequest(c.body, ctx).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << c.body;
+    EXPECT_EQ(CodeOf(s), "duplicate_key") << s;
+    EXPECT_EQ(ParamOf(s), c.param) << s;
+    EXPECT_NE(s.message().find("duplicate key"), std::string::npos) << s;
+  }
+  EXPECT_EQ(CodeOf(ParseCompletionRequest(R"({"prompt": "a", "prompt": "b"})", ctx).status()),
+            "duplicate_key");
+  EXPECT_EQ(CodeOf(ParseDetokenizeRequest(R"({"tokens": [1], "tokens": [2]})", ctx).status()),
+            "duplicate_key");
+  v1::GenerateRequest req;
+  auto* m = req.mutable_messages()->add_messages();
+  m->set_role("user");
+  m->set_content("x");
+  req.set_tools_json(R"([{"type": "function", "type": "function", "function": {"name": "f"}}])");
+  absl::Status s = ParseGenerate(req, ctx).status();
+  EXPECT_EQ(ParamOf(s), "tools_json");
+  EXPECT_EQ(CodeOf(s), "duplicate_key");
 }
 
 TEST(NewRequestId, PrefixedHexAndUnique) {

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "coordinator/chat/chat_template.h"
 #include "coordinator/chat/harmony_chat_template.h"
 #include "coordinator/tokenizer/tokenizer.h"
@@ -251,6 +252,65 @@ TEST(HarmonyRender, ErrorsNameTheMessage) {
   bad_date.current_date = "28/06/2025";
   EXPECT_FALSE(h->Render({{"user", "a", ""}}, bad_date).ok());
   EXPECT_FALSE(ChatTemplate::ForModel("llama", &Tok()).ok());
+}
+
+// JSON inside the conversation (tool schemas, tool calls, a call's arguments string) is bounded
+// like every JSON a client sends: refused naming the limit and the field, never walked
+// recursively. Depth 50,000 overflowed the stack in the recursive dumps; 8,000 took seconds
+// of CPU in the schema renderer.
+TEST(HarmonyRender, DeepJsonIsRefusedNamingTheField) {
+  auto h = Harmony();
+  for (int depth : {65, 8000, 50000}) {
+    const std::string deep = std::string(depth, '[') + std::string(depth, ']');
+    std::string deep_schema;
+    for (int i = 0; i < depth; ++i) deep_schema += R"({"type": "array", "items": )";
+    deep_schema += R"({"type": "object"})" + std::string(depth, '}');
+
+    ChatRenderOptions tools = Opts();
+    tools.tools_json = R"([{"type": "function", "function": {"name": "f", "parameters": {"type":
+        "object", "properties": {"a": )" + deep_schema + "}}}}]";
+    auto t = h->Render({{"user", "a", ""}}, tools);
+    ASSERT_FALSE(t.ok()) << depth;
+    EXPECT_NE(t.status().message().find("tools: nested deeper than 64 levels"), std::string::npos)
+        << t.status();
+
+    ChatMessage args_call{"assistant", "", "",
+                          absl::StrCat(R"([{"function": {"name": "f", "arguments": )",
+                                       nlohmann::json(deep).dump(), "}}]"),
+                          ""};
+    auto a = h->Render({{"user", "a", ""}, args_call}, Opts());
+    ASSERT_FALSE(a.ok()) << depth;
+    EXPECT_NE(a.status().message().find("messages[1].tool_calls[0].function.arguments: nested "
+                                        "deeper than 64"),
+              std::string::npos)
+        << a.status();
+
+    ChatMessage deep_calls{"assistant", "", "",
+                           absl::StrCat(R"([{"function": {"name": "f", "arguments": )", deep, "}}]"),
+                           ""};
+    auto c = h->Render({{"user", "a", ""}, deep_calls}, Opts());
+    ASSERT_FALSE(c.ok()) << depth;
+    EXPECT_NE(c.status().message().find("messages[1].tool_calls: nested deeper"), std::string::npos)
+        << c.status();
+  }
+  // Within the bound the schema still renders, and an arguments string that is not JSON is
+  // shown as the string it is; one with a repeated key is refused.
+  std::string schema;
+  for (int i = 0; i < 20; ++i) schema += R"({"type": "array", "items": )";
+  schema += R"({"type": "object"})" + std::string(20, '}');
+  ChatRenderOptions ok = Opts();
+  ok.tools_json = R"([{"type": "function", "function": {"name": "f", "parameters": {"type":
+      "object", "properties": {"a": )" + schema + "}}}}]";
+  EXPECT_TRUE(h->Render({{"user", "a", ""}}, ok).ok());
+  ChatMessage not_json{"assistant", "", "", R"([{"function": {"name": "f", "arguments": "{x"}}])", ""};
+  auto nj = h->Render({{"user", "a", ""}, not_json}, Opts());
+  ASSERT_TRUE(nj.ok()) << nj.status();
+  EXPECT_NE(nj->find("\"{x\""), std::string::npos);
+  ChatMessage dup{"assistant", "", "",
+                  R"([{"function": {"name": "f", "arguments": "{\"a\": 1, \"a\": 2}"}}])", ""};
+  auto d = h->Render({{"user", "a", ""}, dup}, Opts());
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(d.status().message().find("duplicate key \"a\""), std::string::npos) << d.status();
 }
 
 TEST(HarmonyRender, DefaultDateIsToday) {
