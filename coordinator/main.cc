@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <new>
 #include <string>
 #include <thread>
 #include <vector>
@@ -18,6 +19,7 @@
 #include "absl/strings/str_split.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/frontends/auth.h"
+#include "core/exit_codes.h"
 #include "core/flags_util.h"
 
 ABSL_FLAG(std::string, model, "", "Model folder (config.json, *.safetensors, tokenizer.json)");
@@ -82,7 +84,7 @@ ABSL_FLAG(double, drain_grace_s, 30,
           "a second signal exits at once");
 
 namespace {
-constexpr int kExitConfig = 78;  // EX_CONFIG: systemd's RestartPreventExitStatus
+using mxserve::kExitConfig;
 
 int g_signal_pipe[2] = {-1, -1};
 
@@ -215,17 +217,21 @@ int main(int argc, char** argv) {
       }
     }
   });
-  auto coordinator = mxserve::Coordinator::Start(o);
+  absl::StatusOr<std::unique_ptr<mxserve::Coordinator>> coordinator =
+      absl::UnknownError("not started");
+  try {
+    coordinator = mxserve::Coordinator::Start(o);
+  } catch (const std::bad_alloc&) {  // sizes are bounded and checked; this is the last guard
+    coordinator = absl::ResourceExhaustedError(
+        "out of memory while loading (config.json's sizes, --kv-cache-bytes, --threads?)");
+  }
   started.store(true);
   early_stop.join();
   if (!coordinator.ok()) {
     fprintf(stderr, "mxserve-coordinator: %s\n", coordinator.status().ToString().c_str());
-    bool config_error = coordinator.status().code() == absl::StatusCode::kInvalidArgument ||
-                        coordinator.status().code() == absl::StatusCode::kNotFound ||
-                        coordinator.status().code() == absl::StatusCode::kFailedPrecondition ||
-                        // a worker refused our token or certificate: restarting cannot help
-                        coordinator.status().code() == absl::StatusCode::kUnauthenticated;
-    return config_error ? kExitConfig : 1;
+    // A corrupt checkpoint (DataLoss), an unreadable file, a worker that refused our token:
+    // 78, so that systemd does not restart into the same failure for ever.
+    return mxserve::ExitCodeForStartError(coordinator.status());
   }
   int sig = 0;
   while (sig <= 0) sig = NextSignal(-1);

@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "core/bounded_json.h"
 #include "core/status.h"
 #include "nlohmann/json.hpp"
 
@@ -16,6 +17,7 @@ namespace mxserve {
 namespace {
 
 using json = nlohmann::json;
+using L = ModelLimits;
 
 // Reads fields of one JSON object, producing errors "SOURCE: field 'PREFIXNAME' ...".
 class Fields {
@@ -155,14 +157,16 @@ absl::Status ParseRopeScaling(const json& root, const std::string& source, Model
     return f.Error("beta_slow", absl::StrCat("must not exceed beta_fast (", r.beta_fast, "), got ", r.beta_slow));
   }
   ASSIGN_OR_RETURN(r.original_max_position_embeddings,
-                   f.Int("original_max_position_embeddings", 1, INT64_MAX / 2, c.max_position_embeddings));
+                   f.Int("original_max_position_embeddings", 1, L::kMaxPositions, c.max_position_embeddings));
   ASSIGN_OR_RETURN(r.truncate, f.Bool("truncate", true));
   return absl::OkStatus();
 }
 
 absl::StatusOr<ModelConfig> Parse(const std::string& text, const std::string& source) {
-  json root = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (root.is_discarded()) return absl::InvalidArgumentError(source + ": not valid JSON");
+  // Bounded like client JSON: error messages dump values, and a deep one would recurse.
+  absl::StatusOr<json> parsed = ParseBoundedJson<json>(text);
+  if (!parsed.ok()) return absl::InvalidArgumentError(absl::StrCat(source, ": ", parsed.status().message()));
+  json root = *std::move(parsed);
   if (!root.is_object()) return absl::InvalidArgumentError(source + ": not a JSON object");
   const Fields f(root, source);
   ModelConfig c;
@@ -185,19 +189,19 @@ absl::StatusOr<ModelConfig> Parse(const std::string& text, const std::string& so
 
   // Sizes are required: GptOssConfig would default them to gpt-oss-120b's, which for a
   // checkpoint that forgot one is a silent wrong answer.
-  ASSIGN_OR_RETURN(c.num_hidden_layers, f.Int32("num_hidden_layers", 1, 100000));
-  ASSIGN_OR_RETURN(c.hidden_size, f.Int32("hidden_size", 1));
-  ASSIGN_OR_RETURN(c.intermediate_size, f.Int32("intermediate_size", 1));
+  ASSIGN_OR_RETURN(c.num_hidden_layers, f.Int32("num_hidden_layers", 1, L::kMaxLayers));
+  ASSIGN_OR_RETURN(c.hidden_size, f.Int32("hidden_size", 1, L::kMaxHiddenSize));
+  ASSIGN_OR_RETURN(c.intermediate_size, f.Int32("intermediate_size", 1, L::kMaxIntermediateSize));
   if (f.Has("num_local_experts")) {
-    ASSIGN_OR_RETURN(c.num_local_experts, f.Int32("num_local_experts", 1));
+    ASSIGN_OR_RETURN(c.num_local_experts, f.Int32("num_local_experts", 1, L::kMaxExperts));
     if (f.Has("num_experts")) {
-      ASSIGN_OR_RETURN(int alias, f.Int32("num_experts", 1));
+      ASSIGN_OR_RETURN(int alias, f.Int32("num_experts", 1, L::kMaxExperts));
       if (alias != c.num_local_experts) {
         return f.Error("num_experts", absl::StrCat("(", alias, ") disagrees with num_local_experts (", c.num_local_experts, ")"));
       }
     }
   } else if (f.Has("num_experts")) {
-    ASSIGN_OR_RETURN(c.num_local_experts, f.Int32("num_experts", 1));
+    ASSIGN_OR_RETURN(c.num_local_experts, f.Int32("num_experts", 1, L::kMaxExperts));
   } else {
     return f.Error("num_local_experts", "is required (a positive integer; alias num_experts)");
   }
@@ -212,23 +216,26 @@ absl::StatusOr<ModelConfig> Parse(const std::string& text, const std::string& so
       return f.Error("experts_per_token", absl::StrCat("(", alias, ") disagrees with num_experts_per_tok (", c.num_experts_per_tok, ")"));
     }
   }
-  ASSIGN_OR_RETURN(c.num_attention_heads, f.Int32("num_attention_heads", 1));
+  ASSIGN_OR_RETURN(c.num_attention_heads, f.Int32("num_attention_heads", 1, L::kMaxHeads));
   ASSIGN_OR_RETURN(c.num_key_value_heads, f.Int32("num_key_value_heads", 1, c.num_attention_heads));
   if (c.num_attention_heads % c.num_key_value_heads != 0) {
     return f.Error("num_key_value_heads", absl::StrCat("(", c.num_key_value_heads, ") must divide num_attention_heads (", c.num_attention_heads, ")"));
   }
   if (f.Has("head_dim")) {
-    ASSIGN_OR_RETURN(c.head_dim, f.Int32("head_dim", 1));
+    ASSIGN_OR_RETURN(c.head_dim, f.Int32("head_dim", 1, L::kMaxHeadDim));
   } else {
     if (c.hidden_size % c.num_attention_heads != 0) {
       return f.Error("head_dim", absl::StrCat("is absent and hidden_size (", c.hidden_size, ") is not a multiple of num_attention_heads (", c.num_attention_heads, ")"));
     }
     c.head_dim = c.hidden_size / c.num_attention_heads;
+    if (c.head_dim > L::kMaxHeadDim) {
+      return f.Error("head_dim", absl::StrCat("is absent and hidden_size / num_attention_heads (", c.head_dim, ") exceeds ", L::kMaxHeadDim));
+    }
   }
   if (c.head_dim % 2 != 0) return f.Error("head_dim", absl::StrCat("must be even (RoPE rotates pairs), got ", c.head_dim));
-  ASSIGN_OR_RETURN(c.vocab_size, f.Int32("vocab_size", 1));
-  ASSIGN_OR_RETURN(c.sliding_window, f.Int32("sliding_window", 1, INT32_MAX, 128));
-  ASSIGN_OR_RETURN(c.max_position_embeddings, f.Int("max_position_embeddings", 1, INT64_MAX / 2, 131072));
+  ASSIGN_OR_RETURN(c.vocab_size, f.Int32("vocab_size", 1, L::kMaxVocab));
+  ASSIGN_OR_RETURN(c.sliding_window, f.Int32("sliding_window", 1, L::kMaxPositions, 128));
+  ASSIGN_OR_RETURN(c.max_position_embeddings, f.Int("max_position_embeddings", 1, L::kMaxPositions, 131072));
   ASSIGN_OR_RETURN(c.rope_theta, f.Number("rope_theta", 0.0, true, 150000.0));
   RETURN_IF_ERROR(ParseRopeScaling(root, source, c));
   ASSIGN_OR_RETURN(c.rms_norm_eps, f.Number("rms_norm_eps", 0.0, true, 1e-5));

@@ -19,6 +19,22 @@ struct RopeScaling {
   bool truncate = true;                 // HF default true; gpt-oss sets false
 };
 
+// The largest value config.json may give each dimension. Far above every released model
+// (gpt-oss-120b: 36 layers, hidden 2880, 128 experts, 64 heads of 64, vocab 201,088; the
+// largest vocabularies are near 262,144), and small enough that no product of two of them
+// overflows int64 and no buffer sized from the config alone asks for more than a few GiB
+// before the checkpoint's own tensor shapes have been checked against it.
+struct ModelLimits {
+  static constexpr int kMaxLayers = 1024;
+  static constexpr int kMaxHiddenSize = 1 << 16;          // 65,536
+  static constexpr int kMaxIntermediateSize = 1 << 18;    // 262,144 (per expert)
+  static constexpr int kMaxExperts = 1 << 12;             // 4,096
+  static constexpr int kMaxHeads = 1 << 10;               // attention and key/value heads
+  static constexpr int kMaxHeadDim = 1 << 10;
+  static constexpr int kMaxVocab = 1 << 24;               // the tokenizer loaders' id bound too
+  static constexpr int64_t kMaxPositions = int64_t{1} << 24;  // positions, windows, RoPE lengths
+};
+
 struct ModelConfig {
   std::string model_type;               // "gpt_oss"
   std::string architecture;             // "GptOssForCausalLM"

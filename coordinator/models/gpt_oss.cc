@@ -55,8 +55,19 @@ absl::Status ReadDense(const Checkpoint& ckpt, const std::string& name,
   return absl::OkStatus();
 }
 
+// The tensor's dtype and shape against the config, before anything is allocated for it: a
+// config.json that claims a huge dimension fails here, naming the tensor, rather than in
+// std::bad_alloc.
+absl::Status CheckShape(const Checkpoint& ckpt, const std::string& name,
+                        const std::vector<int64_t>& shape) {
+  ASSIGN_OR_RETURN(TensorView any, ckpt.Get(name));
+  const DType want = any.dtype == DType::kF32 ? DType::kF32 : DType::kBF16;
+  return ckpt.Get(name, want, shape).status();
+}
+
 absl::Status ReadInto(const Checkpoint& ckpt, const std::string& name, std::vector<int64_t> shape,
                       ThreadPool* pool, std::vector<float>& out) {
+  RETURN_IF_ERROR(CheckShape(ckpt, name, shape));
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
   out.assign(static_cast<size_t>(n), 0.0f);
@@ -158,6 +169,9 @@ absl::Status GptOssModel::Load(const Checkpoint& ckpt) {
     L.sliding = c.IsSlidingLayer(l);
     RETURN_IF_ERROR(ReadInto(ckpt, LayerName(l, "input_layernorm.weight"), {H}, pool_, L.input_norm));
     RETURN_IF_ERROR(ReadInto(ckpt, LayerName(l, "post_attention_layernorm.weight"), {H}, pool_, L.post_norm));
+    RETURN_IF_ERROR(CheckShape(ckpt, LayerName(l, "self_attn.q_proj.weight"), {qd, H}));
+    RETURN_IF_ERROR(CheckShape(ckpt, LayerName(l, "self_attn.k_proj.weight"), {kvd, H}));
+    RETURN_IF_ERROR(CheckShape(ckpt, LayerName(l, "self_attn.v_proj.weight"), {kvd, H}));
     L.qkv_w.assign(static_cast<size_t>((qd + 2 * kvd) * H), 0.0f);
     L.qkv_b.assign(static_cast<size_t>(qd + 2 * kvd), 0.0f);
     RETURN_IF_ERROR(ReadDense(ckpt, LayerName(l, "self_attn.q_proj.weight"), {qd, H}, pool_, L.qkv_w.data()));

@@ -242,7 +242,65 @@ TEST(ModelConfig, EachMissingOrWrongFieldIsNamed) {
 TEST(ModelConfig, MessageForAMissingSize) {
   json j = Base();
   j["hidden_size"] = 0;
-  EXPECT_EQ(Message(Parse(j).status()), "config.json: field 'hidden_size' must be a positive integer, got 0");
+  EXPECT_EQ(Message(Parse(j).status()), "config.json: field 'hidden_size' must be an integer in [1, 65536], got 0");
+}
+
+// Every dimension has an upper bound: the values that made the process die in std::bad_alloc
+// (vocab_size or num_local_experts of 2^31-1, heads and head_dim of 2^30) and one past each
+// limit are refused naming the field; the limit itself is accepted.
+TEST(ModelConfig, EveryDimensionIsBounded) {
+  using L = ModelLimits;
+  struct Dim {
+    const char* field;
+    int64_t limit;
+  };
+  const Dim dims[] = {{"num_hidden_layers", L::kMaxLayers},
+                      {"hidden_size", L::kMaxHiddenSize},
+                      {"intermediate_size", L::kMaxIntermediateSize},
+                      {"num_local_experts", L::kMaxExperts},
+                      {"num_attention_heads", L::kMaxHeads},
+                      {"head_dim", L::kMaxHeadDim},
+                      {"vocab_size", L::kMaxVocab},
+                      {"sliding_window", L::kMaxPositions},
+                      {"max_position_embeddings", L::kMaxPositions}};
+  for (const Dim& d : dims) {
+    for (int64_t v : {d.limit + 1, int64_t{1} << 30, int64_t{INT32_MAX}, int64_t{1} << 40}) {
+      json j = Base();
+      j.erase("layer_types");
+      j[d.field] = v;
+      auto c = Parse(j);
+      ASSERT_FALSE(c.ok()) << d.field << " = " << v;
+      EXPECT_THAT(Message(c.status()), HasSubstr("field '" + std::string(d.field) + "'"));
+    }
+    json j = Base();
+    j.erase("layer_types");
+    j[d.field] = d.limit;
+    auto c = Parse(j);
+    EXPECT_TRUE(c.ok()) << d.field << " = " << d.limit << ": " << c.status();
+  }
+  json heads = Base();
+  heads["num_attention_heads"] = 1 << 30;
+  heads["head_dim"] = 1 << 30;
+  EXPECT_THAT(Message(Parse(heads).status()), HasSubstr("field 'num_attention_heads'"));
+  json derived = Base();  // head_dim from hidden_size / heads: bounded too
+  derived.erase("head_dim");
+  derived["hidden_size"] = L::kMaxHiddenSize;
+  derived["num_attention_heads"] = 8;
+  EXPECT_THAT(Message(Parse(derived).status()), HasSubstr("field 'head_dim'"));
+  json rope = Base();
+  rope["rope_scaling"]["original_max_position_embeddings"] = L::kMaxPositions + 1;
+  EXPECT_THAT(Message(Parse(rope).status()),
+              HasSubstr("field 'rope_scaling.original_max_position_embeddings'"));
+}
+
+TEST(ModelConfig, DeepOrRepeatedJsonIsRefused) {
+  std::string deep = kGptOss20b;
+  deep.insert(deep.rfind('}'), ", \"extra\": " + std::string(100000, '[') + std::string(100000, ']'));
+  EXPECT_THAT(Message(ModelConfig::FromJsonText(deep).status()), HasSubstr("deeper than 64"));
+  std::string twice = kGptOss20b;
+  twice.insert(twice.rfind('}'), ", \"vocab_size\": 7");
+  EXPECT_THAT(Message(ModelConfig::FromJsonText(twice).status()),
+              HasSubstr("duplicate key \"vocab_size\""));
 }
 
 TEST(ModelConfig, NotJson) {
