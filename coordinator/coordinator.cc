@@ -240,6 +240,7 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(CoordinatorOptio
     lo.replicas = options.expert_replicas;
     lo.threads_per_worker = options.worker_threads;
     lo.startup_timeout = options.worker_startup_timeout;
+    lo.auth = options.worker_auth;  // flag or environment: the workers must require it too
     if (options.expert_shared_memory) lo.extra_args.push_back("--allow_shared_memory");
     Log(absl::StrCat("starting ", lo.num_workers, " local workers (", lo.worker_binary, "), ",
                      lo.replicas, " replica(s) of each expert"));
@@ -374,6 +375,7 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(CoordinatorOptio
   frontends::GrpcServerOptions go;
   go.host = options.host;
   go.port = options.grpc_port;
+  go.reflection = options.grpc_reflection;
   ASSIGN_OR_RETURN(p.grpc, frontends::GrpcFrontend::Start(ctx, go));
   Log(absl::StrCat("serving '", options.served_model_name, "': HTTP on ", options.host, ":",
                    p.http->port(), ", gRPC on ", options.host, ":", p.grpc->port()));

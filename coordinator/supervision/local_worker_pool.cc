@@ -41,6 +41,22 @@ namespace {
 
 std::string PortFile(const std::string& dir, int i) { return absl::StrCat(dir, "/worker-", i, ".port"); }
 
+// The worker's environment: ours without any worker credential (a token or TLS path set in
+// our environment must not override the options), plus the token when there is one.
+std::vector<std::string> ChildEnvironment(const WorkerAuthOptions& auth) {
+  static constexpr const char* kDropped[] = {"MXSERVE_WORKER_TOKEN=", "MXSERVE_TLS_CA=",
+                                             "MXSERVE_TLS_CERT=", "MXSERVE_TLS_KEY=",
+                                             "MXSERVE_TLS_SERVER_NAME="};
+  std::vector<std::string> env;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    bool drop = false;
+    for (const char* d : kDropped) drop |= std::strncmp(*e, d, std::strlen(d)) == 0;
+    if (!drop) env.emplace_back(*e);
+  }
+  if (!auth.token.empty()) env.push_back(absl::StrCat("MXSERVE_WORKER_TOKEN=", auth.token));
+  return env;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<LocalWorkerPool>> LocalWorkerPool::Start(
@@ -110,10 +126,18 @@ absl::Status LocalWorkerPool::Spawn(int i) {
       "--port=0",
       absl::StrCat("--port-file=", PortFile(temp_dir_, i)),
       absl::StrCat("--threads=", options_.threads_per_worker)};
+  const WorkerAuthOptions& auth = options_.auth;
+  if (!auth.tls_ca.empty()) args.push_back(absl::StrCat("--tls-ca=", auth.tls_ca));
+  if (!auth.tls_cert.empty()) args.push_back(absl::StrCat("--tls-cert=", auth.tls_cert));
+  if (!auth.tls_key.empty()) args.push_back(absl::StrCat("--tls-key=", auth.tls_key));
   args.insert(args.end(), options_.extra_args.begin(), options_.extra_args.end());
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
+  std::vector<std::string> env = ChildEnvironment(auth);
+  std::vector<char*> envp;
+  for (std::string& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
   const pid_t parent = getpid();
   const pid_t pid = vfork();
   if (pid < 0) {
@@ -129,7 +153,7 @@ absl::Status LocalWorkerPool::Spawn(int i) {
     signal(SIGTERM, SIG_DFL);
     signal(SIGINT, SIG_DFL);
     signal(SIGPIPE, SIG_DFL);
-    execv(argv[0], argv.data());
+    execve(argv[0], argv.data(), envp.data());
     _exit(127);
   }
   w.pid = pid;
@@ -149,14 +173,18 @@ absl::Status LocalWorkerPool::WaitAllServing() {
       if (waitpid(w.pid, &wstatus, WNOHANG) == w.pid) {
         const pid_t pid = w.pid;
         w.pid = -1;  // reaped
-        return absl::UnavailableError(absl::StrCat(
-            "local worker ", i, " (pid ", pid, ", experts ", w.first_expert, "-",
-            w.end_expert - 1, ") ", DescribeExit(wstatus),
-            " during startup; its log is on stderr above"));
+        // A worker's EX_CONFIG (bad model, flags or credentials) is ours too: no restart helps.
+        const bool config = WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 78;
+        return absl::Status(
+            config ? absl::StatusCode::kFailedPrecondition : absl::StatusCode::kUnavailable,
+            absl::StrCat("local worker ", i, " (pid ", pid, ", experts ", w.first_expert, "-",
+                         w.end_expert - 1, ") ", DescribeExit(wstatus),
+                         " during startup; its log is on stderr above"));
       }
       if (clients[i] == nullptr && !PollAddress(static_cast<int>(i)).empty()) {
         ASSIGN_OR_RETURN(clients[i], WorkerClient::Create(
-                                         w.address, {.name = absl::StrCat("local worker ", i)}));
+                                         w.address, {.name = absl::StrCat("local worker ", i),
+                                                     .auth = options_.auth}));
       }
       if (clients[i] != nullptr) {
         absl::StatusOr<bool> serving = clients[i]->IsServing(absl::Now() + absl::Seconds(1));

@@ -15,6 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "worker/worker_auth.h"
 
 namespace mxserve {
 
@@ -29,6 +30,12 @@ struct LocalWorkerPoolOptions {
   absl::Duration startup_timeout = absl::Minutes(5);  // port file + SERVING, all workers
   absl::Duration stop_grace = absl::Seconds(5);       // SIGTERM -> SIGKILL
   std::vector<std::string> extra_args;                // appended to every worker's flags
+  // The coordinator's worker token and TLS files, given to every worker: the token through
+  // the child's environment (MXSERVE_WORKER_TOKEN; never on its command line, which every
+  // local user can read in /proc), the TLS files (paths, no secret) as --tls-* flags. The
+  // worker presents tls_cert/tls_key as its server certificate: one certificate for both
+  // ends, valid for `host` or tls_server_name. Also used for the readiness checks.
+  WorkerAuthOptions auth;
 };
 
 class LocalWorkerPool {

@@ -8,6 +8,8 @@
 
 #include <cerrno>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 
 #include "absl/time/clock.h"
 #include "coordinator/router/expert_router.h"
@@ -95,6 +97,90 @@ TEST(LocalWorkerPoolTest, TwoRealWorkersServeAndStop) {
   std::filesystem::remove_all(dir);
 }
 
+// The pool's worker token (the coordinator's --worker-token flag) reaches every worker it
+// spawns, through the child's environment and never its command line: a caller without the
+// token (or with one set in the coordinator's own environment) is refused, the pool's own
+// readiness checks and a client holding the token get in.
+std::string ReadProcFile(pid_t pid, const char* what) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/" + what, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+}
+
+TEST(LocalWorkerPoolTest, WorkerTokenFromOptionsLocksEveryWorker) {
+  testing::ExpertCheckpointSpec spec;
+  const std::string dir = testing::NewTempDir();
+  ASSERT_TRUE(testing::WriteExpertCheckpoint(dir, spec).ok());
+  setenv("MXSERVE_WORKER_TOKEN", "decoy-from-the-environment", 1);
+  LocalWorkerPoolOptions opt;
+  opt.worker_binary = WorkerBinary();
+  opt.model_dir = dir;
+  opt.num_workers = 2;
+  opt.num_experts = spec.experts;
+  opt.startup_timeout = absl::Seconds(60);
+  opt.auth.token = "pool-secret-7f3a";
+  auto pool = LocalWorkerPool::Start(opt);
+  unsetenv("MXSERVE_WORKER_TOKEN");
+  ASSERT_TRUE(pool.ok()) << pool.status();
+  for (const auto& w : (*pool)->workers()) {
+    WorkerAuthOptions none, decoy, right;
+    decoy.token = "decoy-from-the-environment";
+    right.token = opt.auth.token;
+    for (const WorkerAuthOptions* a : {&none, &decoy}) {
+      auto c = WorkerClient::Create(w.address, {.auth = *a});
+      ASSERT_TRUE(c.ok());
+      auto d = (*c)->Describe(absl::Now() + absl::Seconds(5));
+      EXPECT_EQ(d.status().code(), absl::StatusCode::kUnauthenticated) << w.address;
+    }
+    auto c = WorkerClient::Create(w.address, {.auth = right});
+    ASSERT_TRUE(c.ok());
+    auto d = (*c)->Describe(absl::Now() + absl::Seconds(5));
+    ASSERT_TRUE(d.ok()) << d.status();
+    EXPECT_TRUE(d->ready());
+    const std::string cmdline = ReadProcFile(w.pid, "cmdline");
+    EXPECT_FALSE(cmdline.empty());
+    EXPECT_EQ(cmdline.find("pool-secret"), std::string::npos) << "token on the command line";
+    EXPECT_NE(ReadProcFile(w.pid, "environ").find("MXSERVE_WORKER_TOKEN=pool-secret-7f3a"),
+              std::string::npos);
+  }
+  pool->reset();
+  std::filesystem::remove_all(dir);
+}
+
+// Mutual TLS from the options: the workers listen with the coordinator's certificate and
+// require a client certificate; the pool's readiness checks present it.
+TEST(LocalWorkerPoolTest, TlsOptionsReachEveryWorker) {
+  const std::string certs = testing::NewTempDir();
+  const std::string cmd = std::string(MXSERVE_SOURCE_DIR) + "/tests/auth/make_test_certs.sh " +
+                          certs + " >" + certs + "/log 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << "openssl failed: see " << certs << "/log";
+  testing::ExpertCheckpointSpec spec;
+  const std::string dir = testing::NewTempDir();
+  ASSERT_TRUE(testing::WriteExpertCheckpoint(dir, spec).ok());
+  LocalWorkerPoolOptions opt;
+  opt.worker_binary = WorkerBinary();
+  opt.model_dir = dir;
+  opt.num_workers = 2;
+  opt.num_experts = spec.experts;
+  opt.startup_timeout = absl::Seconds(60);
+  opt.auth.tls_ca = certs + "/ca.pem";
+  opt.auth.tls_cert = certs + "/both.pem";
+  opt.auth.tls_key = certs + "/both.key";
+  auto pool = LocalWorkerPool::Start(opt);
+  ASSERT_TRUE(pool.ok()) << pool.status();
+  for (const auto& w : (*pool)->workers()) {
+    auto plain = WorkerClient::Create(w.address, {});
+    ASSERT_TRUE(plain.ok());
+    EXPECT_FALSE((*plain)->Describe(absl::Now() + absl::Seconds(3)).ok()) << "plaintext let in";
+    auto tls = WorkerClient::Create(w.address, {.auth = opt.auth});
+    ASSERT_TRUE(tls.ok());
+    auto d = (*tls)->Describe(absl::Now() + absl::Seconds(5));
+    EXPECT_TRUE(d.ok()) << d.status();
+  }
+  pool->reset();
+  std::filesystem::remove_all(dir);
+  std::filesystem::remove_all(certs);
+}
+
 TEST(LocalWorkerPoolTest, StartupFailureNamesWorkerAndExitStatus) {
   LocalWorkerPoolOptions opt;
   opt.worker_binary = WorkerBinary();
@@ -106,6 +192,8 @@ TEST(LocalWorkerPoolTest, StartupFailureNamesWorkerAndExitStatus) {
   ASSERT_FALSE(pool.ok());
   EXPECT_THAT(std::string(pool.status().message()), HasSubstr("exited with status 78"));
   EXPECT_THAT(std::string(pool.status().message()), HasSubstr("local worker"));
+  // EX_CONFIG from a worker is a configuration error of the pool too (the coordinator exits 78).
+  EXPECT_EQ(pool.status().code(), absl::StatusCode::kFailedPrecondition);
 
   opt.worker_binary = "/nonexistent/mxserve-worker";
   EXPECT_EQ(LocalWorkerPool::Start(opt).status().code(), absl::StatusCode::kFailedPrecondition);
