@@ -22,6 +22,7 @@ struct CoordinatorOptions {
   int http_threads = 2;
   int64_t max_body_bytes = 8 << 20;
   // Security and limits (coordinator/frontends/auth.h, request_deadline.h).
+  bool grpc_reflection = false;       // gRPC server reflection on the front door (no key needed)
   std::string api_key;                // non-empty: Bearer key required on HTTP and gRPC
   int max_prompt_tokens = 0;          // > 0: longer prompts get 400
   absl::Duration request_timeout = absl::ZeroDuration();  // > 0: longer requests end with 504

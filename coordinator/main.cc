@@ -65,6 +65,9 @@ ABSL_FLAG(int, block_size, 16, "Tokens per KV block");
 ABSL_FLAG(std::string, api_key, "",
           "Require 'Authorization: Bearer KEY' on HTTP and gRPC (probes and /metrics stay open); "
           "prefer the MXSERVE_API_KEY environment variable, which `ps` does not show");
+ABSL_FLAG(bool, grpc_reflection, false,
+          "Serve gRPC server reflection on the gRPC port (for grpcurl without the .proto files); "
+          "it answers without the API key, so it is off by default");
 ABSL_FLAG(int, max_prompt_tokens, 0, "Reject longer prompts with 400 (0 = only the context bounds them)");
 ABSL_FLAG(double, request_timeout_s, 0,
           "End a request running longer than this with an error (HTTP 504); 0 = no limit");
@@ -162,6 +165,7 @@ int main(int argc, char** argv) {
   o.block_size = absl::GetFlag(FLAGS_block_size);
   o.kv_cache_bytes = absl::GetFlag(FLAGS_kv_cache_bytes);
   o.api_key = mxserve::frontends::ApiKeyFromFlagOrEnv(absl::GetFlag(FLAGS_api_key));
+  o.grpc_reflection = absl::GetFlag(FLAGS_grpc_reflection);
   o.max_prompt_tokens = absl::GetFlag(FLAGS_max_prompt_tokens);
   const double timeout_s = absl::GetFlag(FLAGS_request_timeout_s);
   o.request_timeout = absl::Seconds(timeout_s);

@@ -59,6 +59,9 @@ ABSL_FLAG(int, health_port, -1,
 ABSL_FLAG(bool, allow_shared_memory, false,
           "answer expert calls whose tensors are in a /mxserve-shm-* shared-memory object of this "
           "user (same-host coordinators: --expert_shared_memory)");
+ABSL_FLAG(bool, grpc_reflection, false,
+          "serve gRPC server reflection (it answers without the token or a client certificate, "
+          "so it is off by default)");
 ABSL_FLAG(bool, pin_shared_memory, true,
           "with --device cuda:N and --allow_shared_memory: page-lock the mapped objects "
           "(cudaHostRegister) so that copies go straight to and from them");
@@ -80,6 +83,7 @@ struct WorkerOptions {
   int health_port = -1;
   bool allow_shared_memory = false;
   bool pin_shared_memory = true;
+  bool grpc_reflection = false;
 };
 
 WorkerOptions OptionsFromFlags() {
@@ -99,6 +103,7 @@ WorkerOptions OptionsFromFlags() {
   o.health_port = absl::GetFlag(FLAGS_health_port);
   o.allow_shared_memory = absl::GetFlag(FLAGS_allow_shared_memory);
   o.pin_shared_memory = absl::GetFlag(FLAGS_pin_shared_memory);
+  o.grpc_reflection = absl::GetFlag(FLAGS_grpc_reflection);
   return o;
 }
 
@@ -205,6 +210,7 @@ int Main(const WorkerOptions& opt) {
   sopt.port = opt.port;
   sopt.auth = opt.auth;
   sopt.plaintext_health_port = opt.health_port;
+  sopt.reflection = opt.grpc_reflection;
   absl::StatusOr<std::unique_ptr<WorkerServer>> server = WorkerServer::Start(sopt, service);
   if (!server.ok()) {
     Fail(server.status().code() == absl::StatusCode::kInvalidArgument ? kExitConfig : 1,

@@ -20,7 +20,7 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
   if (options.host.empty()) return absl::InvalidArgumentError("host: empty");
   // Both are process-wide switches; they must be set before the builder is made.
   grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  if (options.reflection) grpc::reflection::InitProtoReflectionServerBuilderPlugin();
 
   auto server = std::unique_ptr<WorkerServer>(new WorkerServer());
   server->host_ = options.host;

@@ -28,6 +28,9 @@ struct WorkerServerOptions {
   // With TLS on: also listen in plaintext on this port (0 = pick) for Kubernetes gRPC health
   // probes, which cannot speak TLS; the experts refuse calls arriving there. -1 = no such port.
   int plaintext_health_port = -1;
+  // gRPC server reflection: off unless asked for (it answers without the token or a client
+  // certificate). Process-wide once on.
+  bool reflection = false;
 };
 
 class WorkerServer {

@@ -402,7 +402,7 @@ absl::StatusOr<std::unique_ptr<GrpcFrontend>> GrpcFrontend::Start(ServingContext
 
   // Process-wide switches; both must be set before the builder is created.
   grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  if (options.reflection) grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   const std::string addr = absl::StrCat(
       options.host.find(':') != std::string::npos ? "[" + options.host + "]" : options.host, ":",

@@ -18,6 +18,10 @@ struct GrpcServerOptions {
   int max_send_message_bytes = 16 << 20;
   // How often the health service re-reads ServingContext::ready.
   std::chrono::milliseconds health_poll{500};
+  // gRPC server reflection (grpcurl without .proto files). Off unless asked for: it answers
+  // without the API key (it is a process-wide plugin, outside the services' key check), and
+  // the schema is in proto/ for any client that needs it. Process-wide once on.
+  bool reflection = false;
 };
 
 class GrpcFrontend {

@@ -7,9 +7,11 @@
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <future>
 #include <random>
 #include <string>
 
+#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
@@ -180,6 +182,7 @@ class GrpcAuthTest : public ::testing::Test {
     o.host = "127.0.0.1";
     o.port = 0;
     o.health_poll = std::chrono::milliseconds(20);
+    o.reflection = reflection_;
     auto fe = frontends::GrpcFrontend::Start(ctx, o);
     ASSERT_TRUE(fe.ok()) << fe.status();
     fe_ = *std::move(fe);
@@ -224,6 +227,7 @@ class GrpcAuthTest : public ::testing::Test {
   std::unique_ptr<frontends::GrpcFrontend> fe_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Inference::Stub> stub_;
+  bool reflection_ = false;
 };
 
 TEST_F(GrpcAuthTest, NoKeyOrWrongKeyIsUnauthenticated) {
@@ -265,8 +269,10 @@ WorkerModelInfo Info() {
   return info;
 }
 
-std::unique_ptr<WorkerServer> StartWorker(WorkerAuthOptions auth, int health_port = -1) {
+std::unique_ptr<WorkerServer> StartWorker(WorkerAuthOptions auth, int health_port = -1,
+                                          bool reflection = false) {
   WorkerServerOptions o;
+  o.reflection = reflection;
   o.host = "127.0.0.1";
   o.port = 0;
   o.auth = std::move(auth);
@@ -448,6 +454,48 @@ TEST_F(WorkerMtlsTest, MissingOrBadFilesAreConfigErrorsNamingTheFlag) {
   c = WorkerClient::Create("127.0.0.1:1", co);
   ASSERT_FALSE(c.ok());
   EXPECT_NE(std::string(c.status().message()).find("not a PEM"), std::string::npos);
+}
+
+// gRPC server reflection answers without the API key or the worker token (it is a process-wide
+// plugin outside the services' checks), so it is off unless a flag asks for it. Its one method
+// called as unary with an empty request: UNIMPLEMENTED without reflection, OK with it.
+grpc::StatusCode CallReflection(const std::string& address) {
+  auto ch = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+  grpc::GenericStub stub(ch);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  grpc::Slice empty("");
+  grpc::ByteBuffer req(&empty, 1), resp;
+  std::promise<grpc::Status> done;
+  stub.UnaryCall(&ctx, "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
+                 grpc::StubOptions(), &req, &resp,
+                 [&done](grpc::Status s) { done.set_value(std::move(s)); });
+  return done.get_future().get().error_code();
+}
+
+// These two come before the one that turns reflection on: the plugin is process-wide, and
+// ctest runs each test in a process of its own, a plain run of the binary in file order.
+TEST_F(GrpcAuthTest, ReflectionIsOffByDefault) {
+  EXPECT_EQ(CallReflection("127.0.0.1:" + std::to_string(fe_->port())),
+            grpc::StatusCode::UNIMPLEMENTED);
+}
+
+TEST(WorkerReflectionTest, OffByDefault) {
+  WorkerAuthOptions server;
+  server.token = "worker-secret-1";
+  auto w = StartWorker(server);
+  ASSERT_NE(w, nullptr);
+  EXPECT_EQ(CallReflection(w->address()), grpc::StatusCode::UNIMPLEMENTED);
+  EXPECT_EQ(Describe(w->address(), WorkerAuthOptions{}).code(), absl::StatusCode::kUnauthenticated);
+}
+
+class GrpcReflectionOnTest : public GrpcAuthTest {
+ protected:
+  GrpcReflectionOnTest() { reflection_ = true; }
+};
+
+TEST_F(GrpcReflectionOnTest, OnWhenAskedFor) {
+  EXPECT_EQ(CallReflection("127.0.0.1:" + std::to_string(fe_->port())), grpc::StatusCode::OK);
 }
 
 }  // namespace
