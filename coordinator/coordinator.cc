@@ -194,6 +194,12 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(CoordinatorOptio
 
   ASSIGN_OR_RETURN(p.config, ModelConfig::Load(options.model_dir));
   ASSIGN_OR_RETURN(p.tokenizer, Tokenizer::FromDir(options.model_dir));
+  // Every id the tokenizer can produce needs a row in the embedding and the LM head.
+  if (p.tokenizer->vocab_size() > p.config.vocab_size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tokenizer: token id ", p.tokenizer->vocab_size() - 1, " is outside config.json's "
+        "vocab_size (", p.config.vocab_size, "): the model has no embedding row for it"));
+  }
   ASSIGN_OR_RETURN(p.chat, ChatTemplate::ForModel(p.config.model_type, p.tokenizer.get()));
   p.pool = std::make_shared<ThreadPool>(options.threads);
   ASSIGN_OR_RETURN(auto checkpoint, Checkpoint::Open(options.model_dir));

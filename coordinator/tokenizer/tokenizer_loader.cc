@@ -112,6 +112,7 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> FromParsedJson(const json& tj, const 
 
   absl::flat_hash_map<std::string, int32_t> vocab;
   absl::flat_hash_map<std::string, int32_t> by_spelling;  // byte-level spelling -> id, for merges
+  absl::flat_hash_map<int32_t, std::string> spelling_of;   // id -> spelling, for duplicates
   vocab.reserve(model["vocab"].size());
   for (auto it = model["vocab"].begin(); it != model["vocab"].end(); ++it) {
     if (!it.value().is_number_integer())
@@ -122,10 +123,18 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> FromParsedJson(const json& tj, const 
     if (id < 0) return Bad(absl::StrCat("model.vocab[\"", it.key(), "\"]"), "negative id");
     if (!vocab.try_emplace(*bytes, id).second)
       return Bad(absl::StrCat("model.vocab[\"", it.key(), "\"]"), "duplicate token bytes");
+    // One id, two tokens: decoding would pick one silently.
+    if (auto [other, fresh] = spelling_of.try_emplace(id, it.key()); !fresh) {
+      return Bad(absl::StrCat("model.vocab[\"", it.key(), "\"]"),
+                 absl::StrCat("id ", id, " is also the id of \"", other->second, "\""));
+    }
     by_spelling.try_emplace(it.key(), id);
   }
 
   std::vector<std::pair<int32_t, int32_t>> merges;
+  if (model.contains("merges") && !model["merges"].is_null() && !model["merges"].is_array()) {
+    return Bad("model.merges", "expected an array");  // else silently a merge-less tokenizer
+  }
   if (!model.value("ignore_merges", false) && model.contains("merges") &&
       model["merges"].is_array()) {
     const json& m = model["merges"];
@@ -146,8 +155,10 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> FromParsedJson(const json& tj, const 
         return Bad(absl::StrCat("model.merges[", r, "]"), "expected \"a b\" or [a, b]");
       }
       auto ia = by_spelling.find(a), ib = by_spelling.find(b);
-      if (ia == by_spelling.end() || ib == by_spelling.end())
-        return Bad(absl::StrCat("model.merges[", r, "]"), "a part is not in the vocab");
+      if (ia == by_spelling.end() || ib == by_spelling.end()) {
+        return Bad(absl::StrCat("model.merges[", r, "]"),
+                   absl::StrCat("\"", ia == by_spelling.end() ? a : b, "\" is not in the vocab"));
+      }
       merges.push_back({ia->second, ib->second});
     }
   }

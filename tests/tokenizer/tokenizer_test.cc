@@ -16,6 +16,7 @@
 #include "coordinator/tokenizer/regex_splitter.h"
 #include "coordinator/tokenizer/tokenizer.h"
 #include "coordinator/tokenizer/utf8.h"
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tools/tiny_tokenizer/tiny_tokenizer.h"
@@ -535,6 +536,43 @@ TEST(Loader, ChainedSplitsAndGpt2ByteLevel) {
     want2.insert(want2.end(), ids.begin(), ids.end());
   }
   EXPECT_EQ((*gpt2)->Encode("Hello world's", false), want2);
+}
+
+// Ids given twice, merges naming a token the vocab lacks, and a merges value that is not an
+// array are refused at load, naming the id or the merge (they loaded before, decoding one of
+// the two tokens wrongly or silently dropping every merge).
+TEST(Loader, DuplicateIdsAndUnknownMergesAreRefused) {
+  json tj = json::parse(Tiny().tokenizer_json);
+  tj["model"]["ignore_merges"] = false;
+  ASSERT_TRUE(Tokenizer::FromJson(tj.dump(), "").ok());
+  for (bool merges_mode : {false, true}) {
+    json dup = tj;
+    dup["model"]["ignore_merges"] = !merges_mode;
+    const int32_t id_of_a = dup["model"]["vocab"]["a"].get<int32_t>();
+    dup["model"]["vocab"]["zzzz-new"] = id_of_a;
+    auto r = Tokenizer::FromJson(dup.dump(), "");
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.status().message().find(absl::StrCat("id ", id_of_a, " is also the id of")),
+              std::string::npos)
+        << r.status();
+  }
+  ASSERT_FALSE(tj["model"]["merges"].empty());
+  for (int side : {0, 1}) {
+    json unknown = tj;
+    unknown["model"]["merges"][3][side] = "no-such-token";
+    auto r = Tokenizer::FromJson(unknown.dump(), "");
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.status().message().find("model.merges[3]"), std::string::npos) << r.status();
+    EXPECT_NE(r.status().message().find("\"no-such-token\" is not in the vocab"), std::string::npos)
+        << r.status();
+  }
+  for (json bad : {json("a b"), json::object({{"a", "b"}}), json(7)}) {
+    json m = tj;
+    m["model"]["merges"] = bad;
+    auto r = Tokenizer::FromJson(m.dump(), "");
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.status().message().find("model.merges"), std::string::npos) << r.status();
+  }
 }
 
 TEST(Loader, BadJsonIsAnErrorNamingTheField) {
