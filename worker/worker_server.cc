@@ -2,7 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "core/grpc_reflection.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/server_builder.h"
 
@@ -20,12 +20,12 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
   if (options.host.empty()) return absl::InvalidArgumentError("host: empty");
   // Both are process-wide switches; they must be set before the builder is made.
   grpc::EnableDefaultHealthCheckService(true);
-  if (options.reflection) grpc::reflection::InitProtoReflectionServerBuilderPlugin();
 
   auto server = std::unique_ptr<WorkerServer>(new WorkerServer());
   server->host_ = options.host;
   server->service_ = std::move(service);
   grpc::ServerBuilder builder;
+  ConfigureReflection(builder, options.reflection);
   const std::string host = options.host.find(':') != std::string::npos
                                ? absl::StrCat("[", options.host, "]")  // IPv6 literal
                                : options.host;

@@ -29,7 +29,7 @@ struct WorkerServerOptions {
   // probes, which cannot speak TLS; the experts refuse calls arriving there. -1 = no such port.
   int plaintext_health_port = -1;
   // gRPC server reflection: off unless asked for (it answers without the token or a client
-  // certificate). Process-wide once on.
+  // certificate).
   bool reflection = false;
 };
 

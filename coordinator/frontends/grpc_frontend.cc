@@ -6,7 +6,6 @@
 #include <mutex>
 #include <thread>
 
-#include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
 
@@ -15,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "coordinator/frontends/api_error.h"
 #include "coordinator/frontends/auth.h"
+#include "core/grpc_reflection.h"
 #include "coordinator/frontends/grpc_generate.h"
 #include "coordinator/frontends/openai_api.h"
 #include "core/status.h"
@@ -402,8 +402,8 @@ absl::StatusOr<std::unique_ptr<GrpcFrontend>> GrpcFrontend::Start(ServingContext
 
   // Process-wide switches; both must be set before the builder is created.
   grpc::EnableDefaultHealthCheckService(true);
-  if (options.reflection) grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
+  ConfigureReflection(builder, options.reflection);
   const std::string addr = absl::StrCat(
       options.host.find(':') != std::string::npos ? "[" + options.host + "]" : options.host, ":",
       options.port);

@@ -19,8 +19,8 @@ struct GrpcServerOptions {
   // How often the health service re-reads ServingContext::ready.
   std::chrono::milliseconds health_poll{500};
   // gRPC server reflection (grpcurl without .proto files). Off unless asked for: it answers
-  // without the API key (it is a process-wide plugin, outside the services' key check), and
-  // the schema is in proto/ for any client that needs it. Process-wide once on.
+  // without the API key (a plugin outside the services' key check), and the schema is in
+  // proto/ for any client that needs it.
   bool reflection = false;
 };
 

@@ -456,8 +456,8 @@ TEST_F(WorkerMtlsTest, MissingOrBadFilesAreConfigErrorsNamingTheFlag) {
   EXPECT_NE(std::string(c.status().message()).find("not a PEM"), std::string::npos);
 }
 
-// gRPC server reflection answers without the API key or the worker token (it is a process-wide
-// plugin outside the services' checks), so it is off unless a flag asks for it. Its one method
+// gRPC server reflection answers without the API key or the worker token (a plugin outside the
+// services' checks), so it is off unless a flag asks for it. Its one method
 // called as unary with an empty request: UNIMPLEMENTED without reflection, OK with it.
 grpc::StatusCode CallReflection(const std::string& address) {
   auto ch = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
@@ -473,8 +473,6 @@ grpc::StatusCode CallReflection(const std::string& address) {
   return done.get_future().get().error_code();
 }
 
-// These two come before the one that turns reflection on: the plugin is process-wide, and
-// ctest runs each test in a process of its own, a plain run of the binary in file order.
 TEST_F(GrpcAuthTest, ReflectionIsOffByDefault) {
   EXPECT_EQ(CallReflection("127.0.0.1:" + std::to_string(fe_->port())),
             grpc::StatusCode::UNIMPLEMENTED);
