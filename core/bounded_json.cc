@@ -75,9 +75,15 @@ class BoundedDomBuilder {
   };
 
   // "messages[0].role": the members and indices leading to the current position.
+  // Too-deep paths are cut after kShownLevels levels ("...") to keep the answer short.
+  static constexpr size_t kShownLevels = 8;
   std::string Path() const {
     std::string p;
     for (size_t i = 0; i < open_.size(); ++i) {
+      if (i == kShownLevels && placing_) {
+        p += "...";
+        break;
+      }
       const Level& l = open_[i];
       if (l.is_array) {
         // The open child sits at index-1; a value being refused would go at index.

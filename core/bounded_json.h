@@ -26,8 +26,8 @@ struct BoundedJsonError {
   enum class Kind { kSyntax, kTooDeep, kDuplicateKey };
   Kind kind = Kind::kSyntax;
   // Where: "messages[0].role" for a duplicate key (the key included), the container that
-  // exceeded the depth for kTooDeep ("tools[0].function.parameters.properties.a..."), "" for
-  // syntax errors and the root.
+  // exceeded the depth for kTooDeep, cut after 8 levels ("tools[0].function.parameters[0][0]
+  // [0][0]..."), "" for syntax errors.
   std::string path;
 };
 
