@@ -32,6 +32,7 @@ class GrpcFrontendTest : public ::testing::Test {
     opts.host = "127.0.0.1";
     opts.port = 0;
     opts.health_poll = std::chrono::milliseconds(20);
+    opts.reflection = reflection_;
     auto fe = GrpcFrontend::Start(ctx, opts);
     ASSERT_TRUE(fe.ok()) << fe.status();
     fe_ = *std::move(fe);
@@ -41,6 +42,7 @@ class GrpcFrontendTest : public ::testing::Test {
     stub_ = pb::Inference::NewStub(channel_);
   }
   void TearDown() override { fe_->Shutdown(); }
+  bool reflection_ = false;  // off unless asked for (--grpc-reflection; auth_test checks off)
 
   struct Result {
     grpc::Status status;
@@ -437,9 +439,14 @@ TEST_F(GrpcFrontendTest, ListModelsAndTokenize) {
   EXPECT_EQ(stub_->Tokenize(&c3, treq, &tres).error_code(), grpc::StatusCode::NOT_FOUND);
 }
 
-// Server reflection answers list_services, naming our service (raw protobuf bytes, since the
-// reflection protos are not installed as headers).
-TEST_F(GrpcFrontendTest, ReflectionListsTheService) {
+// With reflection asked for (--grpc-reflection), it answers list_services, naming our service
+// (raw protobuf bytes, since the reflection protos are not installed as headers).
+class GrpcFrontendReflectionTest : public GrpcFrontendTest {
+ protected:
+  GrpcFrontendReflectionTest() { reflection_ = true; }
+};
+
+TEST_F(GrpcFrontendReflectionTest, ReflectionListsTheService) {
   grpc::GenericStub stub(channel_);
   grpc::CompletionQueue cq;
   grpc::ClientContext ctx;
