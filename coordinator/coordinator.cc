@@ -37,8 +37,8 @@
 #include "core/safetensors.h"
 #include "core/status.h"
 #include "core/thread_pool.h"
-#include "worker/expert_shard.h"
-#include "worker/shared_memory.h"
+#include "experts/expert_shard.h"
+#include "wire/shared_memory.h"
 
 namespace mxserve {
 namespace fs = std::filesystem;

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
-#include "worker/worker_auth.h"
+#include "wire/worker_auth.h"
 
 namespace mxserve {
 

@@ -11,10 +11,10 @@
 #include <cstdlib>
 #include <memory>
 
-#include "worker/expert_executor.h"
+#include "experts/expert_executor.h"
 #include "worker/expert_service.h"
-#include "worker/shared_memory.h"
-#include "worker/tensor_wire.h"
+#include "wire/shared_memory.h"
+#include "wire/tensor_wire.h"
 
 namespace {
 

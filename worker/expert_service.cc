@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/status.h"
 #include "core/status_map.h"
-#include "worker/tensor_wire.h"
+#include "wire/tensor_wire.h"
 
 namespace mxserve {
 

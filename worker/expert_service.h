@@ -12,8 +12,8 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "mxserve/v1/expert_worker.grpc.pb.h"
-#include "worker/expert_executor.h"
-#include "worker/shared_memory.h"
+#include "experts/expert_executor.h"
+#include "wire/shared_memory.h"
 
 namespace mxserve {
 
@@ -31,7 +31,7 @@ struct WorkerModelInfo {
 class ExpertService final : public v1::ExpertWorker::Service {
  public:
   // allow_shared_memory: answer calls whose tensors are in a shared-memory object
-  // (RunExpertsRequest.shm_*, worker/shared_memory.h); otherwise such calls fail
+  // (RunExpertsRequest.shm_*, wire/shared_memory.h); otherwise such calls fail
   // FAILED_PRECONDITION and the client goes back to bytes.
   explicit ExpertService(WorkerModelInfo info, bool allow_shared_memory = false);
 

@@ -31,15 +31,15 @@
 #include "core/model_config.h"
 #include "core/safetensors.h"
 #include "core/thread_pool.h"
-#include "worker/expert_executor.h"
+#include "experts/expert_executor.h"
 #include "worker/expert_service.h"
-#include "worker/expert_shard.h"
+#include "experts/expert_shard.h"
 #include "worker/worker_notify.h"
 #include "worker/worker_server.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/create_channel.h"
 #ifdef MXSERVE_HAVE_CUDA
-#include "worker/gpu_executor.h"
+#include "experts/gpu_executor.h"
 #endif
 
 ABSL_FLAG(std::string, model, "", "model folder (config.json + *.safetensors)");

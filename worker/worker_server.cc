@@ -5,6 +5,7 @@
 #include "core/grpc_reflection.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/server_builder.h"
+#include "worker/authenticated_expert_service.h"
 
 namespace mxserve {
 

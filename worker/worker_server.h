@@ -12,7 +12,7 @@
 #include "absl/time/time.h"
 #include "grpcpp/server.h"
 #include "worker/expert_service.h"
-#include "worker/worker_auth.h"
+#include "wire/worker_auth.h"
 
 namespace mxserve {
 
@@ -23,7 +23,7 @@ struct WorkerServerOptions {
   // Accept client keepalive pings this often (the coordinator pings every 1 s by default, so
   // that a hung worker is noticed within ~2 s; see WorkerClientOptions).
   absl::Duration min_recv_ping_interval = absl::Milliseconds(500);
-  // Who may call ExpertWorker (mutual TLS and/or a token; worker/worker_auth.h). Off = anyone.
+  // Who may call ExpertWorker (mutual TLS and/or a token; wire/worker_auth.h). Off = anyone.
   WorkerAuthOptions auth;
   // With TLS on: also listen in plaintext on this port (0 = pick) for Kubernetes gRPC health
   // probes, which cannot speak TLS; the experts refuse calls arriving there. -1 = no such port.

@@ -24,7 +24,7 @@
 #include "core/thread_pool.h"
 #include "grpcpp/grpcpp.h"
 #include "worker/expert_service.h"
-#include "worker/tensor_wire.h"
+#include "wire/tensor_wire.h"
 #include "worker/worker_server.h"
 
 namespace mxserve {

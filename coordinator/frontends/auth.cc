@@ -5,7 +5,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "coordinator/frontends/api_error.h"
-#include "worker/constant_time.h"
+#include "wire/constant_time.h"
 
 namespace mxserve::frontends {
 namespace {

@@ -45,7 +45,7 @@ class ExpertBackend {
   // reconnects) and calls that went unary (stream off, unsupported by the worker, or busy).
   virtual uint64_t stream_opens() const { return 0; }
   virtual uint64_t unary_calls() const { return 0; }
-  // Stream calls' tensors go through shared memory (worker/shared_memory.h) right now.
+  // Stream calls' tensors go through shared memory (wire/shared_memory.h) right now.
   virtual bool shared_memory() const { return false; }
 };
 

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "coordinator/router/expert_backend.h"
-#include "worker/expert_shard.h"
+#include "experts/expert_shard.h"
 
 namespace mxserve {
 

@@ -10,7 +10,7 @@
 #include "coordinator/router/in_process_backend.h"
 #include "coordinator/router/placement.h"
 #include "core/status.h"
-#include "worker/expert_shard.h"
+#include "experts/expert_shard.h"
 
 namespace mxserve {
 

@@ -13,7 +13,7 @@
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/channel_arguments.h"
-#include "worker/tensor_wire.h"
+#include "wire/tensor_wire.h"
 
 namespace mxserve {
 

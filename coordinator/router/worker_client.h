@@ -22,8 +22,8 @@
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/channel.h"
 #include "mxserve/v1/expert_worker.grpc.pb.h"
-#include "worker/shared_memory.h"
-#include "worker/worker_auth.h"
+#include "wire/shared_memory.h"
+#include "wire/worker_auth.h"
 
 namespace mxserve {
 
@@ -38,13 +38,13 @@ struct WorkerClientOptions {
   // often (WorkerServerOptions::min_recv_ping_interval <= keepalive_time).
   absl::Duration keepalive_time = absl::Seconds(1);
   absl::Duration keepalive_timeout = absl::Seconds(1);
-  // Mutual TLS and/or the worker token (worker/worker_auth.h); must match the workers'.
+  // Mutual TLS and/or the worker token (wire/worker_auth.h); must match the workers'.
   WorkerAuthOptions auth;
   // RunExperts over the worker's RunExpertsStream (one stream per client, reopened after a
   // failure or Reconnect) rather than one unary call each.
   bool stream = true;
   // Same host only (a loopback address; others get bytes): stream calls put the activations and
-  // partial sums in a shared-memory object (worker/shared_memory.h) and send only the call; for
+  // partial sums in a shared-memory object (wire/shared_memory.h) and send only the call; for
   // workers started with --allow_shared_memory (others answer FAILED_PRECONDITION and get bytes
   // from then on).
   bool shared_memory = false;

@@ -26,7 +26,7 @@
 #include "nlohmann/json.hpp"
 #include "tests/frontends/fakes.h"
 #include "tests/frontends/http_client.h"
-#include "worker/constant_time.h"
+#include "wire/constant_time.h"
 #include "worker/expert_service.h"
 #include "worker/worker_server.h"
 

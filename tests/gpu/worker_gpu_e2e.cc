@@ -30,9 +30,9 @@
 #include "core/thread_pool.h"
 #include "kernels/moe/moe.h"
 #include "tests/gpu/random_moe.h"
-#include "worker/expert_shard.h"
-#include "worker/gpu_executor.h"
-#include "worker/tensor_wire.h"
+#include "experts/expert_shard.h"
+#include "experts/gpu_executor.h"
+#include "wire/tensor_wire.h"
 
 namespace mxserve {
 namespace {

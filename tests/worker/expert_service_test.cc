@@ -14,9 +14,9 @@
 #include "grpcpp/create_channel.h"
 #include "gtest/gtest.h"
 #include "kernels/moe/moe.h"
-#include "tests/worker/test_checkpoint.h"
+#include "tests/experts/test_checkpoint.h"
 #include "tests/worker/test_worker.h"
-#include "worker/tensor_wire.h"
+#include "wire/tensor_wire.h"
 
 namespace mxserve {
 namespace {

@@ -10,7 +10,7 @@
 #include "coordinator/router/expert_backend.h"
 #include "core/model_config.h"
 #include "worker/expert_service.h"
-#include "worker/expert_shard.h"
+#include "experts/expert_shard.h"
 #include "worker/worker_server.h"
 
 namespace mxserve::testing {

@@ -15,7 +15,7 @@
 #include "absl/time/clock.h"
 #include "coordinator/router/worker_client.h"
 #include "gtest/gtest.h"
-#include "tests/worker/test_checkpoint.h"
+#include "tests/experts/test_checkpoint.h"
 
 extern char** environ;
 

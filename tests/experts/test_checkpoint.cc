@@ -1,4 +1,4 @@
-#include "tests/worker/test_checkpoint.h"
+#include "tests/experts/test_checkpoint.h"
 
 #include <cstdlib>
 #include <cstring>

@@ -6,7 +6,7 @@
 
 #include "absl/status/status.h"
 #include "kernels/moe/moe.h"
-#include "worker/expert_shard.h"
+#include "experts/expert_shard.h"
 
 namespace mxserve {
 

@@ -15,11 +15,8 @@
 #include "grpcpp/client_context.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/security/server_credentials.h"
-#include "mxserve/v1/expert_worker.grpc.pb.h"
 
 namespace mxserve {
-
-class ExpertService;
 
 struct WorkerAuthOptions {
   std::string token;     // shared secret; empty = no token
@@ -46,26 +43,5 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> WorkerChannelCredentia
     const WorkerAuthOptions& auth);
 // Adds the token to one call's metadata (no-op without a token).
 void AddWorkerToken(const WorkerAuthOptions& auth, grpc::ClientContext* ctx);
-
-// ExpertWorker in front of an ExpertService: each call must carry the token (when one is set)
-// and, with TLS on, arrive over a connection whose client certificate was verified (so the
-// plaintext health port cannot reach the experts). Otherwise UNAUTHENTICATED.
-class AuthenticatedExpertService final : public v1::ExpertWorker::Service {
- public:
-  AuthenticatedExpertService(std::shared_ptr<ExpertService> inner, WorkerAuthOptions auth);
-  grpc::Status RunExperts(grpc::ServerContext* ctx, const v1::RunExpertsRequest* req,
-                          v1::RunExpertsResponse* resp) override;
-  grpc::Status RunExpertsStream(
-      grpc::ServerContext* ctx,
-      grpc::ServerReaderWriter<v1::ExpertStreamResponse, v1::ExpertStreamRequest>* stream) override;
-  grpc::Status Describe(grpc::ServerContext* ctx, const v1::DescribeRequest* req,
-                        v1::DescribeResponse* resp) override;
-  // OK or UNAUTHENTICATED for one call.
-  grpc::Status Check(const grpc::ServerContext& ctx) const;
-
- private:
-  std::shared_ptr<ExpertService> inner_;
-  WorkerAuthOptions auth_;
-};
 
 }  // namespace mxserve

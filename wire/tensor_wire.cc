@@ -1,4 +1,4 @@
-#include "worker/tensor_wire.h"
+#include "wire/tensor_wire.h"
 
 #include <algorithm>
 #include <cstdint>

@@ -1,4 +1,4 @@
-// The same-host data plane (worker/shared_memory.h): a WorkerClient with shared_memory against a
+// The same-host data plane (wire/shared_memory.h): a WorkerClient with shared_memory against a
 // worker that allows it answers exactly as the bytes path does (F32 and BF16, growing and
 // shrinking batches); a worker that does not allow it is served bytes; bad shared-memory fields
 // are INVALID_ARGUMENT naming the field; the client's object goes with it; objects left by dead
@@ -17,11 +17,11 @@
 #include "core/thread_pool.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/worker/test_checkpoint.h"
+#include "tests/experts/test_checkpoint.h"
 #include "tests/worker/test_worker.h"
-#include "worker/expert_executor.h"
-#include "worker/shared_memory.h"
-#include "worker/tensor_wire.h"
+#include "experts/expert_executor.h"
+#include "wire/shared_memory.h"
+#include "wire/tensor_wire.h"
 
 namespace mxserve {
 namespace {

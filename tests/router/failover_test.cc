@@ -18,9 +18,9 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "tests/worker/test_checkpoint.h"
+#include "tests/experts/test_checkpoint.h"
 #include "tests/worker/test_worker.h"
-#include "worker/expert_executor.h"
+#include "experts/expert_executor.h"
 
 namespace mxserve {
 namespace {

@@ -1,4 +1,4 @@
-#include "worker/expert_shard.h"
+#include "experts/expert_shard.h"
 
 #include <algorithm>
 #include <cstdlib>

@@ -12,7 +12,7 @@
 #include "coordinator/router/worker_client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/worker/test_checkpoint.h"
+#include "tests/experts/test_checkpoint.h"
 #include "tests/worker/test_worker.h"
 #include "worker/expert_service.h"
 #include "worker/worker_server.h"

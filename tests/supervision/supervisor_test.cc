@@ -14,7 +14,7 @@
 #include "core/model_config.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/worker/test_checkpoint.h"
+#include "tests/experts/test_checkpoint.h"
 
 namespace mxserve {
 namespace {

@@ -1,6 +1,6 @@
 // The wire codec's vectorised F32<->BF16 loops against core/bf16.h's scalar twins, on random
 // bit patterns (NaNs, infinities, subnormals, rounding ties) and odd lengths.
-#include "worker/tensor_wire.h"
+#include "wire/tensor_wire.h"
 
 #include <cstring>
 #include <random>

@@ -1,4 +1,4 @@
-#include "worker/shared_memory.h"
+#include "wire/shared_memory.h"
 
 #include <dirent.h>
 #include <fcntl.h>

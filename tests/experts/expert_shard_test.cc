@@ -1,6 +1,6 @@
 // ExpertShard: loads only the asked experts, byte-exact and aligned; bad checkpoints fail with
 // the tensor named.
-#include "worker/expert_shard.h"
+#include "experts/expert_shard.h"
 
 #include <cstring>
 #include <filesystem>
@@ -11,7 +11,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kernels/moe/moe.h"
-#include "tests/worker/test_checkpoint.h"
+#include "tests/experts/test_checkpoint.h"
 
 namespace mxserve {
 namespace {

@@ -1,4 +1,4 @@
-#include "worker/gpu_executor.h"
+#include "experts/gpu_executor.h"
 
 #include <cstdio>
 #include <string>

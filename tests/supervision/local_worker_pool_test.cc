@@ -19,8 +19,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kernels/moe/moe.h"
-#include "tests/worker/test_checkpoint.h"
-#include "worker/expert_shard.h"
+#include "tests/experts/test_checkpoint.h"
+#include "experts/expert_shard.h"
 
 namespace mxserve {
 namespace {

@@ -10,8 +10,8 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "kernels/cuda/moe_cuda.h"
-#include "worker/expert_executor.h"
-#include "worker/expert_shard.h"
+#include "experts/expert_executor.h"
+#include "experts/expert_shard.h"
 
 namespace mxserve {
 

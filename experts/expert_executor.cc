@@ -1,8 +1,8 @@
-#include "worker/expert_executor.h"
+#include "experts/expert_executor.h"
 
 #include <vector>
 
-#include "worker/tensor_wire.h"
+#include "wire/tensor_wire.h"
 
 namespace mxserve {
 

@@ -17,7 +17,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kernels/moe/moe.h"
-#include "tests/worker/test_checkpoint.h"
+#include "tests/experts/test_checkpoint.h"
 #include "tests/worker/test_worker.h"
 #include "worker/expert_service.h"
 #include "worker/worker_server.h"
