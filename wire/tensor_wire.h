@@ -31,8 +31,8 @@ const float* DecodeTensor(const char* p, size_t n, v1::TensorDType dtype, std::v
 // kWirePartBytes; the results are the same bytes. For the coordinator's shared-memory calls,
 // which copy each layer's activations in and its partial sums out (11.8 MB each way at 1024
 // tokens of gpt-oss-120b): bench/rpc.sh's `shm` columns time it with one thread and with a pool.
-// nullptr or a one-thread pool: the calling thread alone. (Parts of at least 2 MB, as before,
-// left 11 of 16 threads idle at 1024 tokens: 0.76 ms for both copies on the GPU host.)
+// nullptr or a one-thread pool: the calling thread alone. The parts are small so that such a
+// tensor keeps all of a 16-thread pool busy (2 MB parts would leave 11 threads idle).
 inline constexpr size_t kParallelWireBytes = size_t(1) << 20;
 inline constexpr size_t kWirePartBytes = size_t(256) << 10;
 void EncodeTensorTo(const float* x, size_t n, v1::TensorDType dtype, char* out, ThreadPool* pool = nullptr);
