@@ -5,7 +5,7 @@
 #include <memory>
 
 #include "absl/status/status.h"
-#include "kernels/moe/moe.h"
+#include "experts/expert_batch.h"
 #include "experts/expert_shard.h"
 
 namespace mxserve {
@@ -16,13 +16,14 @@ class ExpertExecutor {
  public:
   virtual ~ExpertExecutor() = default;
   // out [T, H] overwritten. The batch has already been validated by the service (layer in
-  // range, ids -1 or held here, sizes consistent). May be called from several threads at once.
-  virtual absl::Status Run(int layer, const kernels::MoeBatch& batch, float* out) = 0;
+  // range, hidden the model's, ids -1 or held here, sizes consistent). May be called from
+  // several threads at once.
+  virtual absl::Status Run(const ExpertBatch& batch, float* out) = 0;
   // The BF16 wire: x and out [T, hidden] little-endian bf16 at any alignment (batch.x is
-  // ignored; hidden is the layer's, checked by the service); out rounded to nearest even
+  // ignored); out rounded to nearest even
   // (core/bf16.h). This default widens x on the calling thread, runs Run and narrows its output;
   // an executor that copies to a device overrides it to move half the bytes and convert there.
-  virtual absl::Status RunBf16(int layer, const kernels::MoeBatch& batch, int hidden, const void* x, void* out);
+  virtual absl::Status RunBf16(const ExpertBatch& batch, const void* x, void* out);
   // Host memory that calls' tensors will come from and go to until UnpinHostMemory (a
   // shared-memory object the worker keeps mapped): an executor that copies to a device may
   // page-lock it here so that its copies go straight to and from it. Best effort: Run must be
@@ -37,8 +38,8 @@ class ShardExecutor final : public ExpertExecutor {
  public:
   ShardExecutor(std::shared_ptr<const ExpertShard> shard, std::shared_ptr<ThreadPool> pool)
       : shard_(std::move(shard)), pool_(std::move(pool)) {}
-  absl::Status Run(int layer, const kernels::MoeBatch& batch, float* out) override {
-    return shard_->Run(layer, batch, out, pool_.get());
+  absl::Status Run(const ExpertBatch& batch, float* out) override {
+    return shard_->Run(batch, out, pool_.get());
   }
   const ExpertShard& shard() const { return *shard_; }
 

@@ -170,13 +170,16 @@ absl::Status ExpertShard::LoadLayer(const Checkpoint& ckpt, int l, Layer& layer)
   return absl::OkStatus();
 }
 
-absl::Status ExpertShard::Run(int layer, const kernels::MoeBatch& batch, float* out,
-                              ThreadPool* pool) const {
-  if (layer < 0 || layer >= num_layers()) {
+absl::Status ExpertShard::Run(const ExpertBatch& batch, float* out, ThreadPool* pool) const {
+  if (batch.layer < 0 || batch.layer >= num_layers()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("layer ", layer, " out of range [0, ", num_layers(), ")"));
+        absl::StrCat("layer ", batch.layer, " out of range [0, ", num_layers(), ")"));
   }
-  return kernels::MoeForwardFast(layers_[layer].moe, batch, out, pool);
+  if (batch.hidden != hidden_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("hidden ", batch.hidden, " does not match the model's ", hidden_));
+  }
+  return kernels::MoeForwardFast(layers_[batch.layer].moe, batch, out, pool);
 }
 
 }  // namespace mxserve

@@ -13,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "core/model_config.h"
 #include "core/safetensors.h"
+#include "experts/expert_batch.h"
 #include "kernels/moe/moe.h"
 
 namespace mxserve {
@@ -48,8 +49,9 @@ class ExpertShard {
                                                            std::vector<int> experts,
                                                            const ProgressFn& progress = nullptr);
 
-  // out [T, H] = routed sum over the batch's slots (ids -1 or held here) of layer `layer`.
-  absl::Status Run(int layer, const kernels::MoeBatch& batch, float* out, ThreadPool* pool) const;
+  // out [T, H] = routed sum over the batch's slots (ids -1 or held here) of layer batch.layer.
+  // InvalidArgument for a layer out of range or a hidden size not the model's.
+  absl::Status Run(const ExpertBatch& batch, float* out, ThreadPool* pool) const;
 
   const kernels::MoeLayer& layer(int l) const { return layers_[l].moe; }
   int num_layers() const { return static_cast<int>(layers_.size()); }

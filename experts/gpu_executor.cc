@@ -50,18 +50,18 @@ absl::Status GpuExecutor::CheckLayer(int layer) const {
   return absl::OkStatus();
 }
 
-absl::Status GpuExecutor::Run(int layer, const kernels::MoeBatch& batch, float* out) {
-  if (auto s = CheckLayer(layer); !s.ok()) return s;
+absl::Status GpuExecutor::Run(const ExpertBatch& batch, float* out) {
+  if (auto s = CheckLayer(batch.layer); !s.ok()) return s;
   absl::MutexLock lock(&mu_);
-  return runner_->Run(*layers_[layer], shard_->layer(layer), batch, out);
+  return runner_->Run(*layers_[batch.layer], shard_->layer(batch.layer), batch, out);
 }
 
-absl::Status GpuExecutor::RunBf16(int layer, const kernels::MoeBatch& batch, int hidden, const void* x,
-                                  void* out) {
+absl::Status GpuExecutor::RunBf16(const ExpertBatch& batch, const void* x, void* out) {
+  const int layer = batch.layer;
   if (auto s = CheckLayer(layer); !s.ok()) return s;
-  if (hidden != layers_[layer]->hidden()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("hidden ", hidden, " is not layer ", layer, "'s hidden size ", layers_[layer]->hidden()));
+  if (batch.hidden != layers_[layer]->hidden()) {
+    return absl::InvalidArgumentError(absl::StrCat("hidden ", batch.hidden, " is not layer ", layer,
+                                                   "'s hidden size ", layers_[layer]->hidden()));
   }
   absl::MutexLock lock(&mu_);
   return runner_->RunBf16(*layers_[layer], shard_->layer(layer), batch, x, out);

@@ -9,9 +9,9 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "kernels/cuda/moe_cuda.h"
 #include "experts/expert_executor.h"
 #include "experts/expert_shard.h"
+#include "kernels/cuda/moe_cuda.h"
 
 namespace mxserve {
 
@@ -21,9 +21,9 @@ class GpuExecutor final : public ExpertExecutor {
   // PinHostMemory page-locks (false: copies always go through the staging buffers).
   static absl::StatusOr<std::unique_ptr<GpuExecutor>> Create(std::shared_ptr<const ExpertShard> shard,
                                                              int device, bool pin_host_memory = true);
-  absl::Status Run(int layer, const kernels::MoeBatch& batch, float* out) override;
+  absl::Status Run(const ExpertBatch& batch, float* out) override;
   // bf16 over PCIe, converted on the device (CudaMoeRunner::RunBf16).
-  absl::Status RunBf16(int layer, const kernels::MoeBatch& batch, int hidden, const void* x, void* out) override;
+  absl::Status RunBf16(const ExpertBatch& batch, const void* x, void* out) override;
   // Page-locks a shared-memory object (cudaHostRegister), so that CudaMoeRunner copies
   // straight from and to it instead of through its staging buffers; a failure is logged once
   // and the staging path stays.

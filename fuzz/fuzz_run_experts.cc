@@ -12,16 +12,16 @@
 #include <memory>
 
 #include "experts/expert_executor.h"
-#include "worker/expert_service.h"
 #include "wire/shared_memory.h"
 #include "wire/tensor_wire.h"
+#include "worker/expert_service.h"
 
 namespace {
 
 class TouchEverything final : public mxserve::ExpertExecutor {
  public:
   explicit TouchEverything(int hidden) : hidden_(hidden) {}
-  absl::Status Run(int layer, const mxserve::kernels::MoeBatch& b, float* out) override {
+  absl::Status Run(const mxserve::ExpertBatch& b, float* out) override {
     float acc = 0;
     const size_t T = static_cast<size_t>(b.num_tokens), H = static_cast<size_t>(hidden_),
                  k = static_cast<size_t>(b.top_k);

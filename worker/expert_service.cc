@@ -147,13 +147,15 @@ absl::Status ExpertService::Handle(const v1::RunExpertsRequest& req,
     resp->clear_output();
     resp->set_output_in_shm(true);
   }
-  kernels::MoeBatch batch;
+  ExpertBatch batch;
+  batch.layer = req.layer();
+  batch.hidden = req.hidden_size();
   batch.num_tokens = req.num_tokens();
   batch.top_k = req.top_k();
   batch.expert_ids = req.expert_ids().data();
   batch.weights = req.weights().data();
   if (req.dtype() == v1::TENSOR_DTYPE_BF16) {
-    return executor->RunBf16(req.layer(), batch, static_cast<int>(H), in, out);
+    return executor->RunBf16(batch, in, out);
   }
   // F32 in place when it is float-aligned (heap strings and the 64-byte shared-memory offsets
   // are); otherwise through per-thread scratch that keeps its capacity (fresh multi-MB buffers on
@@ -161,10 +163,10 @@ absl::Status ExpertService::Handle(const v1::RunExpertsRequest& req,
   thread_local std::vector<float> x_scratch, out_scratch;
   batch.x = DecodeTensor(in, T * H, req.dtype(), &x_scratch);
   if (reinterpret_cast<uintptr_t>(out) % alignof(float) == 0) {
-    return executor->Run(req.layer(), batch, reinterpret_cast<float*>(out));
+    return executor->Run(batch, reinterpret_cast<float*>(out));
   }
   out_scratch.resize(T * H);
-  RETURN_IF_ERROR(executor->Run(req.layer(), batch, out_scratch.data()));
+  RETURN_IF_ERROR(executor->Run(batch, out_scratch.data()));
   EncodeTensorTo(out_scratch.data(), T * H, req.dtype(), out);
   return absl::OkStatus();
 }

@@ -11,8 +11,8 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
-#include "mxserve/v1/expert_worker.grpc.pb.h"
 #include "experts/expert_executor.h"
+#include "mxserve/v1/expert_worker.grpc.pb.h"
 #include "wire/shared_memory.h"
 
 namespace mxserve {

@@ -32,12 +32,12 @@
 #include "core/safetensors.h"
 #include "core/thread_pool.h"
 #include "experts/expert_executor.h"
-#include "worker/expert_service.h"
 #include "experts/expert_shard.h"
-#include "worker/worker_notify.h"
-#include "worker/worker_server.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/create_channel.h"
+#include "worker/expert_service.h"
+#include "worker/worker_notify.h"
+#include "worker/worker_server.h"
 #ifdef MXSERVE_HAVE_CUDA
 #include "experts/gpu_executor.h"
 #endif

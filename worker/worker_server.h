@@ -11,8 +11,8 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "grpcpp/server.h"
-#include "worker/expert_service.h"
 #include "wire/worker_auth.h"
+#include "worker/expert_service.h"
 
 namespace mxserve {
 

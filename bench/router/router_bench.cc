@@ -23,7 +23,7 @@ constexpr int kHidden = 2880, kExperts = 128, kTopK = 4, kReps = 15;
 
 class ConstBackend final : public ExpertBackend {
  public:
-  absl::Status RunExperts(const ExpertCall& call, float* out, absl::Time) override {
+  absl::Status RunExperts(const ExpertBatch& call, float* out, absl::Time) override {
     std::fill(out, out + size_t(call.num_tokens) * call.hidden, 0.5f);
     return absl::OkStatus();
   }
@@ -98,11 +98,11 @@ int Main() {
       return *ExpertRouter::Create(std::move(b), *Placement::Contiguous(kExperts, groups));
     };
     auto one = make(1);
-    const double single = MedianMs([&] { (void)one->Run(0, T, kHidden, kTopK, x.data(), ids.data(), w.data(), out.data()); });
+    const double single = MedianMs([&] { (void)one->Run(ExpertBatch{{T, kTopK, x.data(), ids.data(), w.data()}, 0, kHidden}, out.data()); });
     for (int groups : {2, 8}) {
       auto router = make(groups);
       const double ours = MedianMs([&] {
-        (void)router->Run(0, T, kHidden, kTopK, x.data(), ids.data(), w.data(), out.data());
+        (void)router->Run(ExpertBatch{{T, kTopK, x.data(), ids.data(), w.data()}, 0, kHidden}, out.data());
       });
       std::vector<SerialSlice> slices(groups);
       const double serial = MedianMs([&] { SerialReference(slices, T, x, ids, out); });

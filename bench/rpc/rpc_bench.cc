@@ -23,8 +23,8 @@
 #include "coordinator/router/worker_client.h"
 #include "core/thread_pool.h"
 #include "grpcpp/grpcpp.h"
-#include "worker/expert_service.h"
 #include "wire/tensor_wire.h"
+#include "worker/expert_service.h"
 #include "worker/worker_server.h"
 
 namespace mxserve {
@@ -35,7 +35,7 @@ constexpr int kHidden = 2880, kTopK = 4, kExperts = 32, kLayers = 24;
 // The transport-only stand-in: a valid, zero partial sum.
 class ZeroExecutor final : public ExpertExecutor {
  public:
-  absl::Status Run(int layer, const kernels::MoeBatch& batch, float* out) override {
+  absl::Status Run(const ExpertBatch& batch, float* out) override {
     std::memset(out, 0, sizeof(float) * batch.num_tokens * kHidden);
     return absl::OkStatus();
   }
@@ -200,7 +200,7 @@ int Main(double seconds_per_point) {
       for (int t = 0; t < T; ++t) {
         for (int j = 0; j < kTopK; ++j) ids.push_back((t * 7 + j * 5) % kExperts);
       }
-      ExpertCall call{0, T, kHidden, kTopK, x.data(), ids.data(), w.data()};
+      ExpertBatch call{{T, kTopK, x.data(), ids.data(), w.data()}, 0, kHidden};
       // The bytes on the wire, as the client builds them.
       v1::RunExpertsRequest req;
       req.set_layer(0);

@@ -353,8 +353,15 @@ absl::StatusOr<ForwardOutput> GptOssModel::Forward(const ForwardBatch& batch, Kv
       for (int k = 0; k < K; ++k) topk_w[t * K + k] /= sum;
     }
     if (T > 0) {
-      RETURN_IF_ERROR(moe_->Run(l, static_cast<int>(T), H, K, y.data(), topk_ids.data(),
-                                topk_w.data(), tmp.data()));
+      ExpertBatch batch;
+      batch.layer = l;
+      batch.hidden = H;
+      batch.num_tokens = static_cast<int>(T);
+      batch.top_k = K;
+      batch.x = y.data();
+      batch.expert_ids = topk_ids.data();
+      batch.weights = topk_w.data();
+      RETURN_IF_ERROR(moe_->Run(batch, tmp.data()));
     }
     for (int64_t i = 0; i < T * H; ++i) h[i] += tmp[i];
   }

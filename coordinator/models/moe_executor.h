@@ -2,19 +2,17 @@
 // the routing-weighted sum. Implemented by ExpertRouter (workers over gRPC or in-process).
 #pragma once
 
-#include <cstdint>
-
 #include "absl/status/status.h"
+#include "experts/expert_batch.h"
 
 namespace mxserve {
 
 class MoeExecutor {
  public:
   virtual ~MoeExecutor() = default;
-  // x [T, H] (post-attention-norm hidden), expert_ids/weights [T, k] (global ids, all >= 0),
-  // out [T, H] overwritten with sum_j weights[t,j] * expert_{ids[t,j]}(x_t).
-  virtual absl::Status Run(int layer, int num_tokens, int hidden, int top_k, const float* x,
-                           const int32_t* expert_ids, const float* weights, float* out) = 0;
+  // batch.x [T, H] (post-attention-norm hidden), expert_ids/weights [T, k] (global ids, all
+  // >= 0); out [T, H] overwritten with sum_j weights[t,j] * expert_{ids[t,j]}(x_t).
+  virtual absl::Status Run(const ExpertBatch& batch, float* out) = 0;
 };
 
 }  // namespace mxserve

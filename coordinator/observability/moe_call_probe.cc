@@ -11,16 +11,15 @@ MoeCallProbe::MoeCallProbe(MoeExecutor* inner, const Placement* placement,
                            std::function<uint64_t(int)> answered)
     : inner_(inner), placement_(placement), answered_(std::move(answered)) {}
 
-absl::Status MoeCallProbe::Run(int layer, int num_tokens, int hidden, int top_k, const float* x,
-                               const int32_t* expert_ids, const float* weights, float* out) {
+absl::Status MoeCallProbe::Run(const ExpertBatch& batch, float* out) {
   MoeCallActivity a;
-  a.layer = layer;
-  a.num_tokens = num_tokens;
+  a.layer = batch.layer;
+  a.num_tokens = batch.num_tokens;
   a.started = absl::Now();
   const int E = placement_->num_experts();
   std::vector<char> seen(placement_->num_groups(), 0);
-  for (int64_t i = 0; i < static_cast<int64_t>(num_tokens) * top_k; ++i) {
-    const int e = expert_ids[i];
+  for (int64_t i = 0; i < static_cast<int64_t>(batch.num_tokens) * batch.top_k; ++i) {
+    const int e = batch.expert_ids[i];
     if (e < 0 || e >= E) continue;  // the router rejects it with a clear error
     const int g = placement_->GroupOf(e);
     if (!seen[g]) {
@@ -41,7 +40,7 @@ absl::Status MoeCallProbe::Run(int layer, int num_tokens, int hidden, int top_k,
     current_ = std::move(a);
     ++calls_;
   }
-  absl::Status s = inner_->Run(layer, num_tokens, hidden, top_k, x, expert_ids, weights, out);
+  absl::Status s = inner_->Run(batch, out);
   absl::MutexLock l(&mu_);
   current_.reset();
   return s;

@@ -33,8 +33,7 @@ class MoeCallProbe final : public MoeExecutor {
   MoeCallProbe(MoeExecutor* inner, const Placement* placement,
                std::function<uint64_t(int backend)> answered = nullptr);
 
-  absl::Status Run(int layer, int num_tokens, int hidden, int top_k, const float* x,
-                   const int32_t* expert_ids, const float* weights, float* out) override;
+  absl::Status Run(const ExpertBatch& batch, float* out) override;
 
   // The call in flight, if any.
   std::optional<MoeCallActivity> Current() const ABSL_LOCKS_EXCLUDED(mu_);

@@ -8,27 +8,18 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "experts/expert_batch.h"
 
 namespace mxserve {
-
-// A slice of one MoE layer's batch for one backend. Every slot's expert is held by the backend
-// or is -1 (skip). Only tokens with at least one slot here are sent.
-struct ExpertCall {
-  int layer = 0;
-  int num_tokens = 0;
-  int hidden = 0;
-  int top_k = 0;
-  const float* x = nullptr;             // [T, H]
-  const int32_t* expert_ids = nullptr;  // [T, k]
-  const float* weights = nullptr;       // [T, k]
-};
 
 class ExpertBackend {
  public:
   virtual ~ExpertBackend() = default;
-  // Writes the partial sum [T, H] into out. Must return by `deadline` (DeadlineExceeded then).
-  // UNAVAILABLE / DEADLINE_EXCEEDED mean "try another replica"; others are not retried.
-  virtual absl::Status RunExperts(const ExpertCall& call, float* out, absl::Time deadline) = 0;
+  // `call` is a slice of one MoE layer's batch: every slot's expert is held by this backend or
+  // is -1 (skip), and only tokens with at least one slot here are in it. Writes the partial sum
+  // [T, H] into out. Must return by `deadline` (DeadlineExceeded then). UNAVAILABLE /
+  // DEADLINE_EXCEEDED mean "try another replica"; others are not retried.
+  virtual absl::Status RunExperts(const ExpertBatch& call, float* out, absl::Time deadline) = 0;
   virtual std::string name() const = 0;   // "worker0 (127.0.0.1:4567)" / "in-process"
   // Where it is reached ("host:port"), "" if in-process.
   virtual std::string address() const { return ""; }

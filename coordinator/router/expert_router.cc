@@ -214,7 +214,7 @@ void ExpertRouter::Record(int b, const absl::Status& s, absl::Duration latency) 
   ++h.latency.count;
 }
 
-absl::Status ExpertRouter::RunGroup(int g, const ExpertCall& call, float* out) {
+absl::Status ExpertRouter::RunGroup(int g, const ExpertBatch& call, float* out) {
   absl::Status last_error;
   int last_backend = -1;
   // Set at the first failure or the first time no host is up: the bound on trying.
@@ -282,8 +282,12 @@ absl::Status ExpertRouter::RunGroup(int g, const ExpertCall& call, float* out) {
   }
 }
 
-absl::Status ExpertRouter::Run(int layer, int num_tokens, int hidden, int top_k, const float* x,
-                               const int32_t* expert_ids, const float* weights, float* out) {
+absl::Status ExpertRouter::Run(const ExpertBatch& batch, float* out) {
+  const int layer = batch.layer, num_tokens = batch.num_tokens;
+  const int hidden = batch.hidden, top_k = batch.top_k;
+  const float* const x = batch.x;
+  const int32_t* const expert_ids = batch.expert_ids;
+  const float* const weights = batch.weights;
   if (num_tokens < 0) return absl::InvalidArgumentError(absl::StrCat("num_tokens ", num_tokens, " < 0"));
   if (hidden < 1) return absl::InvalidArgumentError(absl::StrCat("hidden ", hidden, " < 1"));
   if (top_k < 1) return absl::InvalidArgumentError(absl::StrCat("top_k ", top_k, " < 1"));
@@ -306,8 +310,7 @@ absl::Status ExpertRouter::Run(int layer, int num_tokens, int hidden, int top_k,
   bool one_group = true;
   for (size_t i = 1; i < T * k && one_group; ++i) one_group = placement_.GroupOf(expert_ids[i]) == first;
   if (one_group) {
-    ExpertCall call{layer, num_tokens, hidden, top_k, x, expert_ids, weights};
-    absl::Status st = RunGroup(first, call, out);
+    absl::Status st = RunGroup(first, batch, out);
     if (!st.ok()) return absl::Status(st.code(), absl::StrCat("layer ", layer, ": ", st.message()));
     return absl::OkStatus();
   }
@@ -339,17 +342,14 @@ absl::Status ExpertRouter::Run(int layer, int num_tokens, int hidden, int top_k,
   for (size_t g = 0; g < slices_.size(); ++g) {
     Slice& s = slices_[g];
     if (s.tokens.empty()) continue;
-    tasks.push_back([this, g, &s, layer, hidden, top_k, x, H] {
+    tasks.push_back([this, g, &s, &batch, x, H] {
       s.x.resize(s.tokens.size() * H);
       for (size_t i = 0; i < s.tokens.size(); ++i) {
         std::memcpy(s.x.data() + i * H, x + static_cast<size_t>(s.tokens[i]) * H, H * sizeof(float));
       }
       s.out.resize(s.tokens.size() * H);
-      ExpertCall call;
-      call.layer = layer;
+      ExpertBatch call = batch;  // the layer, width and k; this group's tokens
       call.num_tokens = static_cast<int>(s.tokens.size());
-      call.hidden = hidden;
-      call.top_k = top_k;
       call.x = s.x.data();
       call.expert_ids = s.ids.data();
       call.weights = s.weights.data();

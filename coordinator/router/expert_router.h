@@ -39,9 +39,7 @@ class ExpertRouter final : public MoeExecutor, public HealthSink {
   ~ExpertRouter() override;
 
   // MoeExecutor. Calls are serialised (one layer at a time, as the model runs them).
-  absl::Status Run(int layer, int num_tokens, int hidden, int top_k, const float* x,
-                   const int32_t* expert_ids, const float* weights, float* out) override
-      ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status Run(const ExpertBatch& batch, float* out) override ABSL_LOCKS_EXCLUDED(mu_);
 
   // HealthSink: the watcher's (or a test's) view of backend `index`.
   void OnWorkerHealth(int index, bool up, bool unresponsive, const std::string& reason) override
@@ -99,7 +97,7 @@ class ExpertRouter final : public MoeExecutor, public HealthSink {
   ExpertRouter(std::vector<std::unique_ptr<ExpertBackend>> backends, Placement placement,
                RouterOptions options);
   // Runs group g's call on a healthy host, failing over / waiting as needed.
-  absl::Status RunGroup(int g, const ExpertCall& call, float* out) ABSL_LOCKS_EXCLUDED(health_mu_);
+  absl::Status RunGroup(int g, const ExpertBatch& call, float* out) ABSL_LOCKS_EXCLUDED(health_mu_);
   // The first up host of g in the order used for `layer` (rotated per layer to spread load).
   int PickHost(int g, int layer) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(health_mu_);
   void Record(int b, const absl::Status& s, absl::Duration latency) ABSL_LOCKS_EXCLUDED(health_mu_);

@@ -21,7 +21,7 @@ class InProcessExpertBackend final : public ExpertBackend {
 
   // Runs to completion (CPU work cannot be abandoned half way) and ignores the deadline: a
   // late result is still right, and there is no other replica to fail over to.
-  absl::Status RunExperts(const ExpertCall& call, float* out, absl::Time deadline) override;
+  absl::Status RunExperts(const ExpertBatch& call, float* out, absl::Time deadline) override;
   std::string name() const override { return name_; }
   const ExpertShard& shard() const { return *shard_; }
 

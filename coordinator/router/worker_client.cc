@@ -111,7 +111,7 @@ namespace {
 // The request fields of one call (the wire dtype chosen by the client), the activations in
 // `hidden` unless encode_hidden is false (they go through shared memory); returns the payload
 // bytes the call moves either way (activations, ids, weights).
-size_t FillRequest(const ExpertCall& call, v1::TensorDType dtype, v1::RunExpertsRequest* req,
+size_t FillRequest(const ExpertBatch& call, v1::TensorDType dtype, v1::RunExpertsRequest* req,
                    bool encode_hidden = true) {
   const size_t T = std::max(call.num_tokens, 0), H = std::max(call.hidden, 0),
                k = std::max(call.top_k, 0);
@@ -143,7 +143,7 @@ WorkerClient::~WorkerClient() {
   if (dog_.joinable()) dog_.join();
 }
 
-absl::Status WorkerClient::RunExperts(const ExpertCall& call, float* out, absl::Time deadline) {
+absl::Status WorkerClient::RunExperts(const ExpertBatch& call, float* out, absl::Time deadline) {
   if (options_.stream && !stream_unsupported_.load()) {
     std::unique_lock<std::mutex> l(stream_mu_, std::try_to_lock);
     if (l.owns_lock()) return RunOnStream(call, out, deadline);
@@ -151,7 +151,7 @@ absl::Status WorkerClient::RunExperts(const ExpertCall& call, float* out, absl::
   return RunUnary(call, out, deadline);
 }
 
-absl::Status WorkerClient::CheckAndDecode(const ExpertCall& call, const v1::RunExpertsResponse& resp,
+absl::Status WorkerClient::CheckAndDecode(const ExpertBatch& call, const v1::RunExpertsResponse& resp,
                                           const char* shm_out, float* out) const {
   const size_t T = std::max(call.num_tokens, 0), H = std::max(call.hidden, 0);
   const size_t esize = WireDTypeSize(options_.wire_dtype);
@@ -178,7 +178,7 @@ void WorkerClient::GiveUpSharedMemory(absl::string_view why) {
           name_.c_str(), address().c_str(), static_cast<int>(why.size()), why.data());
 }
 
-const char* WorkerClient::FillShared(const ExpertCall& call, v1::RunExpertsRequest* req) {
+const char* WorkerClient::FillShared(const ExpertBatch& call, v1::RunExpertsRequest* req) {
   const size_t T = std::max(call.num_tokens, 0), H = std::max(call.hidden, 0);
   const size_t slot = (T * H * WireDTypeSize(options_.wire_dtype) + 63) / 64 * 64;  // offsets 64-aligned
   if (region_ == nullptr || region_->size() < 2 * slot) {
@@ -199,7 +199,7 @@ const char* WorkerClient::FillShared(const ExpertCall& call, v1::RunExpertsReque
   return region_->data() + req->shm_out_offset();
 }
 
-absl::Status WorkerClient::RunUnary(const ExpertCall& call, float* out, absl::Time deadline) {
+absl::Status WorkerClient::RunUnary(const ExpertBatch& call, float* out, absl::Time deadline) {
   ++unary_calls_;
   // Reused per thread (the router calls each backend from its own long-lived thread): the
   // multi-MB bytes fields keep their capacity instead of being faulted in afresh every layer.
@@ -225,7 +225,7 @@ void WorkerClient::CloseStream() {
   stream_.reset();
 }
 
-absl::Status WorkerClient::RunOnStream(const ExpertCall& call, float* out, absl::Time deadline) {
+absl::Status WorkerClient::RunOnStream(const ExpertBatch& call, float* out, absl::Time deadline) {
   // Reused per thread (one stream call at a time per client): buffers keep their capacity.
   thread_local v1::ExpertStreamRequest req;
   thread_local v1::ExpertStreamResponse resp;

@@ -62,7 +62,7 @@ class WorkerClient final : public ExpertBackend {
   static absl::StatusOr<std::unique_ptr<WorkerClient>> Create(const std::string& address,
                                                               WorkerClientOptions options = {});
 
-  absl::Status RunExperts(const ExpertCall& call, float* out, absl::Time deadline) override;
+  absl::Status RunExperts(const ExpertBatch& call, float* out, absl::Time deadline) override;
   std::string name() const override { return name_; }
   std::string address() const override;
   absl::Status Reconnect(const std::string& address) override;
@@ -88,17 +88,17 @@ class WorkerClient final : public ExpertBackend {
  private:
   WorkerClient() = default;
   absl::Status Annotate(const absl::Status& s) const;
-  absl::Status RunUnary(const ExpertCall& call, float* out, absl::Time deadline);
+  absl::Status RunUnary(const ExpertBatch& call, float* out, absl::Time deadline);
   // The call on the stream; the caller holds stream_mu_.
-  absl::Status RunOnStream(const ExpertCall& call, float* out, absl::Time deadline)
+  absl::Status RunOnStream(const ExpertBatch& call, float* out, absl::Time deadline)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(stream_mu_);
   // shm_out: where a shared-memory answer lies (nullptr: the call went as bytes).
-  absl::Status CheckAndDecode(const ExpertCall& call, const v1::RunExpertsResponse& resp, const char* shm_out,
+  absl::Status CheckAndDecode(const ExpertBatch& call, const v1::RunExpertsResponse& resp, const char* shm_out,
                               float* out) const;
   // Puts the call's activations in region_ (made or grown as needed) and names it in req, whose
   // other fields FillRequest set; returns where the output will lie, or nullptr (and bytes from
   // now on) when no region can be made.
-  const char* FillShared(const ExpertCall& call, v1::RunExpertsRequest* req)
+  const char* FillShared(const ExpertBatch& call, v1::RunExpertsRequest* req)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(stream_mu_);
   void CloseStream() ABSL_EXCLUSIVE_LOCKS_REQUIRED(stream_mu_);
   void GiveUpSharedMemory(absl::string_view why);

@@ -96,12 +96,17 @@ TEST(ExpertShardTest, LoadsOnlyTheAskedExpertsByteExact) {
   std::vector<float> x = testing::RandomFloats(T * H, 5);
   std::vector<int32_t> ids = {1, 4, 6, -1, 4, 1};
   std::vector<float> wts = {0.5f, 0.5f, 1.0f, 0.3f, 0.7f, 0.3f};
-  kernels::MoeBatch batch{T, k, x.data(), ids.data(), wts.data()};
+  ExpertBatch batch{{T, k, x.data(), ids.data(), wts.data()}, 1, H};
   std::vector<float> fast(T * H), ref(T * H);
-  ASSERT_TRUE(s.Run(1, batch, fast.data(), nullptr).ok());
+  ASSERT_TRUE(s.Run(batch, fast.data(), nullptr).ok());
   ASSERT_TRUE(kernels::MoeForwardReference(s.layer(1), batch, ref.data()).ok());
   for (int i = 0; i < T * H; ++i) EXPECT_NEAR(fast[i], ref[i], 1e-4f + 1e-4f * std::abs(ref[i]));
-  EXPECT_FALSE(s.Run(spec.layers, batch, fast.data(), nullptr).ok());
+  ExpertBatch past_last = batch;
+  past_last.layer = spec.layers;
+  EXPECT_THAT(s.Run(past_last, fast.data(), nullptr).message(), HasSubstr("out of range"));
+  ExpertBatch narrow = batch;
+  narrow.hidden = H / 2;
+  EXPECT_THAT(s.Run(narrow, fast.data(), nullptr).message(), HasSubstr("does not match the model's"));
   std::filesystem::remove_all(dir);
 }
 

@@ -28,10 +28,10 @@
 #include "core/model_config.h"
 #include "core/safetensors.h"
 #include "core/thread_pool.h"
-#include "kernels/moe/moe.h"
-#include "tests/gpu/random_moe.h"
 #include "experts/expert_shard.h"
 #include "experts/gpu_executor.h"
+#include "kernels/moe/moe.h"
+#include "tests/gpu/random_moe.h"
 #include "wire/tensor_wire.h"
 
 namespace mxserve {
@@ -86,7 +86,7 @@ int InProcess(std::shared_ptr<const ExpertShard> shard, const std::vector<int>& 
     std::vector<char> wire(4 * n);
     double med[5];
     for (int mode = 0; mode < 5; ++mode) {
-      kernels::MoeBatch mb = b.batch();
+      ExpertBatch mb{b.batch(), /*layer=*/0, H};
       if (mode == 1 || mode == 2) mb.x = px;
       if (mode == 3) mb.x = mx;
       std::vector<double> ms;
@@ -97,10 +97,10 @@ int InProcess(std::shared_ptr<const ExpertShard> shard, const std::vector<int>& 
           EncodeTensorTo(b.x.data(), n, v1::TENSOR_DTYPE_F32, wire.data(), pool);
           DecodeTensorInto(wire.data(), n, v1::TENSOR_DTYPE_F32, out.data(), pool);
         }
-        st = mode == 0   ? (*ex)->Run(0, mb, out.data())
-             : mode == 1 ? (*ex)->Run(0, mb, pout)
-             : mode == 2 ? (*ex)->RunBf16(0, mb, H, xb_locked, pout)
-             : mode == 3 ? (*ex)->Run(0, mb, mout)
+        st = mode == 0   ? (*ex)->Run(mb, out.data())
+             : mode == 1 ? (*ex)->Run(mb, pout)
+             : mode == 2 ? (*ex)->RunBf16(mb, xb_locked, pout)
+             : mode == 3 ? (*ex)->Run(mb, mout)
                          : absl::OkStatus();
         const double d = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
         if (r >= 2) ms.push_back(d);
@@ -184,7 +184,7 @@ int Main(int argc, char** argv) {
     gpu_test::HostBatch b = gpu_test::MakeBatch(T, k, H, experts, 0.02, 4242 + T);
     std::vector<float> out(size_t(T) * H);
     for (int l = 0; l < config->num_hidden_layers; ++l) {
-      ExpertCall call{l, T, H, k, b.x.data(), b.ids.data(), b.w.data()};
+      ExpertBatch call{{T, k, b.x.data(), b.ids.data(), b.w.data()}, l, H};
       std::vector<double> ms;
       absl::Status st;
       for (int r = 0; r < reps + 2 && st.ok(); ++r) {

@@ -432,9 +432,12 @@ std::vector<std::vector<double>> ReferenceGptOss::Logits(const std::vector<int32
   return logits;
 }
 
-absl::Status NaiveMoeExecutor::Run(int layer, int num_tokens, int hidden, int top_k,
-                                   const float* x, const int32_t* expert_ids,
-                                   const float* weights, float* out) {
+absl::Status NaiveMoeExecutor::Run(const ExpertBatch& batch, float* out) {
+  const int layer = batch.layer, num_tokens = batch.num_tokens;
+  const int hidden = batch.hidden, top_k = batch.top_k;
+  const float* x = batch.x;
+  const int32_t* expert_ids = batch.expert_ids;
+  const float* weights = batch.weights;
   ++calls_;
   std::vector<double> xd(hidden), eo(hidden), acc(hidden);
   for (int t = 0; t < num_tokens; ++t) {

@@ -93,8 +93,7 @@ class ReferenceGptOss {
 class NaiveMoeExecutor : public MoeExecutor {
  public:
   explicit NaiveMoeExecutor(const ReferenceGptOss* ref) : ref_(ref) {}
-  absl::Status Run(int layer, int num_tokens, int hidden, int top_k, const float* x,
-                   const int32_t* expert_ids, const float* weights, float* out) override;
+  absl::Status Run(const ExpertBatch& batch, float* out) override;
   int calls() const { return calls_; }
 
  private:

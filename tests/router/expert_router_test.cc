@@ -99,13 +99,14 @@ TEST(ExpertRouterTest, TwoGrpcWorkersInProcessAndReferenceAgree) {
         std::vector<float> xr = b.x;
         if (bf16) for (float& v : xr) v = Bf16ToFloat(FloatToBf16(v));
         std::vector<float> ref_local(T * H);
-        kernels::MoeBatch mb{T, b.k, b.x.data(), b.ids.data(), b.w.data()};
-        ASSERT_TRUE(kernels::MoeForwardReference((*all)->shard->layer(layer), mb, ref_local.data()).ok());
-        mb.x = xr.data();
-        ASSERT_TRUE(kernels::MoeForwardReference((*all)->shard->layer(layer), mb, ref.data()).ok());
-        ASSERT_TRUE((*grpc_router)->Run(layer, T, H, b.k, b.x.data(), b.ids.data(), b.w.data(), via_grpc.data()).ok());
-        ASSERT_TRUE((*local_router)->Run(layer, T, H, b.k, b.x.data(), b.ids.data(), b.w.data(), via_local.data()).ok());
-        ASSERT_TRUE((*grpc_router)->Run(layer, T, H, b.k, b.x.data(), b.ids.data(), b.w.data(), again.data()).ok());
+        const ExpertBatch batch{{T, b.k, b.x.data(), b.ids.data(), b.w.data()}, layer, H};
+        ASSERT_TRUE(kernels::MoeForwardReference((*all)->shard->layer(layer), batch, ref_local.data()).ok());
+        ExpertBatch rounded = batch;
+        rounded.x = xr.data();
+        ASSERT_TRUE(kernels::MoeForwardReference((*all)->shard->layer(layer), rounded, ref.data()).ok());
+        ASSERT_TRUE((*grpc_router)->Run(batch, via_grpc.data()).ok());
+        ASSERT_TRUE((*local_router)->Run(batch, via_local.data()).ok());
+        ASSERT_TRUE((*grpc_router)->Run(batch, again.data()).ok());
         double max_abs = 0;
         for (float r : ref) max_abs = std::max<double>(max_abs, std::abs(r));
         for (int i = 0; i < T * H; ++i) {
@@ -126,7 +127,7 @@ class FakeBackend final : public ExpertBackend {
  public:
   FakeBackend(absl::Duration delay, absl::Status status, float value)
       : delay_(delay), status_(std::move(status)), value_(value) {}
-  absl::Status RunExperts(const ExpertCall& call, float* out, absl::Time deadline) override {
+  absl::Status RunExperts(const ExpertBatch& call, float* out, absl::Time deadline) override {
     absl::SleepFor(delay_);
     ++calls;
     tokens += call.num_tokens;
@@ -157,7 +158,7 @@ TEST(ExpertRouterTest, CallsGoOutInParallelAndOnlyToBackendsWithTokens) {
   std::vector<float> x(2 * H, 1.f), w = {1, 1, 1, 1}, out(2 * H);
   std::vector<int32_t> ids = {0, 2, 4, 5};
   const absl::Time t0 = absl::Now();
-  ASSERT_TRUE((*router)->Run(0, 2, H, 2, x.data(), ids.data(), w.data(), out.data()).ok());
+  ASSERT_TRUE((*router)->Run(ExpertBatch{{2, 2, x.data(), ids.data(), w.data()}, 0, H}, out.data()).ok());
   const absl::Duration took = absl::Now() - t0;
   EXPECT_LT(took, absl::Milliseconds(450)) << "3 calls of 200 ms each took " << took;
   EXPECT_EQ(fakes[0]->tokens, 1);
@@ -175,7 +176,7 @@ TEST(ExpertRouterTest, CallsGoOutInParallelAndOnlyToBackendsWithTokens) {
 class RowBackend final : public ExpertBackend {
  public:
   explicit RowBackend(int b) : b_(b) {}
-  absl::Status RunExperts(const ExpertCall& call, float* out, absl::Time) override {
+  absl::Status RunExperts(const ExpertBatch& call, float* out, absl::Time) override {
     for (int i = 0; i < call.num_tokens; ++i) {
       float idsum = 0.f;
       for (int j = 0; j < call.top_k; ++j) idsum += std::max(0, call.expert_ids[i * call.top_k + j]);
@@ -207,7 +208,7 @@ TEST(ExpertRouterTest, LargeBatchesSumExactlyAsInGroupOrder) {
     ids[t * k] = rng() % kExperts;
     do ids[t * k + 1] = rng() % kExperts; while (ids[t * k + 1] == ids[t * k]);
   }
-  ASSERT_TRUE((*router)->Run(0, T, H, k, x.data(), ids.data(), w.data(), out.data()).ok());
+  ASSERT_TRUE((*router)->Run(ExpertBatch{{T, k, x.data(), ids.data(), w.data()}, 0, H}, out.data()).ok());
   const int per = kExperts / kGroups;
   for (int t = 0; t < T; ++t) {
     for (int h = 0; h < H; ++h) {
@@ -239,14 +240,14 @@ TEST(ExpertRouterTest, BackendFailureIsReturned) {
   ASSERT_TRUE(router.ok());
   std::vector<float> x(4, 1.f), w = {1, 1}, out(4);
   std::vector<int32_t> ids = {0, 3};
-  absl::Status s = (*router)->Run(2, 1, 4, 2, x.data(), ids.data(), w.data(), out.data());
+  absl::Status s = (*router)->Run(ExpertBatch{{1, 2, x.data(), ids.data(), w.data()}, 2, 4}, out.data());
   EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(std::string(s.message()), HasSubstr("worker@x:1: gone"));
   EXPECT_THAT(std::string(s.message()), HasSubstr("layer 2"));
   ids = {0, 4};
-  EXPECT_EQ((*router)->Run(0, 1, 4, 2, x.data(), ids.data(), w.data(), out.data()).code(),
+  EXPECT_EQ((*router)->Run(ExpertBatch{{1, 2, x.data(), ids.data(), w.data()}, 0, 4}, out.data()).code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_TRUE((*router)->Run(0, 0, 4, 2, x.data(), ids.data(), w.data(), out.data()).ok());
+  EXPECT_TRUE((*router)->Run(ExpertBatch{{0, 2, x.data(), ids.data(), w.data()}, 0, 4}, out.data()).ok());
 }
 
 TEST(WorkerClientTest, DeadlineAndUnreachableWorker) {
@@ -257,7 +258,7 @@ TEST(WorkerClientTest, DeadlineAndUnreachableWorker) {
   EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
   std::vector<float> x(4), w = {1}, out(4);
   std::vector<int32_t> ids = {0};
-  ExpertCall call{0, 1, 4, 1, x.data(), ids.data(), w.data()};
+  ExpertBatch call{{1, 1, x.data(), ids.data(), w.data()}, 0, 4};
   s = (*c)->RunExperts(call, out.data(), absl::Now() + absl::Milliseconds(300));
   EXPECT_TRUE(s.code() == absl::StatusCode::kUnavailable ||
               s.code() == absl::StatusCode::kDeadlineExceeded) << s;
@@ -296,8 +297,8 @@ TEST(RouterFactoryTest, ConnectToWorkersAndInProcessAgree) {
   const int T = 12, H = spec.hidden, k = spec.top_k;
   Batch b = RandomBatch(T, k, H, spec.experts, 77);
   std::vector<float> a(T * H), c(T * H);
-  ASSERT_TRUE((*remote)->Run(1, T, H, k, b.x.data(), b.ids.data(), b.w.data(), a.data()).ok());
-  ASSERT_TRUE((*local)->Run(1, T, H, k, b.x.data(), b.ids.data(), b.w.data(), c.data()).ok());
+  ASSERT_TRUE((*remote)->Run(ExpertBatch{{T, k, b.x.data(), b.ids.data(), b.w.data()}, 1, H}, a.data()).ok());
+  ASSERT_TRUE((*local)->Run(ExpertBatch{{T, k, b.x.data(), b.ids.data(), b.w.data()}, 1, H}, c.data()).ok());
   for (int i = 0; i < T * H; ++i) ASSERT_NEAR(a[i], c[i], 1e-5 + 1e-5 * std::abs(c[i])) << i;
 
   auto missing = ConnectToWorkers({(*partial)->server->address()}, *config, opt);
@@ -332,7 +333,7 @@ namespace {
 // A worker that takes too long: the router's per-call deadline ends the wait.
 class SlowExecutor final : public ExpertExecutor {
  public:
-  absl::Status Run(int layer, const kernels::MoeBatch& batch, float* out) override {
+  absl::Status Run(const ExpertBatch& batch, float* out) override {
     absl::SleepFor(absl::Seconds(2));
     return absl::OkStatus();
   }
@@ -356,7 +357,7 @@ TEST(ExpertRouterTest, SlowWorkerHitsTheCallDeadline) {
   std::vector<float> x(32, 1.f), w = {1.f}, out(32);
   std::vector<int32_t> ids = {2};
   const absl::Time t0 = absl::Now();
-  absl::Status s = (*router)->Run(0, 1, 32, 1, x.data(), ids.data(), w.data(), out.data());
+  absl::Status s = (*router)->Run(ExpertBatch{{1, 1, x.data(), ids.data(), w.data()}, 0, 32}, out.data());
   // The late call marks the worker down; with no replica and no wait that is UNAVAILABLE.
   EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
   EXPECT_THAT(std::string(s.message()), HasSubstr("Deadline"));

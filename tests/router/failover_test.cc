@@ -15,12 +15,12 @@
 #include "coordinator/router/placement.h"
 #include "coordinator/router/router_factory.h"
 #include "core/model_config.h"
+#include "experts/expert_executor.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/experts/test_checkpoint.h"
 #include "tests/worker/test_worker.h"
-#include "experts/expert_executor.h"
 
 namespace mxserve {
 namespace {
@@ -65,7 +65,7 @@ class ScriptedBackend final : public ExpertBackend {
  public:
   enum Mode { kOk, kUnavailable, kHang, kInvalid, kSlow };
   explicit ScriptedBackend(int index) : index_(index) {}
-  absl::Status RunExperts(const ExpertCall& call, float* out, absl::Time deadline) override {
+  absl::Status RunExperts(const ExpertBatch& call, float* out, absl::Time deadline) override {
     ++calls;
     {
       absl::MutexLock l(&mu_);
@@ -163,7 +163,7 @@ Batch RandomBatch(int T, int H, int k, int E, uint32_t seed) {
 
 absl::Status RunLayer(ExpertRouter& r, int layer, const Batch& b, std::vector<float>* out) {
   out->assign(static_cast<size_t>(b.T) * b.H, -1.f);
-  return r.Run(layer, b.T, b.H, b.k, b.x.data(), b.ids.data(), b.w.data(), out->data());
+  return r.Run(ExpertBatch{{b.T, b.k, b.x.data(), b.ids.data(), b.w.data()}, layer, b.H}, out->data());
 }
 
 TEST(FailoverTest, FailedCallsGoToAReplicaWithBitIdenticalResults) {

@@ -122,7 +122,7 @@ TEST_F(WorkerClientStreamTest, WorkerRestartedOnTheSameAddressIsReachedAgain) {
 // First call slow (past its deadline), the rest immediate.
 class FirstCallSlowExecutor final : public ExpertExecutor {
  public:
-  absl::Status Run(int layer, const kernels::MoeBatch& batch, float* out) override {
+  absl::Status Run(const ExpertBatch& batch, float* out) override {
     if (calls_++ == 0) absl::SleepFor(absl::Milliseconds(800));
     std::fill(out, out + size_t(batch.num_tokens) * 32, 1.f);
     return absl::OkStatus();
@@ -142,7 +142,7 @@ TEST(WorkerClientStreamDeadlineTest, LateCallIsCancelledAndTheNextGetsANewStream
   auto client = Client((*server)->address(), true);
   std::vector<float> x(32, 1.f), w = {1.f}, out(32, 0.f);
   std::vector<int32_t> ids = {2};
-  ExpertCall call{0, 1, 32, 1, x.data(), ids.data(), w.data()};
+  ExpertBatch call{{1, 1, x.data(), ids.data(), w.data()}, 0, 32};
   const absl::Time t0 = absl::Now();
   absl::Status s = client->RunExperts(call, out.data(), t0 + absl::Milliseconds(200));
   EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;

@@ -16,11 +16,11 @@
 #include "coordinator/router/worker_client.h"
 #include "core/model_config.h"
 #include "core/safetensors.h"
+#include "experts/expert_shard.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kernels/moe/moe.h"
 #include "tests/experts/test_checkpoint.h"
-#include "experts/expert_shard.h"
 
 namespace mxserve {
 namespace {
@@ -79,9 +79,9 @@ TEST(LocalWorkerPoolTest, TwoRealWorkersServeAndStop) {
     ids.push_back(t % 8);
     ids.push_back((t * 3 + 1) % 8 == t % 8 ? (t + 1) % 8 : (t * 3 + 1) % 8);
   }
-  kernels::MoeBatch mb{T, k, x.data(), ids.data(), w.data()};
-  ASSERT_TRUE(kernels::MoeForwardReference((*all)->layer(2), mb, ref.data()).ok());
-  absl::Status s = (*router)->Run(2, T, H, k, x.data(), ids.data(), w.data(), out.data());
+  const ExpertBatch batch{{T, k, x.data(), ids.data(), w.data()}, /*layer=*/2, H};
+  ASSERT_TRUE(kernels::MoeForwardReference((*all)->layer(2), batch, ref.data()).ok());
+  absl::Status s = (*router)->Run(batch, out.data());
   ASSERT_TRUE(s.ok()) << s;
   for (int i = 0; i < T * H; ++i) ASSERT_NEAR(out[i], ref[i], 1e-5 + 1e-5 * std::abs(ref[i]));
 
@@ -91,7 +91,7 @@ TEST(LocalWorkerPoolTest, TwoRealWorkersServeAndStop) {
   // clients hold open connections.
   EXPECT_LT(absl::Now() - t0, absl::Seconds(3));
   for (pid_t pid : pids) EXPECT_FALSE(Alive(pid)) << "worker pid " << pid << " still exists";
-  s = (*router)->Run(2, T, H, k, x.data(), ids.data(), w.data(), out.data());
+  s = (*router)->Run(batch, out.data());
   EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
   pool->reset();
   std::filesystem::remove_all(dir);

@@ -67,7 +67,7 @@ class SupervisorTest : public ::testing::Test {
       ids.push_back(t % 8);
       ids.push_back((t + 3) % 8);
     }
-    absl::Status s = router_->Run(layer, T, H, k, x.data(), ids.data(), w.data(), out.data());
+    absl::Status s = router_->Run(ExpertBatch{{T, k, x.data(), ids.data(), w.data()}, layer, H}, out.data());
     EXPECT_TRUE(s.ok()) << s;
     return out;
   }

@@ -15,11 +15,11 @@
 #include "absl/time/clock.h"
 #include "coordinator/router/worker_client.h"
 #include "core/thread_pool.h"
+#include "experts/expert_executor.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/experts/test_checkpoint.h"
 #include "tests/worker/test_worker.h"
-#include "experts/expert_executor.h"
 #include "wire/shared_memory.h"
 #include "wire/tensor_wire.h"
 
@@ -181,14 +181,14 @@ class PinRecorder final : public ExpertExecutor {
  public:
   explicit PinRecorder(std::shared_ptr<const ExpertShard> shard)
       : inner_(std::make_shared<ShardExecutor>(std::move(shard), nullptr)) {}
-  absl::Status Run(int layer, const kernels::MoeBatch& batch, float* out) override {
+  absl::Status Run(const ExpertBatch& batch, float* out) override {
     {
       std::lock_guard<std::mutex> lock(mu_);
       const size_t n = size_t(batch.num_tokens) * shard_hidden_ * sizeof(float);
       runs_in_pinned_ += Inside(batch.x, n) && Inside(out, n);
       ++runs_;
     }
-    return inner_->Run(layer, batch, out);
+    return inner_->Run(batch, out);
   }
   void PinHostMemory(void* p, size_t n) override {
     std::lock_guard<std::mutex> lock(mu_);
@@ -251,21 +251,21 @@ class Bf16Recorder final : public ExpertExecutor {
  public:
   explicit Bf16Recorder(std::shared_ptr<const ExpertShard> shard)
       : inner_(std::make_shared<ShardExecutor>(std::move(shard), nullptr)) {}
-  absl::Status Run(int layer, const kernels::MoeBatch& batch, float* out) override {
+  absl::Status Run(const ExpertBatch& batch, float* out) override {
     {
       std::lock_guard<std::mutex> lock(mu_);
       ++f32_runs_;
     }
-    return inner_->Run(layer, batch, out);
+    return inner_->Run(batch, out);
   }
-  absl::Status RunBf16(int layer, const kernels::MoeBatch& batch, int hidden, const void* x, void* out) override {
+  absl::Status RunBf16(const ExpertBatch& batch, const void* x, void* out) override {
     {
       std::lock_guard<std::mutex> lock(mu_);
       EXPECT_EQ(batch.x, nullptr);
-      seen_x_.assign(static_cast<const char*>(x), size_t(batch.num_tokens) * hidden * 2);
+      seen_x_.assign(static_cast<const char*>(x), size_t(batch.num_tokens) * batch.hidden * 2);
       ++bf16_runs_;
     }
-    return inner_->RunBf16(layer, batch, hidden, x, out);
+    return inner_->RunBf16(batch, x, out);
   }
   std::mutex mu_;
   std::shared_ptr<ExpertExecutor> inner_;

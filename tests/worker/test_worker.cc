@@ -2,8 +2,8 @@
 
 #include "core/safetensors.h"
 #include "core/status.h"
-#include "tests/experts/test_checkpoint.h"
 #include "experts/expert_executor.h"
+#include "tests/experts/test_checkpoint.h"
 
 namespace mxserve::testing {
 

@@ -9,8 +9,8 @@
 #include "absl/status/statusor.h"
 #include "coordinator/router/expert_backend.h"
 #include "core/model_config.h"
-#include "worker/expert_service.h"
 #include "experts/expert_shard.h"
+#include "worker/expert_service.h"
 #include "worker/worker_server.h"
 
 namespace mxserve::testing {
@@ -37,7 +37,7 @@ struct CallData {
   int T, k, H;
   std::vector<float> x, w, out;
   std::vector<int32_t> ids;
-  ExpertCall call(int layer) const { return ExpertCall{layer, T, H, k, x.data(), ids.data(), w.data()}; }
+  ExpertBatch call(int layer) const { return ExpertBatch{{T, k, x.data(), ids.data(), w.data()}, layer, H}; }
 };
 CallData MakeCall(int T, int k, int H, const std::vector<int>& experts, uint32_t seed);
 

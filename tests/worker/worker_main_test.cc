@@ -103,7 +103,7 @@ TEST_F(WorkerMainTest, PortFileServingAndCleanSigterm) {
   const int H = spec_.hidden;
   std::vector<float> x = testing::RandomFloats(2 * H, 1), w = {1, 1, 1, 1}, out(2 * H);
   std::vector<int32_t> ids = {2, -1, 5, 3};
-  ExpertCall call{1, 2, H, 2, x.data(), ids.data(), w.data()};
+  ExpertBatch call{{2, 2, x.data(), ids.data(), w.data()}, 1, H};
   EXPECT_TRUE((*client)->RunExperts(call, out.data(), absl::Now() + absl::Seconds(10)).ok());
   ids[1] = 6;  // not held there
   EXPECT_EQ((*client)->RunExperts(call, out.data(), absl::Now() + absl::Seconds(10)).code(),
