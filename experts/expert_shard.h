@@ -1,5 +1,6 @@
-// The expert weights one worker holds: for every MoE layer, only its own experts, copied
-// straight from the checkpoint's MXFP4 blocks/scales into owned, aligned, resident buffers.
+// The expert weights one process holds (a worker, or the coordinator in single-process mode): for
+// every MoE layer, only its own experts, copied straight from the checkpoint's MXFP4
+// blocks/scales into owned, aligned, resident buffers.
 #pragma once
 
 #include <cstddef>
