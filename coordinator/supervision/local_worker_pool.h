@@ -15,7 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "worker/worker_auth.h"
+#include "wire/worker_auth.h"
 
 namespace mxserve {
 
