@@ -4,9 +4,9 @@
 
 #include <algorithm>
 #include <atomic>
-#include <condition_variable>
 #include <cstdio>
-#include <mutex>
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include <thread>
 #include <filesystem>
 #include <fstream>
@@ -50,9 +50,8 @@ struct Coordinator::Parts {
   std::unique_ptr<ServingMetrics> metrics;
   std::unique_ptr<HealthMonitor> health;
   std::thread health_thread;  // re-checks health (logs changes, systemd STATUS=); stopped first
-  std::mutex health_mu;
-  std::condition_variable health_cv;
-  bool health_stop = false;   // guarded by health_mu
+  absl::Mutex health_mu;
+  bool health_stop ABSL_GUARDED_BY(health_mu) = false;
   CoordinatorOptions options;
   ModelConfig config;
   std::unique_ptr<Tokenizer> tokenizer;
@@ -407,18 +406,18 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(CoordinatorOptio
   // nobody probes, and keeps systemd's STATUS= line current.
   p.health_thread = std::thread([pp] {
     int last = -1;
-    std::unique_lock<std::mutex> lock(pp->health_mu);
-    while (!pp->health_stop) {
-      pp->health_cv.wait_for(lock, std::chrono::milliseconds(250));
-      if (pp->health_stop) break;
-      lock.unlock();
+    while (true) {
+      {
+        absl::MutexLock lock(&pp->health_mu);
+        pp->health_mu.AwaitWithTimeout(absl::Condition(&pp->health_stop), absl::Milliseconds(250));
+        if (pp->health_stop) break;
+      }
       HealthReport r = pp->health->Check();
       if (static_cast<int>(r.ready) != last) {
         last = r.ready;
         pp->notifier.Status(r.ready ? "serving: ready"
                                     : "NOT READY: " + absl::StrJoin(r.reasons, "; "));
       }
-      lock.lock();
     }
   });
   return self;
@@ -476,10 +475,9 @@ void Coordinator::Shutdown() {
   parts_->shut_down = true;
   if (parts_->health) parts_->health->SetPhase(ServingPhase::kStopped);
   {
-    std::lock_guard<std::mutex> lock(parts_->health_mu);
-    parts_->health_stop = true;
+    absl::MutexLock lock(&parts_->health_mu);
+    parts_->health_stop = true;  // wakes the health thread's Await
   }
-  parts_->health_cv.notify_all();
   if (parts_->health_thread.joinable()) parts_->health_thread.join();
   if (parts_->http) parts_->http->Shutdown();
   if (parts_->grpc) parts_->grpc->Shutdown();

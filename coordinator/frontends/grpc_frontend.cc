@@ -1,9 +1,7 @@
 #include "coordinator/frontends/grpc_frontend.h"
 
 #include <atomic>
-#include <condition_variable>
 #include <deque>
-#include <mutex>
 #include <thread>
 
 #include <grpcpp/grpcpp.h>
@@ -12,6 +10,8 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "coordinator/frontends/api_error.h"
 #include "coordinator/frontends/auth.h"
 #include "core/grpc_reflection.h"
@@ -78,7 +78,7 @@ class GenerateReactor : public grpc::ServerWriteReactor<pb::GenerateResponse> {
     multi_ = parsed->n > 1;
     for (size_t i = 0; i < reqs.size(); ++i) {
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        absl::MutexLock lock(&mu_);
         ++engine_pending_;  // before Submit: its callback may run at once
       }
       absl::Status s = ctx_.engine->Submit(std::move(reqs[i]), [this, i](GenerationEvent ev) {
@@ -86,7 +86,7 @@ class GenerateReactor : public grpc::ServerWriteReactor<pb::GenerateResponse> {
       });
       if (!s.ok()) {
         {
-          std::lock_guard<std::mutex> lock(mu_);
+          absl::MutexLock lock(&mu_);
           --engine_pending_;
         }
         for (size_t k = 0; k < i; ++k) ctx_.engine->Cancel(choices_[k].engine_id);
@@ -101,7 +101,7 @@ class GenerateReactor : public grpc::ServerWriteReactor<pb::GenerateResponse> {
     bool finish = false;
     grpc::Status status;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       queue_.pop_front();
       if (!ok) {  // the stream broke (client gone): stop writing and stop the engine
         queue_.clear();
@@ -130,7 +130,7 @@ class GenerateReactor : public grpc::ServerWriteReactor<pb::GenerateResponse> {
     CancelEngine();
     bool finish = false;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       if (!finished_ && !writing_) finished_ = finish = true;
     }
     if (finish) Finish(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled by the client"));
@@ -139,7 +139,7 @@ class GenerateReactor : public grpc::ServerWriteReactor<pb::GenerateResponse> {
   void OnDone() override {
     bool del;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       grpc_done_ = true;
       del = engine_pending_ == 0;
     }
@@ -165,7 +165,7 @@ class GenerateReactor : public grpc::ServerWriteReactor<pb::GenerateResponse> {
   void FinishAfterWrites(grpc::Status s) {
     bool finish = false;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       if (finished_ || finish_pending_) return;
       finish_pending_ = true;
       final_status_ = s;
@@ -262,7 +262,7 @@ class GenerateReactor : public grpc::ServerWriteReactor<pb::GenerateResponse> {
     bool finish = false, del = false;
     grpc::Status finish_status;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       if (!finished_ && !finish_pending_) {
         for (auto& r : out) queue_.push_back(std::move(r));
         if (!error.ok()) {  // the stream ends with the error once what is queued is written
@@ -297,7 +297,7 @@ class GenerateReactor : public grpc::ServerWriteReactor<pb::GenerateResponse> {
   int prompt_tokens_ = 0;
   std::vector<Choice> choices_;  // fixed after the constructor
 
-  std::mutex mu_;
+  absl::Mutex mu_;
   std::deque<pb::GenerateResponse> queue_ ABSL_GUARDED_BY(mu_);  // front() is being written
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool finish_pending_ ABSL_GUARDED_BY(mu_) = false;  // Finish once the queue drains
@@ -366,16 +366,15 @@ struct GrpcFrontend::Impl {
   std::unique_ptr<grpc::Server> server;
   int port = 0;
 
-  std::mutex mu;
-  std::condition_variable cv;
-  bool stop = false;  // guarded by mu
-  int last_ready = -1;  // guarded by mu
+  absl::Mutex mu;
+  bool stop ABSL_GUARDED_BY(mu) = false;
+  int last_ready ABSL_GUARDED_BY(mu) = -1;
   std::thread health_thread;
 
   void Refresh() {
     std::string why;
     const bool ready = ctx.IsProbeReady(&why);  // readiness, not just "accepting"
-    std::lock_guard<std::mutex> lock(mu);
+    absl::MutexLock lock(&mu);
     if (stop || last_ready == static_cast<int>(ready)) return;
     last_ready = ready;
     grpc::HealthCheckServiceInterface* hs = server->GetHealthCheckService();
@@ -419,13 +418,18 @@ absl::StatusOr<std::unique_ptr<GrpcFrontend>> GrpcFrontend::Start(ServingContext
   impl->Refresh();
   Impl* raw = impl.get();
   impl->health_thread = std::thread([raw] {
-    std::unique_lock<std::mutex> lock(raw->mu);
-    while (!raw->stop) {
-      raw->cv.wait_for(lock, raw->options.health_poll);
-      if (raw->stop) break;
-      lock.unlock();
+    const absl::Duration poll = absl::FromChrono(raw->options.health_poll);
+    auto stopped = [raw] {
+      raw->mu.AssertHeld();  // Await evaluates the condition with the lock held
+      return raw->stop;
+    };
+    while (true) {
+      {
+        absl::MutexLock lock(&raw->mu);
+        raw->mu.AwaitWithTimeout(absl::Condition(&stopped), poll);
+        if (raw->stop) break;
+      }
       raw->Refresh();
-      lock.lock();
     }
   });
   return std::unique_ptr<GrpcFrontend>(new GrpcFrontend(std::move(impl)));
@@ -438,11 +442,10 @@ void GrpcFrontend::RefreshHealth() { impl_->Refresh(); }
 void GrpcFrontend::Shutdown() {
   if (!impl_ || !impl_->server) return;
   {
-    std::lock_guard<std::mutex> lock(impl_->mu);
+    absl::MutexLock lock(&impl_->mu);
     if (impl_->stop) return;
-    impl_->stop = true;
+    impl_->stop = true;  // wakes the health thread's Await
   }
-  impl_->cv.notify_all();
   if (impl_->health_thread.joinable()) impl_->health_thread.join();
   if (auto* hs = impl_->server->GetHealthCheckService()) hs->Shutdown();
   impl_->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));

@@ -6,7 +6,8 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include <string>
 #include <vector>
 
@@ -154,11 +155,11 @@ class ChoicesResponder {
   }
   int n() const { return static_cast<int>(choices_.size()); }
   bool done() const {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     return usage_.done();
   }
   std::vector<std::string> Chunks(int i, const GenerationEvent& event) {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     std::vector<std::string> out = choices_[i]->Chunks(event);
     std::string usage = usage_.Count(i, event);
     if (!usage.empty()) out.push_back(std::move(usage));
@@ -166,22 +167,22 @@ class ChoicesResponder {
   }
   // Whole mode; true once every choice has finished (then Body()).
   bool Add(int i, const GenerationEvent& event) {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     choices_[i]->Add(event);
     usage_.Count(i, event);
     return usage_.done();
   }
   std::string Body() const {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     std::vector<std::string> bodies;
     for (const auto& c : choices_) bodies.push_back(c->Body());
     return usage_.Merge(bodies);
   }
 
  private:
-  mutable std::mutex mu_;
-  std::vector<std::unique_ptr<R>> choices_;
-  ChoicesUsage usage_;
+  mutable absl::Mutex mu_;
+  std::vector<std::unique_ptr<R>> choices_;  // the vector is fixed after construction
+  ChoicesUsage usage_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace mxserve::frontends

@@ -23,15 +23,15 @@ DeadlineGenerationService::DeadlineGenerationService(GenerationService* inner,
 
 DeadlineGenerationService::~DeadlineGenerationService() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     stop_ = true;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   if (timer_.joinable()) timer_.join();
 }
 
 int64_t DeadlineGenerationService::timed_out() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return timed_out_;
 }
 
@@ -53,26 +53,25 @@ absl::Status DeadlineGenerationService::Submit(GenerateRequest request, EventCal
     cb(std::move(ev));
   };
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     heap_.push(Entry{absl::Now() + timeout_, pending});
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   absl::Status s = inner_->Submit(std::move(request), std::move(wrapped));
   if (!s.ok()) pending->finished.store(true);  // the heap entry expires harmlessly
   return s;
 }
 
 void DeadlineGenerationService::TimerLoop() {
-  std::unique_lock<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   while (!stop_) {
     if (heap_.empty()) {
-      cv_.wait(lock);
+      cv_.Wait(&mu_);
       continue;
     }
     const absl::Time next = heap_.top().deadline;
-    const absl::Time now = absl::Now();
-    if (next > now) {
-      cv_.wait_for(lock, absl::ToChronoNanoseconds(next - now));
+    if (next > absl::Now()) {
+      cv_.WaitWithDeadline(&mu_, next);
       continue;
     }
     std::shared_ptr<Pending> p = heap_.top().pending.lock();
@@ -80,9 +79,9 @@ void DeadlineGenerationService::TimerLoop() {
     if (!p || p->finished.load()) continue;
     p->timed_out.store(true);
     ++timed_out_;
-    lock.unlock();
+    mu_.Unlock();
     inner_->Cancel(p->request_id);  // the engine answers with a final kAbort event
-    lock.lock();
+    mu_.Lock();
   }
 }
 

@@ -4,10 +4,10 @@
 // DEADLINE_EXCEEDED. Both front doors submit through it.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
 #include <memory>
-#include <mutex>
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include <queue>
 #include <string>
 #include <thread>
@@ -41,11 +41,11 @@ class DeadlineGenerationService final : public GenerationService {
 
   GenerationService* const inner_;
   const absl::Duration timeout_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> heap_;  // guarded by mu_
-  bool stop_ = false;                                                         // guarded by mu_
-  int64_t timed_out_ = 0;                                                     // guarded by mu_
+  mutable absl::Mutex mu_;
+  absl::CondVar cv_;
+  std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> heap_ ABSL_GUARDED_BY(mu_);
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t timed_out_ ABSL_GUARDED_BY(mu_) = 0;
   std::thread timer_;
 };
 

@@ -29,7 +29,6 @@ class CpuModelRunner : public ModelRunner {
   int block_size() const override { return block_size_; }
   int num_blocks() const override { return num_blocks_; }
   int max_model_len() const override { return max_model_len_; }
-  const CausalLM& model() const { return *model_; }
 
  private:
   CpuModelRunner() = default;

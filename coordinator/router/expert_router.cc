@@ -239,7 +239,10 @@ absl::Status ExpertRouter::RunGroup(int g, const ExpertBatch& call, float* out) 
           ++waits_;
           counted_wait = true;
         }
-        auto some_up = [this, g] { return shutting_down_ || PickHost(g, 0) >= 0; };
+        auto some_up = [this, g] {
+          health_mu_.AssertHeld();  // Await evaluates the condition with the lock held
+          return shutting_down_ || PickHost(g, 0) >= 0;
+        };
         health_mu_.AwaitWithDeadline(absl::Condition(&some_up), give_up);
         b = shutting_down_ ? -1 : PickHost(g, call.layer);
         if (b < 0) {
@@ -367,11 +370,13 @@ absl::Status ExpertRouter::Run(const ExpertBatch& batch, float* out) {
   // out[t] = 0 + the token's partial sums in group order (fixed: deterministic sums). Large
   // batches sum token ranges in parallel on the fan-out threads; small ones here, where waking
   // the threads would cost more than the sums (bench/router).
-  auto sum = [this, T, H, out](size_t t0, size_t t1) {
+  // The fan-out threads read the slices while this thread holds mu_ and waits for them.
+  const std::vector<Slice>* slices = &slices_;
+  auto sum = [slices, H, out](size_t t0, size_t t1) {
     for (size_t t = t0; t < t1; ++t) {
       float* o = out + t * H;
       std::memset(o, 0, H * sizeof(float));
-      for (const Slice& s : slices_) {
+      for (const Slice& s : *slices) {
         if (s.row_of[t] < 0) continue;
         const float* p = s.out.data() + static_cast<size_t>(s.row_of[t]) * H;
         for (size_t h = 0; h < H; ++h) o[h] += p[h];

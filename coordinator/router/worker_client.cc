@@ -45,6 +45,7 @@ absl::StatusOr<std::unique_ptr<WorkerClient>> WorkerClient::Create(const std::st
       WorkerChannelCredentials(options.auth);
   if (!creds.ok()) return creds.status();
   c->creds_ = *std::move(creds);
+  absl::MutexLock l(&c->mu_);
   c->conn_ = c->MakeConn(address);
   return c;
 }
@@ -77,7 +78,7 @@ std::shared_ptr<const WorkerClient::Conn> WorkerClient::MakeConn(const std::stri
 }
 
 std::shared_ptr<const WorkerClient::Conn> WorkerClient::conn() const {
-  std::lock_guard<std::mutex> l(mu_);
+  absl::MutexLock l(&mu_);
   return conn_;
 }
 
@@ -95,7 +96,7 @@ absl::Status WorkerClient::Reconnect(const std::string& address) {
   auto fresh = MakeConn(address);
   if (!IsLoopback(address)) shm_unsupported_ = true;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    absl::MutexLock l(&mu_);
     conn_ = std::move(fresh);
   }
   ++generation_;
@@ -132,21 +133,24 @@ size_t FillRequest(const ExpertBatch& call, v1::TensorDType dtype, v1::RunExpert
 
 WorkerClient::~WorkerClient() {
   {
-    std::lock_guard<std::mutex> l(stream_mu_);
+    absl::MutexLock l(&stream_mu_);
     CloseStream();
   }
   {
-    std::lock_guard<std::mutex> l(dog_mu_);
+    absl::MutexLock l(&dog_mu_);
     stopping_ = true;
   }
-  dog_cv_.notify_all();
+  dog_cv_.SignalAll();
   if (dog_.joinable()) dog_.join();
 }
 
 absl::Status WorkerClient::RunExperts(const ExpertBatch& call, float* out, absl::Time deadline) {
   if (options_.stream && !stream_unsupported_.load()) {
-    std::unique_lock<std::mutex> l(stream_mu_, std::try_to_lock);
-    if (l.owns_lock()) return RunOnStream(call, out, deadline);
+    if (stream_mu_.TryLock()) {
+      absl::Status s = RunOnStream(call, out, deadline);
+      stream_mu_.Unlock();
+      return s;
+    }
   }
   return RunUnary(call, out, deadline);
 }
@@ -299,26 +303,26 @@ absl::Status WorkerClient::RunOnStream(const ExpertBatch& call, float* out, absl
 }
 
 void WorkerClient::Arm(grpc::ClientContext* ctx, absl::Time deadline) {
-  std::lock_guard<std::mutex> l(dog_mu_);
+  absl::MutexLock l(&dog_mu_);
   if (!dog_.joinable()) dog_ = std::thread([this] { WatchdogLoop(); });
   armed_ = ctx;
   armed_deadline_ = deadline;
   fired_ = false;
-  dog_cv_.notify_all();
+  dog_cv_.SignalAll();
 }
 
 bool WorkerClient::Disarm() {
-  std::lock_guard<std::mutex> l(dog_mu_);
+  absl::MutexLock l(&dog_mu_);
   armed_ = nullptr;
-  dog_cv_.notify_all();
+  dog_cv_.SignalAll();
   return fired_;
 }
 
 void WorkerClient::WatchdogLoop() {
-  std::unique_lock<std::mutex> l(dog_mu_);
+  absl::MutexLock l(&dog_mu_);
   while (!stopping_) {
     if (armed_ == nullptr) {
-      dog_cv_.wait(l);
+      dog_cv_.Wait(&dog_mu_);
       continue;
     }
     if (absl::Now() >= armed_deadline_) {
@@ -328,9 +332,9 @@ void WorkerClient::WatchdogLoop() {
       continue;
     }
     if (armed_deadline_ == absl::InfiniteFuture()) {
-      dog_cv_.wait(l);
+      dog_cv_.Wait(&dog_mu_);
     } else {
-      dog_cv_.wait_until(l, absl::ToChronoTime(armed_deadline_));
+      dog_cv_.WaitWithDeadline(&dog_mu_, armed_deadline_);
     }
   }
 }

@@ -8,15 +8,14 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "coordinator/router/expert_backend.h"
 #include "grpc/health/v1/health.grpc.pb.h"
@@ -117,8 +116,8 @@ class WorkerClient final : public ExpertBackend {
 
   std::string name_;
   WorkerClientOptions options_;
-  mutable std::mutex mu_;
-  std::shared_ptr<const Conn> conn_;  // guarded by mu_
+  mutable absl::Mutex mu_;
+  std::shared_ptr<const Conn> conn_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<grpc::ChannelCredentials> creds_;  // from options_.auth
   std::atomic<uint64_t> generation_{0};
   std::atomic<uint64_t> bytes_sent_{0}, bytes_received_{0};
@@ -130,7 +129,7 @@ class WorkerClient final : public ExpertBackend {
     std::unique_ptr<grpc::ClientContext> ctx;
     std::unique_ptr<grpc::ClientReaderWriter<v1::ExpertStreamRequest, v1::ExpertStreamResponse>> rw;
   };
-  std::mutex stream_mu_;
+  absl::Mutex stream_mu_;
   std::unique_ptr<Stream> stream_ ABSL_GUARDED_BY(stream_mu_);
   std::atomic<bool> stream_unsupported_{false};  // the worker answered UNIMPLEMENTED
   std::unique_ptr<SharedRegion> region_ ABSL_GUARDED_BY(stream_mu_);  // options_.shared_memory
@@ -138,8 +137,8 @@ class WorkerClient final : public ExpertBackend {
   uint64_t next_id_ ABSL_GUARDED_BY(stream_mu_) = 0;
 
   // The deadline watchdog of stream calls (a thread, started with the first stream call).
-  std::mutex dog_mu_;
-  std::condition_variable dog_cv_;
+  absl::Mutex dog_mu_;
+  absl::CondVar dog_cv_;
   grpc::ClientContext* armed_ ABSL_GUARDED_BY(dog_mu_) = nullptr;
   absl::Time armed_deadline_ ABSL_GUARDED_BY(dog_mu_);
   bool fired_ ABSL_GUARDED_BY(dog_mu_) = false;

@@ -24,27 +24,25 @@ WorkerWatcher::WorkerWatcher(std::vector<WorkerClient*> workers, HealthSink* sin
 
 WorkerWatcher::~WorkerWatcher() {
   {
-    std::lock_guard<std::mutex> l(mu_);
-    stop_ = true;
+    absl::MutexLock l(&mu_);
+    stop_ = true;  // wakes every Sleep
     for (Slot& s : slots_) {
       if (s.ctx != nullptr) s.ctx->TryCancel();
     }
   }
-  cv_.notify_all();
   for (Slot& s : slots_) s.thread.join();
 }
 
 void WorkerWatcher::Poke(int i) {
-  std::lock_guard<std::mutex> l(mu_);
+  absl::MutexLock l(&mu_);
   if (i < 0 || i >= static_cast<int>(slots_.size())) return;
   slots_[i].poked = true;
   if (slots_[i].ctx != nullptr) slots_[i].ctx->TryCancel();
-  cv_.notify_all();
 }
 
 bool WorkerWatcher::Sleep(absl::Duration d) {
-  std::unique_lock<std::mutex> l(mu_);
-  cv_.wait_for(l, absl::ToChronoNanoseconds(d), [&] { return stop_; });
+  absl::MutexLock l(&mu_);
+  mu_.AwaitWithTimeout(absl::Condition(&stop_), d);
   return !stop_;
 }
 
@@ -53,14 +51,14 @@ void WorkerWatcher::Loop(int i) {
   absl::Duration backoff = options_.backoff_initial;
   // Registers ctx as the call to cancel on Poke/stop; false if already stopping.
   auto begin = [&](grpc::ClientContext* ctx) {
-    std::lock_guard<std::mutex> l(mu_);
+    absl::MutexLock l(&mu_);
     if (stop_) return false;
     slot.ctx = ctx;
     slot.poked = false;
     return true;
   };
   auto end = [&] {
-    std::lock_guard<std::mutex> l(mu_);
+    absl::MutexLock l(&mu_);
     slot.ctx = nullptr;
     return slot.poked;
   };
@@ -104,7 +102,7 @@ void WorkerWatcher::Loop(int i) {
     grpc::Status gs = reader->Finish();
     const bool poked = end();
     {
-      std::lock_guard<std::mutex> l(mu_);
+      absl::MutexLock l(&mu_);
       if (stop_) return;
     }
     if (poked) continue;  // whoever poked has already said why it is down

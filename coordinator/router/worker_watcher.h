@@ -5,9 +5,9 @@
 // reconnected worker by the next Check. Streams are re-opened with backoff.
 #pragma once
 
-#include <condition_variable>
 #include <memory>
-#include <mutex>
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include <string>
 #include <thread>
 #include <vector>
@@ -58,10 +58,9 @@ class WorkerWatcher {
 
   HealthSink* const sink_;
   const WorkerWatcherOptions options_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;          // guarded by mu_
-  std::vector<Slot> slots_;    // ctx/poked guarded by mu_
+  absl::Mutex mu_;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<Slot> slots_;  // fixed after construction; each Slot's ctx and poked under mu_
 };
 
 }  // namespace mxserve
