@@ -18,6 +18,7 @@
 #include "coordinator/engine/engine.h"
 #include "coordinator/frontends/grpc_frontend.h"
 #include "coordinator/frontends/http_frontend.h"
+#include "coordinator/frontends/prompt_limit.h"
 #include "coordinator/frontends/request_deadline.h"
 #include "coordinator/models/cpu_model_runner.h"
 #include "coordinator/models/model.h"
@@ -371,12 +372,16 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(CoordinatorOptio
   }
   p.health->SetPhase(ServingPhase::kServing);
   ctx.max_prompt_tokens = options.max_prompt_tokens;
+  ctx.max_prompt_bytes = options.max_prompt_bytes > 0 ? options.max_prompt_bytes
+                                                      : frontends::PromptByteLimit(ctx);
   frontends::HttpServerOptions ho;
   ho.host = options.host;
   ho.port = options.http_port;
   ho.io_threads = options.http_threads;
   ho.max_body_bytes = static_cast<size_t>(options.max_body_bytes);
-  ASSIGN_OR_RETURN(p.http, frontends::HttpFrontend::Start(ctx, ho));
+  ho.max_connections = options.max_connections;
+  ho.max_buffered_bytes = static_cast<size_t>(options.max_buffered_bytes);
+  ASSIGN_OR_RETURN(p.http, frontends::HttpFrontend::Start(ctx, ho, options.http_handler_threads));
   frontends::GrpcServerOptions go;
   go.host = options.host;
   go.port = options.grpc_port;

@@ -21,6 +21,10 @@ struct CoordinatorOptions {
   std::string port_file;              // if set: {"http_port":P,"grpc_port":Q} written once listening
   int http_threads = 2;
   int64_t max_body_bytes = 8 << 20;
+  int max_connections = 1024;         // HTTP connections at once; more get 503 and are closed
+  int64_t max_buffered_bytes = int64_t{256} << 20;  // HTTP request bodies held at once, in all
+  int http_handler_threads = 2;       // threads that parse, render and tokenize HTTP requests
+  int64_t max_prompt_bytes = 0;       // > 0: longer prompts get 400 untokenized (0 = from vocab)
   // Security and limits (coordinator/frontends/auth.h, request_deadline.h).
   bool grpc_reflection = false;       // gRPC server reflection on the front door (no key needed)
   std::string api_key;                // non-empty: Bearer key required on HTTP and gRPC

@@ -29,6 +29,16 @@ ABSL_FLAG(int, http_port, 8000, "OpenAI-compatible HTTP port (0 = pick)");
 ABSL_FLAG(int, grpc_port, 50051, "mxserve.v1.Inference gRPC port (0 = pick)");
 ABSL_FLAG(std::string, port_file, "", "Write {\"http_port\",\"grpc_port\"} here once listening");
 ABSL_FLAG(int, http_threads, 2, "HTTP I/O threads");
+ABSL_FLAG(int, http_handler_threads, 2,
+          "Threads that parse, render and tokenize HTTP requests (off the I/O threads)");
+ABSL_FLAG(int, max_connections, 1024,
+          "HTTP connections at once; more are answered 503 and closed");
+ABSL_FLAG(int64_t, max_buffered_bytes, int64_t{256} << 20,
+          "HTTP request body bytes held at once over all connections (a chunked body counts as "
+          "8 MiB); a request past it gets 503 on its header");
+ABSL_FLAG(int64_t, max_prompt_bytes, 0,
+          "Prompts longer than this many bytes get 400 before tokenizing (0 = the longest "
+          "token's bytes times the most prompt tokens: refuses only what cannot fit)");
 ABSL_FLAG(int, local_workers, 0,
           "Start this many mxserve-worker processes (0 = run every expert in-process)");
 ABSL_FLAG(std::string, workers, "", "Comma-separated host:port of workers started elsewhere");
@@ -129,6 +139,10 @@ int main(int argc, char** argv) {
   o.grpc_port = absl::GetFlag(FLAGS_grpc_port);
   o.port_file = absl::GetFlag(FLAGS_port_file);
   o.http_threads = absl::GetFlag(FLAGS_http_threads);
+  o.http_handler_threads = absl::GetFlag(FLAGS_http_handler_threads);
+  o.max_connections = absl::GetFlag(FLAGS_max_connections);
+  o.max_buffered_bytes = absl::GetFlag(FLAGS_max_buffered_bytes);
+  o.max_prompt_bytes = absl::GetFlag(FLAGS_max_prompt_bytes);
   o.local_workers = absl::GetFlag(FLAGS_local_workers);
   for (auto part : absl::StrSplit(absl::GetFlag(FLAGS_workers), ',', absl::SkipEmpty()))
     o.workers.emplace_back(part);
@@ -188,8 +202,11 @@ int main(int argc, char** argv) {
   o.progress_timeout = absl::Seconds(progress_s);
   o.drain_grace = absl::Seconds(grace_s);
   if (o.local_workers < 0 || o.http_port < 0 || o.grpc_port < 0 || o.block_size <= 0 ||
-      o.max_num_seqs <= 0 || o.max_num_batched_tokens <= 0 || o.kv_cache_bytes <= 0) {
-    fprintf(stderr, "mxserve-coordinator: negative or zero value in a flag that needs > 0\n");
+      o.max_num_seqs <= 0 || o.max_num_batched_tokens <= 0 || o.kv_cache_bytes <= 0 ||
+      o.http_handler_threads <= 0 || o.max_connections <= 0 ||
+      o.max_buffered_bytes < o.max_body_bytes || o.max_prompt_bytes < 0) {
+    fprintf(stderr, "mxserve-coordinator: a flag out of range (one that needs > 0 is not, or "
+            "--max_buffered_bytes is below the 8 MiB body limit)\n");
     return kExitConfig;
   }
 

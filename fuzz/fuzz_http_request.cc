@@ -2,7 +2,9 @@
 // Beast-based sessions, keep-alive and pipelining, body limit, routing, the OpenAI parsers and
 // the response builders, SSE included) over a loopback socket. The engine behind it answers
 // every accepted request with two tokens at once. Properties: the server never crashes,
-// answers or closes within the libFuzzer timeout, and still serves /health afterwards.
+// answers or closes within the libFuzzer timeout, and still serves /health afterwards. An
+// input that starts with 0xFF is a program that expands to a long, structured request
+// (fuzz_http_request_expand.h): headers, chunk extensions and trailers far past -max_len.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -22,6 +24,7 @@
 #include "coordinator/chat/chat_template.h"
 #include "coordinator/frontends/http_frontend.h"
 #include "coordinator/tokenizer/tokenizer.h"
+#include "fuzz/fuzz_http_request_expand.h"
 #include "tools/tiny_tokenizer/tiny_tokenizer.h"
 
 namespace {
@@ -147,6 +150,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static Env* env = MakeEnv();
   const int port = env->http->port();
   std::string reply;
+  std::string expanded;
+  if (size > 0 && data[0] == mxserve::fuzz::kStructuredMark) {
+    expanded = mxserve::fuzz::ExpandHttpProgram(data + 1, size - 1);
+    data = reinterpret_cast<const uint8_t*>(expanded.data());
+    size = expanded.size();
+  }
   if (!Exchange(port, data, size, &reply)) abort();
   if (!reply.empty() && reply.rfind("HTTP/1.1 ", 0) != 0) abort();  // only HTTP comes back
   static const char kHealth[] = "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";

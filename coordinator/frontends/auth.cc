@@ -69,8 +69,19 @@ absl::Status CheckApiKey(std::string_view api_key,
 }
 
 bool IsOpenPath(std::string_view path) {
-  return path == "/health" || path.substr(0, 8) == "/health/" ||
-         path.substr(0, 11) == "/v2/health/" || path == "/ping" || path == "/metrics";
+  if (path == "/health" || path.substr(0, 8) == "/health/" ||
+      path.substr(0, 11) == "/v2/health/" || path == "/ping" || path == "/metrics") {
+    return true;
+  }
+  // KServe v2's per-model readiness probe: /v2/models/<id>/ready (one path segment for <id>).
+  constexpr std::string_view kPrefix = "/v2/models/", kSuffix = "/ready";
+  if (path.size() <= kPrefix.size() + kSuffix.size() || path.substr(0, kPrefix.size()) != kPrefix ||
+      path.substr(path.size() - kSuffix.size()) != kSuffix) {
+    return false;
+  }
+  const std::string_view id =
+      path.substr(kPrefix.size(), path.size() - kPrefix.size() - kSuffix.size());
+  return id.find('/') == std::string_view::npos;
 }
 
 std::string ApiKeyFromFlagOrEnv(const std::string& flag_value) {

@@ -1,7 +1,7 @@
 // API-key authentication for the public front doors: HTTP "Authorization: Bearer <key>" and
 // gRPC metadata "authorization" on mxserve.v1.Inference. Keys compare in constant time. The
-// probe and scrape endpoints (/health*, /v2/health/*, /ping, /metrics, grpc.health.v1) stay
-// open so that load balancers and Kubernetes probes need no secret.
+// probe and scrape endpoints (/health*, /v2/health/*, /v2/models/<id>/ready, /ping, /metrics,
+// grpc.health.v1) stay open so that load balancers and Kubernetes probes need no secret.
 #pragma once
 
 #include <map>
@@ -27,7 +27,8 @@ absl::Status CheckApiKey(std::string_view api_key, std::string_view authorizatio
 absl::Status CheckApiKey(std::string_view api_key,
                          const std::multimap<grpc::string_ref, grpc::string_ref>& metadata);
 
-// Paths the HTTP door answers without a key: liveness/readiness probes and /metrics.
+// Paths the HTTP door answers without a key: liveness/readiness probes (KServe v2's
+// /v2/models/<id>/ready included) and /metrics.
 bool IsOpenPath(std::string_view path);
 
 // --api-key if given, else the MXSERVE_API_KEY environment variable (preferred: a flag shows

@@ -12,7 +12,9 @@
 #include "coordinator/frontends/api_error.h"
 #include "coordinator/frontends/openai_api.h"
 #include "coordinator/frontends/auth.h"
+#include "coordinator/frontends/handler_pool.h"
 #include "coordinator/frontends/openai_response.h"
+#include "coordinator/frontends/prompt_limit.h"
 #include "core/status_map.h"
 #include "nlohmann/json.hpp"
 
@@ -167,8 +169,15 @@ struct HttpFrontend::Routes {
   ServingContext ctx;
   // path -> method -> handler
   std::map<std::string, std::map<std::string, Handler>> table;
+  // Paths whose handlers parse, render or tokenize: they run on `pool`, never on an I/O
+  // thread, so that the probes stay answered while they work.
+  std::map<std::string, bool> heavy;
+  HandlerPool pool;
 
-  explicit Routes(ServingContext c) : ctx(std::move(c)) {
+  Routes(ServingContext c, int handler_threads) : ctx(std::move(c)), pool(handler_threads) {
+    for (const char* p : {"/v1/chat/completions", "/v1/completions", "/tokenize", "/detokenize"}) {
+      heavy[p] = true;
+    }
     table["/v1/chat/completions"]["POST"] = [this](auto& q, auto& r) { Chat(q, r); };
     table["/v1/completions"]["POST"] = [this](auto& q, auto& r) { Completions(q, r); };
     table["/v1/models"]["GET"] = [this](auto& q, auto& r) { Models(q, r); };
@@ -196,33 +205,64 @@ struct HttpFrontend::Routes {
     table["/detokenize"]["POST"] = [this](auto& q, auto& r) { Detokenize(q, r); };
   }
 
-  void Dispatch(const HttpRequest& req, const Responder& r) {
+  // Key, path and method, judged on the header alone (HttpHeadCheck): a request that fails
+  // here never has its body read. The route's handler, or nullptr with `*refusal` set.
+  const Handler* Route(const HttpRequest& req, std::optional<HttpRefusal>* refusal) const {
     if (!ctx.api_key.empty() && !IsOpenPath(req.path)) {
       if (absl::Status s = CheckApiKey(ctx.api_key, req.Header("authorization")); !s.ok()) {
-        r->Send(401, kJson, ErrorBody(s), {{"WWW-Authenticate", "Bearer"}});
-        return;
+        *refusal = HttpRefusal{401, kJson, ErrorBody(s), {{"WWW-Authenticate", "Bearer"}}};
+        return nullptr;
       }
     }
     auto it = table.find(req.path);
     if (it == table.end()) {
-      SendError(r, WithParam(absl::NotFoundError(
-                                 absl::StrCat("Not found: ", req.method, " ", req.path)),
-                             "", "not_found"));
-      return;
+      absl::Status nf = WithParam(
+          absl::NotFoundError(absl::StrCat("Not found: ", req.method, " ", req.path)), "",
+          "not_found");
+      *refusal = HttpRefusal{HttpStatusFor(nf), kJson, ErrorBody(nf), {}};
+      return nullptr;
     }
     auto m = it->second.find(req.method);
     if (m == it->second.end()) {
       std::vector<std::string> allowed;
       for (const auto& [k, v] : it->second) allowed.push_back(k);
       std::string allow = absl::StrJoin(allowed, ", ");
-      r->Send(405, kJson,
-              ErrorBody(absl::StrCat("Method ", req.method, " is not allowed for ", req.path,
-                                     " (allowed: ", allow, ")"),
-                        "invalid_request_error", "", "method_not_allowed"),
-              {{"Allow", allow}});
+      *refusal = HttpRefusal{405, kJson,
+                             ErrorBody(absl::StrCat("Method ", req.method, " is not allowed for ",
+                                                    req.path, " (allowed: ", allow, ")"),
+                                       "invalid_request_error", "", "method_not_allowed"),
+                             {{"Allow", allow}}};
+      return nullptr;
+    }
+    return &m->second;
+  }
+
+  std::optional<HttpRefusal> CheckHead(const HttpRequest& head) const {
+    std::optional<HttpRefusal> refusal;
+    Route(head, &refusal);
+    return refusal;
+  }
+
+  // On an I/O thread: probes and small answers at once, the rest on the pool.
+  void Dispatch(HttpRequest req, const Responder& r) {
+    std::optional<HttpRefusal> refusal;
+    const Handler* h = Route(req, &refusal);
+    if (!h) {
+      r->Send(refusal->status, refusal->content_type, std::move(refusal->body),
+              std::move(refusal->headers));
       return;
     }
-    m->second(req, r);
+    if (!heavy.count(req.path)) return (*h)(req, r);
+    const bool posted = pool.Post([h, req = std::move(req), r] {
+      try {
+        (*h)(req, r);
+      } catch (const std::exception& e) {
+        // Handlers answer their own errors; this one did not, so the client gets a 500 (a
+        // response already begun ignores it).
+        SendError(r, absl::InternalError(absl::StrCat("internal error: ", e.what())));
+      }
+    });
+    if (!posted) SendError(r, absl::UnavailableError("the server is shutting down"));
   }
 
   absl::Status CheckReady() const {
@@ -357,7 +397,8 @@ struct HttpFrontend::Routes {
 };
 
 absl::StatusOr<std::unique_ptr<HttpFrontend>> HttpFrontend::Start(ServingContext ctx,
-                                                                  HttpServerOptions options) {
+                                                                  HttpServerOptions options,
+                                                                  int handler_threads) {
   if (!ctx.tokenizer) return absl::InvalidArgumentError("HttpFrontend needs a tokenizer");
   if (!ctx.engine) return absl::InvalidArgumentError("HttpFrontend needs an engine");
   if (ctx.max_model_len < 2) return absl::InvalidArgumentError("max_model_len must be >= 2");
@@ -371,11 +412,36 @@ absl::StatusOr<std::unique_ptr<HttpFrontend>> HttpFrontend::Start(ServingContext
     options.bad_request_body =
         ErrorBody("Malformed HTTP request", "invalid_request_error", "", "bad_request");
   }
+  if (handler_threads < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("handler_threads must be >= 1, got ", handler_threads));
+  }
+  if (!options.error_body) {
+    options.error_body = [](int status, absl::string_view message) {
+      return ErrorBody(message, "invalid_request_error", "",
+                       status == 503 ? "overloaded" : status == 501 ? "not_implemented"
+                                                                    : "bad_request");
+    };
+  }
+  if (ctx.max_prompt_bytes == 0) ctx.max_prompt_bytes = PromptByteLimit(ctx);
   std::unique_ptr<HttpFrontend> fe(new HttpFrontend());
-  fe->routes_ = std::make_shared<Routes>(std::move(ctx));
+  fe->routes_ = std::make_shared<Routes>(std::move(ctx), handler_threads);
+  // The server's callbacks hold the routes weakly: only the front door owns them, so that
+  // the pool (joined in Shutdown) is never destroyed from one of its own threads.
+  std::weak_ptr<Routes> weak = fe->routes_;
+  options.head_check = [weak](const HttpRequest& head) -> std::optional<HttpRefusal> {
+    auto routes = weak.lock();
+    if (!routes) return std::nullopt;
+    return routes->CheckHead(head);
+  };
   auto server = HttpServer::Start(std::move(options),
-                                  [routes = fe->routes_](HttpRequest req, Responder r) {
-                                    routes->Dispatch(req, r);
+                                  [weak](HttpRequest req, Responder r) {
+                                    auto routes = weak.lock();
+                                    if (!routes) {
+                                      return SendError(r, absl::UnavailableError(
+                                                              "the server is shutting down"));
+                                    }
+                                    routes->Dispatch(std::move(req), r);
                                   });
   if (!server.ok()) return server.status();
   fe->server_ = *std::move(server);
@@ -386,6 +452,9 @@ HttpFrontend::~HttpFrontend() { Shutdown(); }
 
 void HttpFrontend::Shutdown() {
   if (server_) server_->Shutdown();
+  if (routes_) routes_->pool.Stop();
 }
+
+HttpServerStats HttpFrontend::stats() const { return server_->stats(); }
 
 }  // namespace mxserve::frontends

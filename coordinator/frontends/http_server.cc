@@ -1,6 +1,13 @@
 #include "coordinator/frontends/http_server.h"
 
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <exception>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -14,6 +21,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 
 namespace mxserve::frontends {
 namespace {
@@ -28,6 +37,14 @@ using Headers = std::vector<std::pair<std::string, std::string>>;
 // answer instead of a connection reset; bounded in bytes and time.
 constexpr size_t kMaxDrainBytes = 64u << 20;
 constexpr std::chrono::seconds kDrainTime{5};
+// Beast keeps a field in 16 bits and throws std::length_error past 65,533 bytes; the read
+// buffer (which must hold a whole header, chunk line or trailer) stays below that.
+constexpr size_t kMaxHeaderLimit = 64u << 10;
+constexpr size_t kMinHeaderLimit = 1u << 10;
+// The read buffer must also take the 4 KiB read that watches a connection while it is answered.
+constexpr size_t kMinReadBuffer = 8u << 10;
+// Pending connections accepted and closed in one go when no descriptor is left.
+constexpr int kMaxShedPerTurn = 256;
 
 std::string ReasonPhrase(int status) {
   auto r = http::obsolete_reason(static_cast<http::status>(status));
@@ -53,12 +70,90 @@ struct Core {
   asio::io_context ioc;
   std::atomic<int> open_connections{0};
   std::atomic<bool> stopping{false};
+  std::atomic<int64_t> buffered_bytes{0};
+  std::atomic<int64_t> shed_connections{0};
+  std::atomic<int64_t> accept_errors{0};
+  std::atomic<int64_t> refused_for_buffer{0};
+  std::atomic<int64_t> exceptions{0};
   std::mutex mu;
   std::unordered_map<Session*, std::weak_ptr<Session>> sessions;  // guarded by mu
 
   Core(HttpServerOptions o, HttpHandler h, int threads)
       : options(std::move(o)), handler(std::move(h)), ioc(threads) {}
+
+  std::string ErrorBody(int status, absl::string_view message) const {
+    if (options.error_body) return options.error_body(status, message);
+    // Our own messages only: no character that needs escaping in JSON.
+    return absl::StrCat("{\"error\":{\"message\":\"", message, "\",\"code\":", status, "}}");
+  }
+
+  // Takes `n` bytes of the max_buffered_bytes budget; false when it would go past it.
+  bool Reserve(int64_t n) {
+    int64_t cur = buffered_bytes.load();
+    const auto cap = static_cast<int64_t>(options.max_buffered_bytes);
+    do {
+      if (cur + n > cap) return false;
+    } while (!buffered_bytes.compare_exchange_weak(cur, cur + n));
+    return true;
+  }
+
+  // Counts an exception that unwound out of parsing or a handler; logs the first few and then
+  // every 1024th, so that a client cannot flood the log.
+  void NoteException(const char* where, const char* what) {
+    const int64_t n = exceptions.fetch_add(1) + 1;
+    if (n <= 16 || n % 1024 == 0) {
+      fprintf(stderr, "mxserve http: exception %s (dropping that connection; %lld so far): %s\n",
+              where, static_cast<long long>(n), what);
+    }
+  }
 };
+
+namespace {
+
+// RFC 9112 framing and Host (sections 3.2, 6.1, 6.3): what is wrong with a request's header, as
+// a status (400, or 501 for a transfer coding we do not implement) and a message; nullopt = ok.
+std::optional<std::pair<int, std::string>> FramingError(
+    const http::request<http::string_body>& h) {
+  const bool http10 = h.version() < 11;
+  const size_t hosts = h.count(http::field::host);
+  if (!http10 && hosts == 0) return std::make_pair(400, "HTTP/1.1 request without a Host header");
+  if (hosts > 1) return std::make_pair(400, "more than one Host header");
+  if (h.count(http::field::transfer_encoding) == 0) return std::nullopt;
+  if (http10) return std::make_pair(400, "Transfer-Encoding in an HTTP/1.0 request");
+  if (h.count(http::field::content_length) > 0) {
+    return std::make_pair(400, "both Transfer-Encoding and Content-Length");
+  }
+  std::vector<std::string> codings;
+  for (auto it = h.find(http::field::transfer_encoding);
+       it != h.end() && it->name() == http::field::transfer_encoding; ++it) {
+    for (absl::string_view c : absl::StrSplit(absl::string_view(it->value().data(), it->value().size()), ',')) {
+      c = absl::StripAsciiWhitespace(c);
+      if (!c.empty()) codings.push_back(absl::AsciiStrToLower(c));
+    }
+  }
+  if (codings.empty() || codings.back() != "chunked") {
+    return std::make_pair(400, "Transfer-Encoding must end with chunked");
+  }
+  for (size_t i = 0; i + 1 < codings.size(); ++i) {
+    if (codings[i] == "chunked") return std::make_pair(400, "Transfer-Encoding chunked given twice");
+  }
+  if (codings.size() > 1) {
+    return std::make_pair(501, "only the chunked transfer coding is implemented");
+  }
+  return std::nullopt;
+}
+
+HttpRequest RequestHead(const http::request<http::string_body>& msg) {
+  HttpRequest req;
+  req.method = std::string(msg.method_string());
+  req.target = std::string(msg.target());
+  req.path = req.target.substr(0, req.target.find('?'));
+  for (const auto& f : msg) req.headers.emplace_back(std::string(f.name_string()), std::string(f.value()));
+  req.keep_alive = msg.keep_alive();
+  return req;
+}
+
+}  // namespace
 
 class Exchange;
 
@@ -66,9 +161,16 @@ class Exchange;
 class Session : public std::enable_shared_from_this<Session> {
  public:
   Session(std::shared_ptr<Core> core, tcp::socket socket)
-      : core_(std::move(core)), socket_(std::move(socket)), timer_(socket_.get_executor()) {}
+      : core_(std::move(core)),
+        socket_(std::move(socket)),
+        timer_(socket_.get_executor()),
+        buffer_(std::max(core_->options.max_header_bytes, kMinReadBuffer)) {}
 
   ~Session() {
+    // An exception that unwound out of one of our operations may leave a session that was
+    // never closed: it still counts as open until here.
+    if (!closed_) core_->open_connections.fetch_sub(1);
+    ReleaseBuffered();
     std::lock_guard<std::mutex> lock(core_->mu);
     core_->sessions.erase(this);
   }
@@ -172,7 +274,38 @@ class Session : public std::enable_shared_from_this<Session> {
   void OnHeader(beast::error_code ec) {
     if (closed_) return;
     if (ec) return OnReadError(ec);
-    if (parser_->get()[http::field::expect] == "100-continue") {
+    const auto& h = parser_->get();
+    http10_ = h.version() < 11;
+    if (auto bad = FramingError(h)) {
+      return RespondTransportError(bad->first, core_->ErrorBody(bad->first, bad->second),
+                                   After::kClose);
+    }
+    const bool has_body = parser_->chunked() || parser_->content_length().value_or(0) > 0;
+    if (core_->options.head_check) {
+      std::optional<HttpRefusal> refusal;
+      try {
+        refusal = core_->options.head_check(RequestHead(h));
+      } catch (const std::exception& e) {
+        core_->NoteException("in the header check", e.what());
+        refusal = HttpRefusal{500, "application/json",
+                              core_->ErrorBody(500, "internal error while reading the header"), {}};
+      }
+      if (refusal) return Refuse(std::move(*refusal), has_body, h.keep_alive());
+    }
+    const size_t want = parser_->chunked() ? core_->options.max_body_bytes
+                                           : static_cast<size_t>(parser_->content_length().value_or(0));
+    if (want > 0) {
+      if (!core_->Reserve(static_cast<int64_t>(want))) {
+        core_->refused_for_buffer.fetch_add(1);
+        return Refuse(HttpRefusal{503, "application/json",
+                                  core_->ErrorBody(503, "the server holds too many request bodies "
+                                                        "now; retry later"),
+                                  {{"Retry-After", "1"}}},
+                      has_body, false);
+      }
+      reserved_ = want;
+    }
+    if (beast::iequals(h[http::field::expect], "100-continue")) {
       // curl waits a second for this before sending a large body.
       interim_ = "HTTP/1.1 100 Continue\r\n\r\n";
       asio::async_write(socket_, asio::buffer(interim_),
@@ -212,16 +345,37 @@ class Session : public std::enable_shared_from_this<Session> {
   // Answers a request we could not read (too large, malformed) and then closes.
   void RespondTransportError(int status, const std::string& body, After after) {
     keep_alive_ = false;
+    RespondNow(status, "application/json", body, {}, after);
+  }
+
+  // Answers a request on its header alone. An announced body is never read: the connection
+  // then drains what the client still sends and closes; without one it may go on.
+  void Refuse(HttpRefusal r, bool has_body, bool keep_alive) {
+    parser_.reset();
+    keep_alive_ = keep_alive && !has_body && !core_->stopping.load();
+    const After after = has_body ? After::kDrainClose
+                                 : (keep_alive_ ? After::kNextRequest : After::kClose);
+    RespondNow(r.status, r.content_type, r.body, r.headers, after);
+  }
+
+  void RespondNow(int status, const std::string& content_type, const std::string& body,
+                  const Headers& headers, After after) {
     ++seq_;
     responding_ = true;
     started_ = true;
     streaming_ = false;
-    std::string head = StatusAndHeaders(status, "application/json", {});
+    std::string head = StatusAndHeaders(status, content_type, headers);
     absl::StrAppend(&head, "Content-Length: ", body.size(), "\r\n\r\n");
     pending_ += head;
     pending_ += body;
     after_flush_ = after;
     Flush();
+  }
+
+  void ReleaseBuffered() {
+    if (reserved_ == 0) return;
+    core_->buffered_bytes.fetch_sub(static_cast<int64_t>(reserved_));
+    reserved_ = 0;
   }
 
   void OnBody(beast::error_code ec);
@@ -240,6 +394,12 @@ class Session : public std::enable_shared_from_this<Session> {
   void OnMonitor(beast::error_code ec, size_t n) {
     monitor_pending_ = false;
     if (closed_) return;
+    if (ec == asio::error::eof && responding_ && !started_) {
+      // The client half-closed after its request (or left before we answered: the two look
+      // alike until a write fails). Answer it, then close; a failed write is the disconnect.
+      keep_alive_ = false;
+      return;
+    }
     if (ec) return Close();
     buffer_.commit(n);
     if (!responding_) return DoReadHeader();  // response finished meanwhile: next request
@@ -273,6 +433,7 @@ class Session : public std::enable_shared_from_this<Session> {
     streaming_ = false;
     on_disconnect_ = nullptr;
     exchange_.reset();
+    ReleaseBuffered();
     switch (after) {
       case After::kNextRequest:
         if (monitor_pending_) {
@@ -319,12 +480,15 @@ class Session : public std::enable_shared_from_this<Session> {
   void Close() {
     if (closed_) return;
     closed_ = true;
-    if (responding_) FireDisconnect();
     DisarmTimer();
     beast::error_code ignored;
     socket_.shutdown(tcp::socket::shutdown_both, ignored);
     socket_.close(ignored);
     core_->open_connections.fetch_sub(1);
+    ReleaseBuffered();
+    // Last: the callback is the handler's code, and whatever it throws must find this
+    // connection already closed and accounted for.
+    if (responding_) FireDisconnect();
   }
 
  private:
@@ -337,6 +501,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::string interim_;
   std::string drain_buf_;
   size_t drained_ = 0;
+  size_t reserved_ = 0;  // this request's share of Core::buffered_bytes
 
   uint64_t seq_ = 0;
   bool responding_ = false;  // a request was dispatched and its response is not yet flushed
@@ -404,13 +569,8 @@ void Session::OnBody(beast::error_code ec) {
   DisarmTimer();
   http::request<http::string_body> msg = parser_->release();
   parser_.reset();
-  HttpRequest req;
-  req.method = std::string(msg.method_string());
-  req.target = std::string(msg.target());
-  req.path = req.target.substr(0, req.target.find('?'));
-  for (const auto& f : msg) req.headers.emplace_back(std::string(f.name_string()), std::string(f.value()));
+  HttpRequest req = RequestHead(msg);
   req.body = std::move(msg.body());
-  req.keep_alive = msg.keep_alive();
   http10_ = msg.version() < 11;
   keep_alive_ = req.keep_alive && !core_->stopping.load();
 
@@ -421,7 +581,13 @@ void Session::OnBody(beast::error_code ec) {
   after_flush_ = After::kNone;
   auto ex = std::make_shared<Exchange>(shared_from_this(), seq_);
   exchange_ = ex;
-  core_->handler(std::move(req), ex);
+  try {
+    core_->handler(std::move(req), ex);
+  } catch (const std::exception& e) {
+    core_->NoteException("in a request handler", e.what());
+    // Whatever the handler posted for this request is ignored from here on (a new seq).
+    return RespondTransportError(500, core_->ErrorBody(500, "internal error"), After::kClose);
+  }
   StartMonitor();
 }
 
@@ -447,27 +613,88 @@ void Session::FireDisconnect() {
 
 // -----------------------------------------------------------------------------------------------
 
+// The answer a connection over max_connections (or one accepted only to be closed, when no
+// descriptor is left) gets before it is closed.
+std::string OverloadAnswer(const Core& core) {
+  const std::string body = core.ErrorBody(503, "too many connections; retry later");
+  return absl::StrCat("HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+                      "Connection: close\r\nRetry-After: 1\r\nServer: mxserve\r\n"
+                      "Content-Length: ", body.size(), "\r\n\r\n", body);
+}
+
 struct HttpServer::Impl {
   std::shared_ptr<Core> core;
   tcp::acceptor acceptor;
+  asio::steady_timer backoff;
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> guard;
   std::vector<std::thread> threads;
+  std::string overload_answer;
+  // Held open so that, when the process runs out of descriptors, closing it lets the accept
+  // loop take a pending connection and close it (instead of leaving it queued forever).
+  int reserve_fd = -1;
   int port = 0;
   bool shut = false;
 
-  explicit Impl(std::shared_ptr<Core> c) : core(std::move(c)), acceptor(core->ioc) {}
+  explicit Impl(std::shared_ptr<Core> c)
+      : core(std::move(c)), acceptor(core->ioc), backoff(core->ioc) {
+    reserve_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  }
+  ~Impl() {
+    if (reserve_fd >= 0) ::close(reserve_fd);
+  }
 
   void Accept() {
     acceptor.async_accept(asio::make_strand(core->ioc),
                           [this](beast::error_code ec, tcp::socket socket) {
                             if (ec == asio::error::operation_aborted || !acceptor.is_open()) return;
-                            if (!ec) {
-                              beast::error_code ignored;
-                              socket.set_option(tcp::no_delay(true), ignored);
-                              std::make_shared<Session>(core, std::move(socket))->Start();
-                            }
+                            if (ec) return OnAcceptError(ec);
+                            OnAccepted(std::move(socket));
                             Accept();
                           });
+  }
+
+  void OnAccepted(tcp::socket socket) {
+    beast::error_code ignored;
+    if (core->open_connections.load() >= core->options.max_connections ||
+        core->stopping.load()) {
+      core->shed_connections.fetch_add(1);
+      socket.non_blocking(true, ignored);
+      socket.write_some(asio::buffer(overload_answer), ignored);  // best effort, never blocks
+      socket.shutdown(tcp::socket::shutdown_both, ignored);
+      socket.close(ignored);
+      return;
+    }
+    socket.set_option(tcp::no_delay(true), ignored);
+    std::make_shared<Session>(core, std::move(socket))->Start();
+  }
+
+  // Out of descriptors (or another failure): never re-arm at once, which would spin on the
+  // same error. Without descriptors, first use the reserve one to accept and close what is
+  // pending, so those clients learn at once instead of waiting in the backlog.
+  void OnAcceptError(const beast::error_code& ec) {
+    core->accept_errors.fetch_add(1);
+    if (ec == asio::error::no_descriptors || ec.value() == ENFILE) ShedPending();
+    backoff.expires_after(core->options.accept_backoff);
+    backoff.async_wait([this](beast::error_code wec) {
+      if (wec || !acceptor.is_open()) return;
+      Accept();
+    });
+  }
+
+  void ShedPending() {
+    if (reserve_fd >= 0) {
+      ::close(reserve_fd);
+      reserve_fd = -1;
+    }
+    for (int i = 0; i < kMaxShedPerTurn; ++i) {
+      const int fd = ::accept4(acceptor.native_handle(), nullptr, nullptr,
+                               SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (fd < 0) break;
+      (void)!::send(fd, overload_answer.data(), overload_answer.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      ::close(fd);
+      core->shed_connections.fetch_add(1);
+    }
+    reserve_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   }
 };
 
@@ -477,6 +704,20 @@ HttpServer::~HttpServer() { Shutdown(); }
 absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(HttpServerOptions options,
                                                               HttpHandler handler) {
   if (options.io_threads < 1) return absl::InvalidArgumentError("io_threads must be >= 1");
+  if (options.max_header_bytes < kMinHeaderLimit || options.max_header_bytes > kMaxHeaderLimit) {
+    return absl::InvalidArgumentError(absl::StrCat("max_header_bytes must be in [",
+                                                   kMinHeaderLimit, ", ", kMaxHeaderLimit,
+                                                   "], got ", options.max_header_bytes));
+  }
+  if (options.max_connections < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_connections must be >= 1, got ", options.max_connections));
+  }
+  if (options.max_buffered_bytes < options.max_body_bytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_buffered_bytes (", options.max_buffered_bytes,
+                     ") must be at least max_body_bytes (", options.max_body_bytes, ")"));
+  }
   if (options.port < 0 || options.port > 65535) {
     return absl::InvalidArgumentError(absl::StrCat("bad HTTP port ", options.port));
   }
@@ -495,17 +736,45 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(HttpServerOptions 
     return absl::UnavailableError(absl::StrCat("cannot listen on ", core->options.host, ":",
                                                core->options.port, ": ", ec.message()));
   }
+  impl->acceptor.non_blocking(true, ec);  // ShedPending's accept4 must not block
   impl->port = impl->acceptor.local_endpoint().port();
+  impl->overload_answer = OverloadAnswer(*core);
   impl->guard.emplace(core->ioc.get_executor());
   impl->Accept();
   for (int i = 0; i < threads; ++i) {
-    impl->threads.emplace_back([c = core.get()] { c->ioc.run(); });
+    impl->threads.emplace_back([c = core.get()] {
+      // An exception out of a completion handler (Beast's parser, a handler of ours) unwinds
+      // out of run(); the operation that threw is gone with its connection's share of it, and
+      // the loop goes on serving everyone else.
+      while (true) {
+        try {
+          c->ioc.run();
+          return;
+        } catch (const std::exception& e) {
+          c->NoteException("in the I/O loop", e.what());
+        } catch (...) {
+          c->NoteException("in the I/O loop", "unknown exception");
+        }
+      }
+    });
   }
   return std::unique_ptr<HttpServer>(new HttpServer(std::move(impl)));
 }
 
 int HttpServer::port() const { return impl_->port; }
 int HttpServer::open_connections() const { return impl_->core->open_connections.load(); }
+
+HttpServerStats HttpServer::stats() const {
+  const Core& c = *impl_->core;
+  HttpServerStats s;
+  s.open_connections = c.open_connections.load();
+  s.shed_connections = c.shed_connections.load();
+  s.accept_errors = c.accept_errors.load();
+  s.buffered_bytes = c.buffered_bytes.load();
+  s.refused_for_buffer = c.refused_for_buffer.load();
+  s.exceptions = c.exceptions.load();
+  return s;
+}
 
 void HttpServer::Shutdown() {
   if (!impl_ || impl_->shut) return;
@@ -515,6 +784,7 @@ void HttpServer::Shutdown() {
   asio::post(core.ioc, [impl = impl_.get()] {
     beast::error_code ignored;
     impl->acceptor.close(ignored);
+    impl->backoff.cancel();
   });
   std::vector<std::shared_ptr<Session>> sessions;
   {

@@ -8,6 +8,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "coordinator/frontends/api_error.h"
+#include "coordinator/frontends/prompt_limit.h"
 #include "core/bounded_json.h"
 #include "core/status.h"
 #include "nlohmann/json.hpp"
@@ -490,6 +491,9 @@ absl::StatusOr<std::vector<int32_t>> RenderChatPrompt(const std::vector<ChatMess
     }
     return WithParam(s, "messages");
   };
+  size_t text_bytes = 0;  // the rendered prompt is at least this long
+  for (const ChatMessage& m : messages) text_bytes += m.content.size() + m.reasoning.size();
+  RETURN_IF_ERROR(CheckPromptBytes(text_bytes, ctx, "messages"));
   // RenderIds keeps message text that spells a special token as plain text.
   absl::StatusOr<std::vector<int32_t>> ids = ctx.chat_template->RenderIds(messages, options);
   if (!ids.ok()) return named(ids.status());
@@ -708,6 +712,7 @@ absl::StatusOr<CompletionRequest> ParseCompletionRequest(absl::string_view body,
   if (single->is_string()) {
     out.prompt_text = single->get<std::string>();
     if (out.prompt_text.empty()) return InvalidParam("prompt", "'prompt' must not be empty");
+    RETURN_IF_ERROR(CheckPromptBytes(out.prompt_text.size(), ctx, "prompt"));
     ids = ctx.tokenizer->Encode(out.prompt_text, /*allow_special=*/true);
   } else if (single->is_array()) {
     ASSIGN_OR_RETURN(ids, ReadTokenArray(*single, "prompt"));
@@ -782,6 +787,7 @@ absl::StatusOr<std::vector<int32_t>> ParseTokenizeRequest(absl::string_view body
   }
   if (has_prompt) {
     ASSIGN_OR_RETURN(auto prompt, GetString(j, "prompt"));
+    RETURN_IF_ERROR(CheckPromptBytes(prompt->size(), ctx, "prompt"));
     return ctx.tokenizer->Encode(*prompt, add_special.value_or(true));
   }
   ASSIGN_OR_RETURN(std::vector<ChatMessage> messages, ReadMessages(j));

@@ -2,6 +2,7 @@
 // identity and limits, its tokenizer and chat template, the engine, and a readiness probe.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <string>
 
@@ -27,6 +28,9 @@ struct ServingContext {
   std::string api_key;
   // > 0: prompts longer than this many tokens are rejected with 400 (--max-prompt-tokens).
   int max_prompt_tokens = 0;
+  // > 0: prompts longer than this many bytes are rejected with 400 before they are tokenized
+  // (frontends/prompt_limit.h; the HTTP door sets it from the tokenizer when 0).
+  int64_t max_prompt_bytes = 0;
 
   // Readiness for the probes (/health/ready, /v2/health/ready, gRPC grpc.health.v1): `ready`
   // and also worker health and scheduler progress. Returns whether ready, and sets `*json` to

@@ -25,6 +25,13 @@ class FakeTokenizer : public Tokenizer {
  public:
   static constexpr int32_t kEnd = 256, kThink = 257, kAnswer = 258, kCall = 259;
   std::vector<int32_t> Encode(std::string_view text, bool allow_special) const override {
+    {
+      std::unique_lock<std::mutex> lock(gate_mu_);
+      ++encode_calls_;
+      ++encode_waiting_;
+      gate_cv_.wait(lock, [this] { return !hold_encode_; });
+      --encode_waiting_;
+    }
     std::vector<int32_t> out;
     for (size_t i = 0; i < text.size();) {
       bool matched = false;
@@ -75,11 +82,35 @@ class FakeTokenizer : public Tokenizer {
   std::optional<int32_t> eos_token_id() const override { return kEnd; }
   std::optional<int32_t> bos_token_id() const override { return std::nullopt; }
 
+  // While held, Encode blocks (a stand-in for a slow tokenization); counts calls and waiters.
+  void HoldEncode(bool hold) {
+    {
+      std::lock_guard<std::mutex> lock(gate_mu_);
+      hold_encode_ = hold;
+    }
+    gate_cv_.notify_all();
+  }
+  int encode_waiting() const {
+    std::lock_guard<std::mutex> lock(gate_mu_);
+    return encode_waiting_;
+  }
+  int encode_calls() const {
+    std::lock_guard<std::mutex> lock(gate_mu_);
+    return encode_calls_;
+  }
+
   static const std::string& Special(int32_t id) {
     static const std::string kNames[] = {"<|end|>", "<|think|>", "<|answer|>", "<|call|>",
                                          "<|unused|>"};
     return kNames[id >= kEnd && id <= kCall ? id - kEnd : 4];
   }
+
+ private:
+  mutable std::mutex gate_mu_;
+  mutable std::condition_variable gate_cv_;
+  bool hold_encode_ = false;
+  mutable int encode_waiting_ = 0;
+  mutable int encode_calls_ = 0;
 };
 
 // <|think|> starts reasoning, <|answer|> content; <|call|> starts tool call "lookup" (index 0,
