@@ -5,6 +5,8 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
+#include <set>
 #include <type_traits>
 
 #include "absl/strings/str_cat.h"
@@ -171,13 +173,11 @@ struct HttpFrontend::Routes {
   std::map<std::string, std::map<std::string, Handler>> table;
   // Paths whose handlers parse, render or tokenize: they run on `pool`, never on an I/O
   // thread, so that the probes stay answered while they work.
-  std::map<std::string, bool> heavy;
+  std::set<std::string> heavy;
   HandlerPool pool;
 
   Routes(ServingContext c, int handler_threads) : ctx(std::move(c)), pool(handler_threads) {
-    for (const char* p : {"/v1/chat/completions", "/v1/completions", "/tokenize", "/detokenize"}) {
-      heavy[p] = true;
-    }
+    heavy = {"/v1/chat/completions", "/v1/completions", "/tokenize", "/detokenize"};
     table["/v1/chat/completions"]["POST"] = [this](auto& q, auto& r) { Chat(q, r); };
     table["/v1/completions"]["POST"] = [this](auto& q, auto& r) { Completions(q, r); };
     table["/v1/models"]["GET"] = [this](auto& q, auto& r) { Models(q, r); };

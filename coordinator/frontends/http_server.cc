@@ -21,8 +21,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_split.h"
-#include "absl/strings/strip.h"
+#include "coordinator/frontends/http_framing.h"
 
 namespace mxserve::frontends {
 namespace {
@@ -109,39 +108,6 @@ struct Core {
 };
 
 namespace {
-
-// RFC 9112 framing and Host (sections 3.2, 6.1, 6.3): what is wrong with a request's header, as
-// a status (400, or 501 for a transfer coding we do not implement) and a message; nullopt = ok.
-std::optional<std::pair<int, std::string>> FramingError(
-    const http::request<http::string_body>& h) {
-  const bool http10 = h.version() < 11;
-  const size_t hosts = h.count(http::field::host);
-  if (!http10 && hosts == 0) return std::make_pair(400, "HTTP/1.1 request without a Host header");
-  if (hosts > 1) return std::make_pair(400, "more than one Host header");
-  if (h.count(http::field::transfer_encoding) == 0) return std::nullopt;
-  if (http10) return std::make_pair(400, "Transfer-Encoding in an HTTP/1.0 request");
-  if (h.count(http::field::content_length) > 0) {
-    return std::make_pair(400, "both Transfer-Encoding and Content-Length");
-  }
-  std::vector<std::string> codings;
-  for (auto it = h.find(http::field::transfer_encoding);
-       it != h.end() && it->name() == http::field::transfer_encoding; ++it) {
-    for (absl::string_view c : absl::StrSplit(absl::string_view(it->value().data(), it->value().size()), ',')) {
-      c = absl::StripAsciiWhitespace(c);
-      if (!c.empty()) codings.push_back(absl::AsciiStrToLower(c));
-    }
-  }
-  if (codings.empty() || codings.back() != "chunked") {
-    return std::make_pair(400, "Transfer-Encoding must end with chunked");
-  }
-  for (size_t i = 0; i + 1 < codings.size(); ++i) {
-    if (codings[i] == "chunked") return std::make_pair(400, "Transfer-Encoding chunked given twice");
-  }
-  if (codings.size() > 1) {
-    return std::make_pair(501, "only the chunked transfer coding is implemented");
-  }
-  return std::nullopt;
-}
 
 HttpRequest RequestHead(const http::request<http::string_body>& msg) {
   HttpRequest req;
@@ -276,7 +242,8 @@ class Session : public std::enable_shared_from_this<Session> {
     if (ec) return OnReadError(ec);
     const auto& h = parser_->get();
     http10_ = h.version() < 11;
-    if (auto bad = FramingError(h)) {
+    const HttpRequest head = RequestHead(h);
+    if (auto bad = FramingError(head.headers, http10_)) {
       return RespondTransportError(bad->first, core_->ErrorBody(bad->first, bad->second),
                                    After::kClose);
     }
@@ -284,7 +251,7 @@ class Session : public std::enable_shared_from_this<Session> {
     if (core_->options.head_check) {
       std::optional<HttpRefusal> refusal;
       try {
-        refusal = core_->options.head_check(RequestHead(h));
+        refusal = core_->options.head_check(head);
       } catch (const std::exception& e) {
         core_->NoteException("in the header check", e.what());
         refusal = HttpRefusal{500, "application/json",

@@ -72,8 +72,9 @@ struct HttpServerOptions {
   int port = 8000;                 // 0 = pick a free port (see HttpServer::port())
   int io_threads = 2;
   size_t max_body_bytes = 8u << 20;  // larger bodies get 413
-  size_t max_header_bytes = 64u << 10;  // 1 KiB .. 64 KiB; also bounds each chunk line and
-                                         // the trailer (Beast throws on a field of 64 KiB)
+  // 1 KiB .. 64 KiB (Beast throws on a field of 64 KiB). Also the read buffer's size, which
+  // bounds each chunk line (size and extensions) and the trailer: longer ones get 400.
+  size_t max_header_bytes = 64u << 10;
   // Connections beyond this are accepted, answered 503 and closed at once.
   int max_connections = 1024;
   // Request bodies held at once, all connections together (a chunked body counts as

@@ -17,6 +17,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "coordinator/frontends/http_server.h"
+#include "fuzz/fuzz_http_request_expand.h"
 #include "tests/frontends/http_client.h"
 #include "tests/frontends/raw_client.h"
 
@@ -98,6 +99,29 @@ TEST_F(HostileTest, LongTrailerFieldsGet400AndTheServerLives) {
   ExpectServing();
 }
 
+// fuzz_http_request's structured inputs reach the sizes that raw inputs of -max_len bytes
+// never did: its seed program for the trailer expands to the request above.
+TEST_F(HostileTest, FuzzProgramsExpandToLongRequests) {
+  Start();
+  // POST /health, Host, Transfer-Encoding: chunked, end of header, last chunk, a 64 KiB
+  // trailer field, end.
+  const uint8_t program[] = {0, 1, 0, 0, 0, 1, 0, 0, 0, 0, 1, 1, 0, 0, 0, 3, 0, 0, 0, 0,
+                             6, 0, 0, 0, 0, 7, 64, 0, 'a', 0, 3, 0, 0, 0, 0};
+  const std::string req = fuzz::ExpandHttpProgram(program, sizeof program);
+  EXPECT_TRUE(absl::StartsWith(req, "POST /health HTTP/1.1\r\nHost: chunked\r\n"
+                                    "Transfer-Encoding: chunked\r\n\r\n0\r\nX-Trailer: aaaa"))
+      << req.substr(0, 120);
+  EXPECT_EQ(req.size(), 86u + 65536u);
+  RawConn c(port());
+  c.Send(req);
+  EXPECT_EQ(c.Read().status, 400);
+  // Every program stays within the bound, however long.
+  std::vector<uint8_t> many(4000);
+  for (size_t i = 0; i < many.size(); ++i) many[i] = static_cast<uint8_t>(i % 5 == 0 ? 5 : 255);
+  EXPECT_LE(fuzz::ExpandHttpProgram(many.data(), many.size()).size(), fuzz::kMaxExpandedBytes);
+  ExpectServing();
+}
+
 TEST_F(HostileTest, LongChunkLinesGet400AndManyChunksAreFine) {
   Start();
   for (size_t n : {1000u, 65536u, 1u << 20}) {
@@ -160,6 +184,10 @@ TEST_F(HostileTest, TransferEncodingOtherThanChunkedIsRefused) {
       {"Transfer-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n", 501},
       {"Transfer-Encoding: chunked, chunked\r\n", 400},
       {"Transfer-Encoding: chunked\r\nTransfer-Encoding: identity\r\n", 400},
+      {"Transfer-Encoding: chunked\r\nX-Other: 1\r\nTransfer-Encoding: gzip\r\n", 400},
+      {"Transfer-Encoding: gzip\r\nX-Other: 1\r\nTransfer-Encoding: chunked\r\n", 501},
+      {"transfer-encoding: xchunked\r\ncontent-length: 3\r\n", 400},
+      {"Transfer-Encoding: \r\n", 400},
   };
   for (const Case& k : cases) {
     SCOPED_TRACE(k.headers);
