@@ -361,9 +361,10 @@ class Session : public std::enable_shared_from_this<Session> {
   void OnMonitor(beast::error_code ec, size_t n) {
     monitor_pending_ = false;
     if (closed_) return;
-    if (ec == asio::error::eof && responding_ && !started_) {
-      // The client half-closed after its request (or left before we answered: the two look
-      // alike until a write fails). Answer it, then close; a failed write is the disconnect.
+    if (ec == asio::error::eof && responding_) {
+      // The client half-closed after its request, or left: the two look alike until a write
+      // fails. Answer it and close; a reset or a failed write (a stream's next chunk) is the
+      // disconnect. No more reads: at EOF each would complete at once.
       keep_alive_ = false;
       return;
     }
@@ -392,8 +393,11 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void AfterFlush() {
-    const After after = after_flush_;
+    After after = after_flush_;
     if (after == After::kNone) return;
+    // keep_alive_ turns false after the answer was begun when the client half-closes: there is
+    // no next request to read (and a read at EOF would not complete again).
+    if (after == After::kNextRequest && !keep_alive_) after = After::kClose;
     after_flush_ = After::kNone;
     responding_ = false;
     started_ = false;

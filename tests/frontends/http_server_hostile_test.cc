@@ -41,6 +41,18 @@ class HostileTest : public ::testing::Test {
         r->OnDisconnect([] { throw std::runtime_error("callback bug"); });
         return;  // never answered: the client leaves
       }
+      if (req.path == "/stream") {  // chunks every 2 ms until the client is gone
+        r->OnDisconnect([this] { stream_gone_.store(true); });
+        r->StartStream(200, "text/plain");
+        std::thread([r] {
+          for (int i = 0; i < 5000 && !r->disconnected(); ++i) {
+            r->Write("tick\n");
+            std::this_thread::sleep_for(std::chrono::milliseconds(2));
+          }
+          r->End();
+        }).detach();
+        return;
+      }
       if (req.path == "/later") {
         std::thread([r] {
           std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -69,6 +81,7 @@ class HostileTest : public ::testing::Test {
 
   std::unique_ptr<HttpServer> server_;
   std::atomic<int> handled_{0};
+  std::atomic<bool> stream_gone_{false};
 };
 
 // The reproduction and its neighbours: a trailer field of 64 KiB made Beast throw
@@ -250,6 +263,20 @@ TEST_F(HostileTest, HalfClosedClientStillGetsItsAnswer) {
     c.ShutdownWrite();
     EXPECT_EQ(c.Read().body, "GET /a 0");
   }
+  EXPECT_TRUE(WaitFor([&] { return server_->open_connections() == 0; }));
+}
+
+// A FIN mid-stream may be a half-close, so the stream goes on; if the client has really gone,
+// the next chunks fail to write, and that is the disconnect the handler hears of.
+TEST_F(HostileTest, ClientGoneMidStreamIsHeardAtTheNextWrite) {
+  Start();
+  {
+    RawConn c(port());
+    c.Send("GET /stream HTTP/1.1\r\nHost: x\r\n\r\n");
+    ASSERT_TRUE(c.ReadMore(std::chrono::milliseconds(10000)));
+    EXPECT_TRUE(absl::StartsWith(c.received(), "HTTP/1.1 200")) << c.received();
+  }  // close(): a FIN (or a reset if unread chunks were waiting)
+  EXPECT_TRUE(WaitFor([&] { return stream_gone_.load(); }));
   EXPECT_TRUE(WaitFor([&] { return server_->open_connections() == 0; }));
 }
 

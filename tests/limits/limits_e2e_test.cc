@@ -123,9 +123,10 @@ TEST_F(LimitsE2eTest, FullQueueIs429WithRetryAfter) {
   EXPECT_EQ(third.header("retry-after"), "1");
   EXPECT_EQ(json::parse(third.body)["error"]["type"], "rate_limit_error");
   EXPECT_EQ(Call(c->http_port, "GET", "/health/live").status, 200);
-  // Dropping both clients cancels their sequences; the server takes new work again.
-  first.Close();
-  second.Close();
+  // Dropping both clients (a reset: a FIN alone is a half-close, still answered) cancels their
+  // sequences; the server takes new work again.
+  first.Reset();
+  second.Reset();
   HttpResult after;
   for (int i = 0; i < 200; ++i) {
     after = Call(c->http_port, "POST", "/v1/completions", Long(4));
