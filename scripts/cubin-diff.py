@@ -2,7 +2,11 @@
 """Machine-code size of every kernel of one .cu file at two revisions, compiled for sm_90a.
 
 usage: scripts/cubin-diff.py [--rename-b REGEX REPL] FILE.cu [REV_A [REV_B]]
+       scripts/cubin-diff.py --builds OLD_BUILD NEW_BUILD [TARGET]
   REV_A defaults to HEAD, REV_B to the working tree ("-" also names the working tree).
+  --builds compares the kernels of a library target's objects (default mxserve_kernels_cuda) in
+  two CMake build trees, as built: every kernel of NEW_BUILD's must be in OLD_BUILD's at the same
+  size; OLD_BUILD's kernels that NEW_BUILD's target no longer holds are counted (moved or gone).
   --rename-b rewrites REV_B's kernel names (re.sub) before they are matched with REV_A's: for a
   change that adds a template parameter, e.g. --rename-b 'ELb0EEEv' 'EEEv' when a last bool
   parameter is added whose false keeps the old code.
@@ -17,6 +21,7 @@ Needs nvcc (CUDA_HOME or /usr/local/cuda) and readelf; builds nothing else.
 """
 import os
 import re
+import struct
 import subprocess
 import sys
 import tempfile
@@ -61,8 +66,63 @@ def build(src_root, rel, tmp, tag):
     return kernel_sizes(cubin)
 
 
+def elf_cubins(blob):
+    """The CUDA ELF images (e_machine 190) embedded in blob (a .nv_fatbin section)."""
+    out, i = [], blob.find(b"\x7fELF")
+    while i >= 0:
+        if blob[i + 4] == 2 and struct.unpack_from("<H", blob, i + 18)[0] == 190:
+            shoff, = struct.unpack_from("<Q", blob, i + 40)
+            shentsize, shnum = struct.unpack_from("<HH", blob, i + 58)
+            end = i + shoff + shentsize * shnum
+            out.append(blob[i:end])
+            i = blob.find(b"\x7fELF", end)
+        else:
+            i = blob.find(b"\x7fELF", i + 4)
+    return out
+
+
+def build_kernels(build, target, tmp, tag):
+    """{kernel: text bytes} over the objects of `target` in CMake build tree `build`."""
+    objdir = next((os.path.join(r, d) for r, ds, _ in os.walk(build) for d in ds if d == target + ".dir"), None)
+    if objdir is None:
+        sys.exit(f"no {target}.dir under {build}")
+    sizes = {}
+    for root, _, files in os.walk(objdir):
+        for f in sorted(files):
+            if not f.endswith(".cu.o"):
+                continue
+            fb = os.path.join(tmp, f"{tag}-{f}.fatbin")
+            subprocess.run(["objcopy", "-O", "binary", "--only-section=.nv_fatbin", os.path.join(root, f), fb],
+                           check=True)
+            for n, elf in enumerate(elf_cubins(open(fb, "rb").read())):
+                cubin = os.path.join(tmp, f"{tag}-{f}-{n}.cubin")
+                open(cubin, "wb").write(elf)
+                sizes.update(kernel_sizes(cubin))
+    return sizes
+
+
+def compare_builds(old, new, target):
+    with tempfile.TemporaryDirectory() as tmp:
+        a = build_kernels(old, target, tmp, "old")
+        b = build_kernels(new, target, tmp, "new")
+    changed = [n for n in sorted(b) if n in a and a[n] != b[n]]
+    added = [n for n in sorted(b) if n not in a]
+    for n in changed:
+        print(f"{a[n]:>8} {b[n]:>8}  {n}")
+    for n in added:
+        print(f"       - {b[n]:>8}  {n}")
+    gone = len(set(a) - set(b))
+    print(f"{target}: {len(b)} kernels; {len(changed)} differ in size from {old}, {len(added)} not there; "
+          f"{gone} of its {len(a)} kernels are not in {new}'s {target}")
+    return 1 if changed or added else 0
+
+
 def main():
     args = sys.argv[1:]
+    if args and args[0] == "--builds":
+        if len(args) not in (3, 4):
+            sys.exit(__doc__)
+        return compare_builds(args[1], args[2], args[3] if len(args) == 4 else "mxserve_kernels_cuda")
     rename = None
     if len(args) >= 3 and args[0] == "--rename-b":
         rename, args = (args[1], args[2]), args[3:]

@@ -8,6 +8,7 @@
 // ([4 batches][tokens][top_k] int32) to OUT.csv-ids-SHAPE-TOKENS.i32, which baselines.py routes
 // its layers by, so that both sides stream the same experts.
 //   mxserve-bench-moe-gpu OUT.csv [shape,...] [tokens,...]
+// MXSERVE_PLAN=key=value,... : the kernel override (the lab's settings: kernels/cuda/lab/README.md).
 // MXSERVE_BENCH_PATHS=auto,decode,wgmma32,... times each of those kernel configurations pinned
 // (internal::kPaths' names; auto: kAuto's choice) on the same uploaded layer, one row each (what
 // kAuto's cost model rests on); a path is skipped where it cannot be close: more than 4 tiles per
@@ -33,9 +34,12 @@
 #include <vector>
 
 #include "absl/strings/numbers.h"
-#include "kernels/cuda/env_choice.h"
+#include "kernels/cuda/lab/lab.h"
+#include "kernels/cuda/lab/plan_option.h"
 #include "kernels/cuda/moe_cuda.h"
 #include "kernels/cuda/moe_cuda_launch.h"  // FusedStampsReport, PairStampsReport (benchmark probes)
+#include "kernels/cuda/moe_cuda_plan.h"
+#include "kernels/cuda/moe_cuda_variant.h"
 #include "tests/gpu/random_moe.h"
 
 namespace mxserve {
@@ -126,7 +130,13 @@ int Main(int argc, char** argv) {
   FILE* csv = std::fopen(argv[1], "w");
   if (!csv) return 1;
   std::fprintf(csv, "shape,tokens,ms,weight_bytes,gbps,tflops,path\n");
-  std::vector<int> paths = {-1};  // -1: kAuto (or MXSERVE_CUDA_MOE_PATH)
+  // The one kernel override: MXSERVE_PLAN (kernels/cuda/lab/README.md).
+  const char* plan_env = std::getenv("MXSERVE_PLAN");
+  if (absl::Status s = kc::lab::ApplyPlanOption(plan_env == nullptr ? "" : plan_env); !s.ok()) {
+    std::fprintf(stderr, "%s\n%s", std::string(s.message()).c_str(), kc::lab::PlanOptionHelp().c_str());
+    return 2;
+  }
+  std::vector<int> paths = {-1};  // -1: kAuto (or MXSERVE_PLAN's path=)
   const char* paths_env = std::getenv("MXSERVE_BENCH_PATHS");
   const bool pin_each = paths_env != nullptr;
   if (pin_each) {
@@ -142,12 +152,13 @@ int Main(int argc, char** argv) {
   }
   const char* skew_env = std::getenv("MXSERVE_BENCH_SKEW");
   const double skew = skew_env == nullptr ? 0.0 : Strict("MXSERVE_BENCH_SKEW", skew_env, 0.0, 10.0);
-  const bool host_ids = kc::internal::EnvChoice("MXSERVE_BENCH_HOST_IDS", {"0", "1"}) == 1;
+  const char* host_ids_env = std::getenv("MXSERVE_BENCH_HOST_IDS");
+  const bool host_ids = host_ids_env != nullptr && std::string(host_ids_env) == "1";
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
   std::printf("# %s, %d SMs, L2 %d MB, peak memory %.0f GB/s (kAuto weighs the paired launch: %s)\n", prop.name,
               prop.multiProcessorCount, prop.l2CacheSize >> 20, kc::internal::Device().peak_gbps,
-              kc::internal::KstPairCosted() ? "yes" : "no");
+              kc::lab::PairedCostWeighed() ? "yes" : "no");
   cudaStream_t st;
   CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
   void* flush = nullptr;
@@ -156,7 +167,8 @@ int Main(int argc, char** argv) {
   CK(cudaMemset(flush, 0, flush_bytes));
   // MXSERVE_BENCH_FLUSH=read: evict L2 by reading the buffer instead of writing it (no dirty
   // lines left to write back while the layer runs; l2_read.cu).
-  const bool read_flush = kc::internal::EnvChoice("MXSERVE_BENCH_FLUSH", {"write", "read"}) == 1;
+  const char* flush_env = std::getenv("MXSERVE_BENCH_FLUSH");
+  const bool read_flush = flush_env != nullptr && std::string(flush_env) == "read";
   uint32_t* sink = nullptr;
   CK(cudaMalloc(&sink, 4));
   std::printf("| shape | tokens | ms | weight MB | GB/s | TFLOP/s | path |\n|---|---|---|---|---|---|---|\n");
@@ -188,8 +200,8 @@ int Main(int argc, char** argv) {
         CK(cudaMalloc(&spacer, (size_t(96) << 20) * (trial + 1)));
       }
       kc::CudaMoeWorkspace& ws = *ws_holder;
-      if (pin_each) kc::internal::SetForcedPath(path);
-      const int pinned = kc::internal::ForcedPath();
+      if (pin_each) kc::lab::PinPath(path);
+      const int pinned = kc::lab::PinnedPath();
       const std::string path_str = (pinned < 0 ? std::string("auto") : kc::internal::SpecName(pinned)) +
                                    (trials > 1 ? "#" + std::to_string(trial) : std::string());
       const char* path_name = path_str.c_str();
@@ -278,13 +290,11 @@ int Main(int argc, char** argv) {
         std::printf("# reps %d: fastest %.4f, median %.4f, slowest %.4f ms\n", reps, ms.front(), ms[ms.size() / 2],
                     ms.back());
       }
-      auto stamps = [](const char* var) {
-        const char* v = std::getenv(var);
-        return v != nullptr && std::string(v) == "stamps";
-      };
-      // The last replay's phases: the fused layer's, the paired launch's.
-      if (stamps("MXSERVE_CUDA_MOE_FUSED_PROBE")) std::printf("%s", kc::internal::FusedStampsReport().c_str());
-      if (stamps("MXSERVE_CUDA_MOE_PAIR_PROBE")) std::printf("%s", kc::internal::PairStampsReport().c_str());
+      // The last replay's phases: the fused layer's, the paired launch's (fused_probe=stamps,
+      // pair_probe=stamps).
+      const kc::internal::Variant& variant = kc::internal::CurrentVariant();
+      if (variant.fused_probe == 7) std::printf("%s", kc::internal::FusedStampsReport().c_str());
+      if (variant.pair_stamps) std::printf("%s", kc::internal::PairStampsReport().c_str());
       std::fflush(stdout);
       std::fflush(csv);
       for (auto g : graphs) cudaGraphExecDestroy(g);

@@ -6,9 +6,9 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "kernels/cuda/env_choice.h"
 #include "kernels/cuda/moe_cuda_gemm.cuh"
 #include "kernels/cuda/moe_cuda_launch.h"
+#include "kernels/cuda/moe_cuda_variant.h"
 
 namespace mxserve::kernels::cuda::internal {
 
@@ -304,16 +304,8 @@ void LaunchDecodeT(const GemmArgs& a, bool gate_up, int max_tiles, size_t smem, 
   LaunchPdl(k, dim3((a.n / 8 + kWarps - 1) / kWarps, max_tiles), dim3(32 * kWarps), smem, stream, a);
 }
 
-int DecodePin() {
-  static const int pinned = [] {
-    constexpr int kPin[] = {0, 2, 3, 5, 6};
-    return kPin[EnvChoice("MXSERVE_CUDA_MOE_DECODE", {"default", "bulk", "ring", "kst", "kst4"})];
-  }();
-  return pinned;
-}
-
 int KstSlice() {
-  const int pin = DecodePin();
+  const int pin = CurrentVariant().decode_pin;
   return pin == 5 ? 2 : pin == 6 ? 4 : pin == 0 ? 0 : -1;
 }
 
@@ -323,8 +315,8 @@ void LaunchDecodeGemm(const GemmArgs& a, bool gate_up, bool rows16, bool one_mul
   // 8-row tiles: for the smallest batches (<= 4 token-slots: one CTA's load is all there is) the
   // one-shot bulk kernel; else, and for 16-row tiles, the K-streamed TMA kernel
   // (moe_cuda_decode_kst.cu); where that cannot run (no tensor-map encoder, or two stages do not
-  // fit) the register ring. MXSERVE_CUDA_MOE_DECODE pins one (benchmarks; DecodePin).
-  const int pinned = DecodePin();
+  // fit) the register ring. Variant::decode_pin pins one.
+  const int pinned = CurrentVariant().decode_pin;
   const int kst_slice = KstSlice();  // -1: another kernel is pinned
   const bool kst = kst_slice >= 0;
   if (!rows16 && pinned != 3) {
@@ -337,9 +329,9 @@ void LaunchDecodeGemm(const GemmArgs& a, bool gate_up, bool rows16, bool one_mul
     }
   }
   if (kst && LaunchDecodeKst(a, gate_up, one_mul, kst_slice, rows16 ? 16 : 8, max_tiles, stream) == 0) return;
-  // The register ring. Activations through shared memory unless MXSERVE_CUDA_MOE_SMEM_A=0
-  // (benchmarks) or the tile's rows do not fit (hidden > ~3000 at 8 rows, > ~3400 at 16).
-  static const bool smem_a_env = EnvChoice("MXSERVE_CUDA_MOE_SMEM_A", {"default", "0", "1"}) != 1;
+  // The register ring. Activations through shared memory unless the tile's rows do not fit
+  // (hidden > ~3000 at 8 rows, > ~3400 at 16) or Variant::smem_a is off.
+  const bool smem_a_env = CurrentVariant().smem_a;
   const int rows = std::min(rows16 ? 16 : 8, std::max(1, a.rows));  // most rows a tile can have
   const size_t smem = size_t(rows) * (a.kp / 8 + 1) * 16;
   // 8-row tiles up to 48 KB (4+ CTAs per SM), 16-row tiles up to 108 KB (2 per SM).

@@ -21,7 +21,7 @@
 // tiles of 8, 16, 24 or 32 token rows) slice by slice, then writes its rows x tokens. The default
 // decode kernel for every tile size above 4 token-slots (moe_cuda_decode.cu): 8-row tiles in
 // 4-chunk slices, 16-, 24- and 32-row tiles in 3-chunk slices (LaunchKstNb says why).
-// MXSERVE_CUDA_MOE_DECODE=kst pins 2-chunk slices and kst4 4-chunk slices with one m16 tile per
+// MXSERVE_PLAN decode=kst pins 2-chunk slices and kst4 4-chunk slices with one m16 tile per
 // warp (benchmarks).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -29,10 +29,10 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "kernels/cuda/env_choice.h"
 #include "kernels/cuda/moe_cuda_decode_kst.cuh"
 #include "kernels/cuda/moe_cuda_gemm.cuh"
 #include "kernels/cuda/moe_cuda_launch.h"
+#include "kernels/cuda/moe_cuda_variant.h"
 #include "kernels/cuda/moe_cuda_tma.h"
 
 namespace mxserve::kernels::cuda::internal {
@@ -127,12 +127,9 @@ void LaunchKstT(const CUtensorMap& wmap, const CUtensorMap& smap, const GemmArgs
   RaiseSmemOnce<DecodeKstKernel<false, kOneMul, kCs, kNb, kMt, kW, kCb, kLate>>(KsSmemLimit<kCb>());
   constexpr int kGroups = 2 * kMt * kW;
   const int64_t items = int64_t(max_tiles) * ((a.n / 8 + kGroups - 1) / kGroups);
-  // MXSERVE_CUDA_MOE_KST_GRID (benchmarks): the grid below cut to a per-mille of itself (how much
-  // the item-granular split's tail costs: items per CTA round up either way).
-  static const int grid_pm = [] {
-    constexpr int kPm[] = {1000, 950, 900, 850, 800, 700};
-    return kPm[EnvChoice("MXSERVE_CUDA_MOE_KST_GRID", {"default", "950", "900", "850", "800", "700"})];
-  }();
+  // Variant::kst_grid_pm: the grid below cut to a per-mille of itself (how much the
+  // item-granular split's tail costs: items per CTA round up either way).
+  const int grid_pm = CurrentVariant().kst_grid_pm;
   // kCb CTAs per SM: the persistent grid times kCb, never more CTAs than items, at least one.
   const int64_t full = std::min<int64_t>(items, int64_t(PersistentGrid(items)) * kCb);
   const unsigned grid = unsigned(std::max<int64_t>(1, full * grid_pm / 1000));
@@ -155,7 +152,7 @@ int LaunchKstCs(const GemmArgs& a, bool gate_up, bool one_mul, int max_tiles, cu
   return 0;
 }
 
-// An occupancy variant (MXSERVE_CUDA_MOE_KST_CFG, benchmarks): kW consumer warps, kCb CTAs per
+// An occupancy variant (MXSERVE_PLAN's kst_cfg, benchmarks): kW consumer warps, kCb CTAs per
 // SM, one m16 tile per warp (two spill within the smaller register budgets); 4-chunk slices where
 // three stages fit, else 3-chunk (8-row tiles); 16-row tiles in 3-chunk slices.
 template <int kNb, int kW, int kCb>
@@ -169,16 +166,12 @@ int LaunchKstOcc(const GemmArgs& a, bool gate_up, bool one_mul, int max_tiles, c
   }
 }
 
-// MXSERVE_CUDA_MOE_KST_CFG (benchmarks): w16 (16 consumer warps), x2 (two CTAs per SM of 12),
+// MXSERVE_PLAN's kst_cfg (benchmarks): w16 (16 consumer warps), x2 (two CTAs per SM of 12),
 // x2w8 (two of 8), x1 (one CTA of 12 at 8-row tiles too: the default until 2026-11-30), w12
 // (16-row tiles at 12 consumer warps: the default until 2026-12-01), w14 (24-row tiles at 14
 // consumer warps); unset: the defaults in LaunchKstNb. Two CTAs of 13 or 14 (LaunchKstOcc<kNb, 13 or
 // 14, 2>, 2026-12-04) lost to x2 at 16-128 tokens (docs/PERFORMANCE.md, thirty-second session).
-int KstCfg() {
-  static const int v =
-      EnvChoice("MXSERVE_CUDA_MOE_KST_CFG", {"default", "w16", "x2", "x2w8", "x1", "w12", "w14"});
-  return v;
-}
+int KstCfg() { return CurrentVariant().kst_cfg; }
 
 template <int kNb>
 int LaunchKstNb(const GemmArgs& a, bool gate_up, bool one_mul, int slice_chunks, int max_tiles,
@@ -255,12 +248,10 @@ CUresult EncodeRows(CUtensorMap* map, const uint8_t* base, int64_t rows, int64_t
   const cuuint32_t estr[2] = {1, 1};
   // L2 promotion of 64 B: 256 B (the setting until 2026-12-04) was 0.2-1.5 % slower at 16-128
   // tokens of gpt-oss-120b and no faster elsewhere (docs/PERFORMANCE.md, thirty-second session).
-  // MXSERVE_CUDA_MOE_L2_PROMOTION=256|none|128 (benchmarks) picks another.
-  static const CUtensorMapL2promotion promo = [] {
-    constexpr CUtensorMapL2promotion kP[] = {CU_TENSOR_MAP_L2_PROMOTION_L2_64B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                                             CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_128B};
-    return kP[EnvChoice("MXSERVE_CUDA_MOE_L2_PROMOTION", {"default", "256", "none", "128"})];
-  }();
+  // MXSERVE_PLAN l2_promotion=256|none|128 (benchmarks) picks another.
+  constexpr CUtensorMapL2promotion kP[] = {CU_TENSOR_MAP_L2_PROMOTION_L2_64B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                           CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_128B};
+  const CUtensorMapL2promotion promo = kP[CurrentVariant().l2_promotion & 3];
   return TensorMapEncoder()(map, CU_TENSOR_MAP_DATA_TYPE_UINT64, 2, const_cast<uint8_t*>(base), dims, strides, box,
                             estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE, promo,
                             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);

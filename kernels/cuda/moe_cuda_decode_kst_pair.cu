@@ -9,7 +9,7 @@
 // session). One list of 8.7 items per CTA rounds up once, by less.
 //
 // Order: CTA b takes item b first, then (the default, kQueue) the next item of the list not yet
-// taken, from a counter, or (MXSERVE_CUDA_MOE_KST_PAIR=fixed) items b + G, b + 2G, ... (G CTAs).
+// taken, from a counter, or (MXSERVE_PLAN kst_pair=fixed) items b + G, b + 2G, ... (G CTAs).
 // Either way every gate_up item comes before every down item in each CTA's sequence. A down item
 // of tile t reads the activation rows the tile's gate_up items wrote: each consumer warp, after
 // storing its rows of a gate_up item, fences and counts itself in done[2 + t]; the producer,
@@ -22,7 +22,7 @@
 // unpaired kernels' (KstConsumeItem): the results are bit-identical to theirs (the GPU check
 // compares them).
 //
-// The combine (CombineArgs; unless MXSERVE_CUDA_MOE_PAIR_COMBINE=off): each CTA, its consumer
+// The combine (CombineArgs; unless MXSERVE_PLAN pair_combine=off): each CTA, its consumer
 // warps' last items stored, counts itself in done[0] and waits until all of the grid's CTAs have;
 // then the warps sum the output's float4 columns between them, in CombineKernel's order (SumSlots: the same
 // bits), in place of a combine launch after this one (which waits for the whole grid to end and
@@ -47,17 +47,17 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cuda/env_choice.h"
 #include "kernels/cuda/moe_cuda_decode_kst.cuh"
 #include "kernels/cuda/moe_cuda_gemm.cuh"
 #include "kernels/cuda/moe_cuda_launch.h"
+#include "kernels/cuda/moe_cuda_variant.h"
 #include "kernels/cuda/moe_cuda_tile_choice.h"
 #include "kernels/cuda/moe_cuda_tma.h"
 
 namespace mxserve::kernels::cuda::internal {
 namespace {
 
-// MXSERVE_CUDA_MOE_PAIR_PROBE=stamps (benchmarks; kStamps, the queue form only): %globaltimer
+// MXSERVE_PLAN pair_probe=stamps (benchmarks; kStamps, the queue form only): %globaltimer
 // (ns) of each CTA at its phase ends in the last paired launch, and the items each took, read back
 // by PairStampsReport; g_pair_end: when the grid's last consumer warp finished.
 constexpr int kPairStampCtas = 1024, kPairStamps = 7;
@@ -261,16 +261,10 @@ std::atomic<int64_t> g_pair_launches{0};
 // Paired where the 8-row kst default would run both GEMMs, items from the queue: 1.04-1.10x the
 // two launches' speed at every count timed (gpt-oss-120b 16-128 tokens, gpt-oss-20b 16,
 // Kimi-K2-like 16), where the fixed order gave 1.00-1.05x (H100, 2026-12-05 14:13 and 14:31
-// calls; docs/PERFORMANCE.md, thirty-fifth session). MXSERVE_CUDA_MOE_KST_PAIR=fixed (benchmarks)
+// calls; docs/PERFORMANCE.md, thirty-fifth session). MXSERVE_PLAN kst_pair=fixed (benchmarks)
 // takes the fixed order, =off two launches; SetKstPair overrides. 0 off, 1 the fixed order, 2 the
 // queue.
-int PairModeEnv() {
-  static const int env = [] {
-    constexpr int kMode[] = {2, 2, 1, 0};
-    return kMode[EnvChoice("MXSERVE_CUDA_MOE_KST_PAIR", {"default", "queue", "fixed", "off"})];
-  }();
-  return env;
-}
+int PairModeEnv() { return CurrentVariant().kst_pair; }
 int PairMode() {
   const int set = g_pair_set.load(std::memory_order_relaxed);
   return set < 0 ? PairModeEnv() : set;
@@ -311,26 +305,14 @@ int LaunchPairT(const GemmArgs& g, const GemmArgs& d, int max_tiles, const Combi
 // The combine folded into the paired launch: as fast as its own launch after it (PDL hides that
 // launch: 1.000-1.005x at gpt-oss-120b 16-128 tokens, gpt-oss-20b and Kimi-K2-like 16, H100,
 // thirty-sixth session), one launch fewer per layer for the host to make.
-// MXSERVE_CUDA_MOE_PAIR_COMBINE=off (benchmarks): the combine in a launch of its own after it.
-bool PairCombineOn() {
-  static const bool on = EnvChoice("MXSERVE_CUDA_MOE_PAIR_COMBINE", {"default", "off"}) == 0;
-  return on;
-}
+// MXSERVE_PLAN pair_combine=off (benchmarks): the combine in a launch of its own after it.
+bool PairCombineOn() { return CurrentVariant().pair_combine; }
 
-bool PairStamps() {
-  static const bool on = EnvChoice("MXSERVE_CUDA_MOE_PAIR_PROBE", {"default", "stamps"}) == 1;
-  return on;
-}
+bool PairStamps() { return CurrentVariant().pair_stamps; }
 
 }  // namespace
 
 void SetKstPair(int v) { g_pair_set.store(v, std::memory_order_relaxed); }
-bool KstPairCosted() {
-  if (PairModeEnv() == 0 || !KstDefault()) return false;
-  // MXSERVE_CUDA_MOE_PAIRED_COST=on|off (benchmarks): weigh the candidate on any card, or on none.
-  static const int env = EnvChoice("MXSERVE_CUDA_MOE_PAIRED_COST", {"default", "on", "off"});
-  return env != 0 ? env == 1 : PairedCostHolds(Device().peak_gbps);
-}
 
 std::string PairStampsReport() {
   static const char* kPhase[kPairStamps] = {"start",          "first copies asked for", "kernel before done (wait)",

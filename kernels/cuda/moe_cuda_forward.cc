@@ -1,159 +1,71 @@
 // MoeForwardCuda (the launch sequence) and CudaMoeRunner (host memory in and out through pinned
 // buffers on the runner's own stream).
 #include <algorithm>
-#include <array>
 #include <atomic>
 #include <cstdio>
-#include <cstdlib>
 #include <string>
 #include <cstring>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "kernels/cuda/env_choice.h"
 #include "kernels/cuda/moe_cuda.h"
 #include "kernels/cuda/moe_cuda_gemm_args.h"
 #include "kernels/cuda/moe_cuda_launch.h"
-#include "kernels/cuda/moe_cuda_tile_choice.h"
+#include "kernels/cuda/moe_cuda_plan.h"
 #include "kernels/cuda/moe_cuda_tiny_route.h"
+#include "kernels/cuda/moe_cuda_variant.h"
 
 namespace mxserve::kernels::cuda {
 
 namespace internal {
 namespace {
-std::atomic<int> forced_path{-2};    // ForcedPath; -2: not read from the environment yet
 std::atomic<int> last_auto_path{-1};  // LastAutoPath
-
-// kAutoTiles' paths (moe_cuda_tile_choice.h is CUDA-free, so it names them).
-constexpr std::array<int, kNumAutoTiles> kAutoPathIds = [] {
-  std::array<int, kNumAutoTiles> ids{};
-  for (int i = 0; i < kNumAutoTiles; ++i) ids[i] = PathNamed(kAutoTiles[i].path);
-  return ids;
-}();
-// Every configuration kAuto may choose is a path in kPaths with the tile height the model assumed.
-constexpr bool AutoTilesArePaths() {
-  for (int i = 0; i < kNumAutoTiles; ++i)
-    if (kAutoPathIds[i] < 0 || kPaths[kAutoPathIds[i]].bm != kAutoTiles[i].rows) return false;
-  return true;
-}
-static_assert(AutoTilesArePaths(), "kAutoTiles names a path not in kPaths, or with other tile rows");
-// Their alone_paths (-1: none), each a path with the same tile rows.
-constexpr std::array<int, kNumAutoTiles> kAutoAlonePathIds = [] {
-  std::array<int, kNumAutoTiles> ids{};
-  for (int i = 0; i < kNumAutoTiles; ++i) ids[i] = kAutoTiles[i].alone_path ? PathNamed(kAutoTiles[i].alone_path) : -1;
-  return ids;
-}();
-constexpr bool AlonePathsArePaths() {
-  for (int i = 0; i < kNumAutoTiles; ++i) {
-    if (!kAutoTiles[i].alone_path) continue;
-    if (kAutoAlonePathIds[i] < 0 || kPaths[kAutoAlonePathIds[i]].bm != kAutoTiles[i].rows) return false;
-  }
-  return true;
-}
-static_assert(AlonePathsArePaths(), "an alone_path of kAutoTiles is not in kPaths, or has other tile rows");
-
-// kAutoTiles' index of path p, or -1.
-int AutoIndex(int p) {
-  for (int i = 0; i < kNumAutoTiles; ++i)
-    if (kAutoPathIds[i] == p) return i;
-  return -1;
-}
-
-// MXSERVE_CUDA_MOE_MIX (benchmarks compare): off: kAuto takes one tile height; serial: the
-// second height's GEMMs on the call's stream after the first's, not beside them on the side stream.
-enum class Mix { kSide, kOff, kSerial };
-Mix MixSetting() {
-  static const Mix v = Mix(EnvChoice("MXSERVE_CUDA_MOE_MIX", {"default", "off", "serial"}));
-  return v;
-}
-
-// Where kAuto takes 16- or 24-row tiles of one height, the TMA-fed wgmma kernel at that height
-// (wgmma16, wgmma24) runs instead of the K-streamed decode kernel: faster in 9 of the 10 same-call
-// comparisons of the 2026-12-01 11:24 call (gpt-oss-120b at 64, 256 and 1024 tokens, Kimi-K2-like
-// at 256 and 1024; wgmma16/decode16 0.92-1.007, wgmma24/decode24 0.75-0.90): kAutoTiles'
-// alone_path. The cost model's heights stay decode16's and decode24's; decode16 alone is costed
-// as wgmma16 when kAuto weighs it against a mix (tile_choice.h, alone_ps). A two-height mix keeps
-// the decode kernel (both heights must read one operand order). =off: the decode kernel
-// (benchmarks compare).
-bool DecodeWgmmaSetting() {
-  static const bool on = EnvChoice("MXSERVE_CUDA_MOE_DECODE_WGMMA", {"default", "off"}) == 0;
-  return on;
-}
 }  // namespace
 
-int SpecNamed(std::string_view name) {
-  const size_t plus = name.find('+');
-  if (plus == std::string_view::npos) return PathNamed(name);
-  const int big = PathNamed(name.substr(0, plus)), small = PathNamed(name.substr(plus + 1));
-  const int bi = AutoIndex(big), si = AutoIndex(small);
-  if (bi < 0 || si < 0 || kAutoTiles[si].rows >= kAutoTiles[bi].rows ||
-      kAutoTiles[si].family != kAutoTiles[bi].family || MixRmax(bi, si) == 0) {
-    return -1;
-  }
-  return MixSpec(big, small);
-}
-
-std::string SpecName(int spec) {
-  if (spec < 0) return "?";
-  const int small = SpecSmall(spec);
-  return std::string(kPaths[SpecBig(spec)].name) + (small < 0 ? "" : std::string("+") + kPaths[small].name);
-}
-
 int LastAutoPath() { return last_auto_path.load(std::memory_order_relaxed); }
-
-int ForcedPath() {
-  int p = forced_path.load(std::memory_order_relaxed);
-  if (p == -2) {
-    const char* v = std::getenv("MXSERVE_CUDA_MOE_PATH");
-    p = v == nullptr ? -1 : SpecNamed(v);
-    if (v != nullptr && p < 0) {  // a typo must not pass silently for a pinned run
-      std::string names;
-      for (const PathInfo& i : kPaths) names += std::string(names.empty() ? "" : ", ") + i.name;
-      std::fprintf(stderr,
-                   "mxserve: MXSERVE_CUDA_MOE_PATH=%s names no kernel configuration (%s, or two of kAuto's "
-                   "of one family joined by '+', the taller first); ignored\n",
-                   v, names.c_str());
-    }
-    forced_path.store(p, std::memory_order_relaxed);
-  }
-  return p;
-}
-
-void SetForcedPath(int spec) { forced_path.store(spec < 0 ? -1 : spec, std::memory_order_relaxed); }
 
 }  // namespace internal
 
 struct LayerAccess {
-  // kAuto's configuration (a spec: one tile height or two, moe_cuda_tile_choice.h), from each
-  // held expert's slot count when the ids are on the host, else from the mean under uniform
-  // routing.
-  static int AutoSpec(const CudaMoeLayer& L, const CudaMoeBatch& b, int64_t pairs, int nh) {
-    const bool mix = internal::MixSetting() != internal::Mix::kOff;
-    internal::AutoChoice c;
+  // The call's plan: kAuto's from the batch's shape and the card (each held expert's slot count
+  // when the ids are on the host), or the pinned path's.
+  static internal::CudaMoePlan Plan(const CudaMoeLayer& L, const CudaMoeBatch& b, int64_t pairs, int nh,
+                                    CudaMoePath path) {
+    const internal::Variant& v = internal::CurrentVariant();
+    internal::CardInfo card;
+    card.peak_gbps = internal::Device().peak_gbps;
+    card.tensor_maps = internal::WgmmaAvailable();
+    internal::PlanOptions opt;
+    opt.mix = v.mix;
+    opt.alone_wgmma = v.decode_wgmma;
+    opt.paired_cost = v.paired_cost;
+    opt.pairing = v.kst_pair != 0 && internal::KstDefault();
+    if (path != CudaMoePath::kAuto) {
+      const int spec = path == CudaMoePath::kDecode     ? internal::kPathDecode
+                       : path == CudaMoePath::kDecode16 ? internal::kPathDecode16
+                       : path == CudaMoePath::kMid      ? internal::kPathMid
+                       : path == CudaMoePath::kWgmma    ? internal::kPathWgmma
+                                                        : internal::kPathPrefill;
+      return internal::PlanForSpec(spec, pairs, card, opt, /*may_fuse=*/false);
+    }
+    if (v.forced_spec >= 0) return internal::PlanForSpec(v.forced_spec, pairs, card, opt, /*may_fuse=*/true);
+    internal::MoeShape shape;
+    shape.pairs = pairs;
+    shape.held = nh;
+    shape.expert_bytes = double(L.expert_weight_bytes());
+    thread_local std::vector<int32_t> counts;
     if (b.host_expert_ids != nullptr) {
-      thread_local std::vector<int32_t> counts;
       counts.assign(nh, 0);
       for (int64_t i = 0; i < pairs; ++i) {
         const int32_t id = b.host_expert_ids[i];
         if (id >= 0 && id < L.num_experts_ && L.local_[id] >= 0) ++counts[L.local_[id]];
       }
-      c = mix ? internal::ChooseAutoMixForCounts(counts.data(), nh, double(L.expert_weight_bytes()), ~0u,
-                                                 internal::DecodeWgmmaSetting(), internal::KstPairCosted())
-              : internal::AutoChoice{internal::ChooseAutoTileForCounts(counts.data(), nh), -1, 0};
+      shape.counts = counts.data();
     }
-    if (c.big < 0) {  // no host ids, or no held slot (then any will do)
-      const int64_t over = std::max<int64_t>(1, std::min<int64_t>(nh, pairs));  // the experts the mean is over
-      const double mean = double(pairs) / double(over);
-      c = mix ? internal::ChooseAutoMix(mean, double(over) * double(L.expert_weight_bytes()), ~0u,
-                                        internal::DecodeWgmmaSetting(), internal::KstPairCosted())
-              : internal::AutoChoice{internal::ChooseAutoTile(mean), -1, 0};
-    }
-    const int big = internal::kAutoPathIds[c.big];
-    if (c.small < 0 && internal::DecodeWgmmaSetting() && internal::kAutoAlonePathIds[c.big] >= 0) {
-      return internal::kAutoAlonePathIds[c.big];
-    }
-    return c.small < 0 ? big : internal::MixSpec(big, internal::kAutoPathIds[c.small]);
+    const internal::CudaMoePlan plan = internal::PlanMoeForward(shape, card, opt);
+    internal::last_auto_path.store(plan.spec(), std::memory_order_relaxed);
+    return plan;
   }
 
   static absl::Status Forward(const CudaMoeLayer& L, const CudaMoeBatch& b, float* out,
@@ -166,32 +78,14 @@ struct LayerAccess {
     if (auto s = ws.Reserve(L, b.num_tokens, b.top_k); !s.ok()) return s;
     const int H = L.hidden_, I = L.intermediate_, nh = std::max(1, L.num_held_);
     const int64_t pairs = int64_t(b.num_tokens) * b.top_k;
-    int spec = 0;
-    const int forced = internal::ForcedPath();
-    if (path == CudaMoePath::kAuto && forced >= 0) {
-      spec = forced;
-    } else if (path == CudaMoePath::kAuto) {
-      spec = AutoSpec(L, b, pairs, nh);
-      internal::last_auto_path.store(spec, std::memory_order_relaxed);
-    } else {
-      spec = path == CudaMoePath::kDecode     ? internal::kPathDecode
-             : path == CudaMoePath::kDecode16 ? internal::kPathDecode16
-             : path == CudaMoePath::kMid      ? internal::kPathMid
-             : path == CudaMoePath::kWgmma    ? internal::kPathWgmma
-                                              : internal::kPathPrefill;
-    }
-    int p = internal::SpecBig(spec), p2 = internal::SpecSmall(spec);
-    // No tensor-map encoder in this driver: the mma.sync prefill kernel instead (one height).
-    if (p >= internal::kPathWgmma && !internal::WgmmaAvailable()) {
-      p = internal::kPathPrefill;
-      p2 = -1;
-    }
+    const internal::CudaMoePlan plan = Plan(L, b, pairs, nh, path);
+    const int p = plan.big, p2 = plan.small;
     const int bm = internal::PathBm(p);
     const int64_t max_tiles = (pairs + bm - 1) / bm + std::min<int64_t>(nh, pairs);
     // The second height's tiles: at most ceil(rmax / bm2) per held expert, listed after the
     // first height's max_tiles (the workspace holds both: Reserve).
     const int bm2 = p2 < 0 ? 0 : internal::PathBm(p2);
-    const int rmax = p2 < 0 ? 0 : internal::MixRmax(internal::AutoIndex(p), internal::AutoIndex(p2));
+    const int rmax = p2 < 0 ? 0 : internal::MixRmaxOfPaths(p, p2);
     const int64_t max_tiles2 =
         p2 < 0 ? 0
                : std::min<int64_t>((pairs + bm2 - 1) / bm2 + std::min<int64_t>(nh, pairs),
@@ -255,9 +149,10 @@ struct LayerAccess {
     if (L.kp_i_ != I) {
       cudaMemsetAsync(ws.d_act_, 0, sizeof(uint16_t) * pairs * L.kp_i_, stream);
     }
-    // At most kTinyPairs token-slots under kAuto: the whole layer in one launch (moe_cuda_fused.cu),
-    // unless it does not fit the device or cannot be launched (then the kernels below).
-    if (path == CudaMoePath::kAuto && p == internal::kPathDecode && pairs <= internal::kTinyPairs) {
+    const internal::Variant& v = internal::CurrentVariant();
+    // The whole layer in one launch (moe_cuda_fused.cu), unless it does not fit the device or
+    // cannot be launched (then the kernels below).
+    if (plan.fused) {
       internal::SelfRoute sr;
       sr.ids = b.expert_ids;
       sr.local = L.d_local_;
@@ -266,20 +161,15 @@ struct LayerAccess {
       sr.x = b.x;
       sr.hidden = H;
       sr.top_k = b.top_k;
-      // MXSERVE_CUDA_MOE_FUSED_HELD=table (benchmarks): the held-index table read even when the
-      // held experts are one range.
-      static const bool table = internal::EnvChoice("MXSERVE_CUDA_MOE_FUSED_HELD", {"default", "table"}) == 1;
-      if (L.held_range_ && !table) {
+      // Held experts that are one range: the kernel reads no held-index table.
+      if (L.held_range_ && !v.fused_held_table) {
         sr.held_lo = L.held_lo_;
         sr.held_n = L.num_held_;
       }
       // With the ids on the host (the worker's path) the route is made here and goes with the
       // launch: the kernel then reads no ids and lists its pieces while it gathers x.
-      // MXSERVE_CUDA_MOE_FUSED_HOST_ROUTE=off (benchmarks): the kernel routes anyway.
-      static const bool host_route_on =
-          internal::EnvChoice("MXSERVE_CUDA_MOE_FUSED_HOST_ROUTE", {"default", "off"}) == 0;
       internal::TinyRoute route;
-      const bool host_route = host_route_on && b.host_expert_ids != nullptr;
+      const bool host_route = v.fused_host_route && b.host_expert_ids != nullptr;
       if (host_route) {
         route = internal::MakeTinyRoute(b.host_expert_ids, sr.pairs, L.local_.data(), sr.experts, sr.held_lo,
                                         sr.held_n);
@@ -291,9 +181,8 @@ struct LayerAccess {
     }
     internal::LaunchRouting(r, stream);
     // The kst decode GEMMs stream their first weights before the kernel just before them ends
-    // (GemmArgs::early_weights). MXSERVE_CUDA_MOE_EARLY_WEIGHTS=off (benchmarks): they wait first.
-    static const bool early_on = internal::EnvChoice("MXSERVE_CUDA_MOE_EARLY_WEIGHTS", {"default", "off"}) == 0;
-    g.early_weights = g2.early_weights = d.early_weights = d2.early_weights = early_on;
+    // (GemmArgs::early_weights).
+    g.early_weights = g2.early_weights = d.early_weights = d2.early_weights = v.early_weights;
     auto launch_failed = [](int code, const char* which) {
       return absl::InternalError(absl::StrCat("MoeForwardCuda: the ", which,
                                               " GEMM could not describe its operands to the copy "
@@ -301,9 +190,8 @@ struct LayerAccess {
     };
     // Two heights: the tiles of each are rows of their own, so the second height's gate_up and
     // down run on the side stream beside the first's (forked after the routing, joined before
-    // the combine): neither waits for the other's drain. (MXSERVE_CUDA_MOE_MIX=serial: after them
-    // on this stream.)
-    const bool side = p2 >= 0 && internal::MixSetting() == internal::Mix::kSide;
+    // the combine): neither waits for the other's drain.
+    const bool side = p2 >= 0 && !v.mix_serial;
     cudaStream_t s2 = side ? ws.side_ : stream;
     // `after` waits for what `before` has enqueued so far.
     auto order = [](cudaEvent_t ev, cudaStream_t before, cudaStream_t after) {
@@ -322,10 +210,10 @@ struct LayerAccess {
       const char* which;
     };
     // One height of 8-row kst tiles: both GEMMs in one launch where it applies
-    // (MXSERVE_CUDA_MOE_KST_PAIR; moe_cuda_decode_kst_pair.cu).
+    // (moe_cuda_decode_kst_pair.cu; it declines where the grid cannot be resident).
     const internal::CombineArgs comb{b.expert_ids, L.d_local_, L.num_experts_, b.num_tokens, b.top_k, out};
     bool paired = false, combined = false;
-    if (p == internal::kPathDecode && p2 < 0) {
+    if (plan.paired) {
       const int r = internal::LaunchDecodeKstPair(g, d, L.small_scales_, static_cast<int>(max_tiles), comb,
                                                   ws.d_pair_done_, &combined, stream);
       if (r > 0) return launch_failed(r, "paired");

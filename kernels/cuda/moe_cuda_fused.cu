@@ -11,10 +11,10 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cuda/env_choice.h"
 #include "kernels/cuda/moe_cuda.h"
 #include "kernels/cuda/moe_cuda_gemm.cuh"
 #include "kernels/cuda/moe_cuda_launch.h"
+#include "kernels/cuda/moe_cuda_variant.h"
 #include "kernels/cuda/moe_cuda_tiny_route.h"
 
 namespace mxserve::kernels::cuda::internal {
@@ -28,7 +28,7 @@ __device__ __forceinline__ uint32_t AtomIncAcqRelGpu(uint32_t* p, uint32_t lim) 
   return old;
 }
 
-// MXSERVE_CUDA_MOE_FUSED_PROBE=stamps: %globaltimer (ns) of thread 0 of each CTA at the phase
+// MXSERVE_PLAN fused_probe=stamps: %globaltimer (ns) of thread 0 of each CTA at the phase
 // boundaries of the last call, read back by FusedStampsReport.
 constexpr int kStampCtas = 1024, kStamps = 10;
 __device__ uint64_t g_stamps[kStampCtas][kStamps];
@@ -468,19 +468,8 @@ struct FusedPlan {
   size_t smem = 0;
 };
 
-// MXSERVE_CUDA_MOE_FUSED (ParseFusedPin, moe_cuda_tiny_route.h), read once.
-const FusedPinned& FusedPin() {
-  static const FusedPinned pin = [] {
-    const char* v = std::getenv("MXSERVE_CUDA_MOE_FUSED");
-    FusedPinned p = ParseFusedPin(v == nullptr ? "" : v);
-    if (!p.valid) {
-      std::fprintf(stderr, "MXSERVE_CUDA_MOE_FUSED=%s: not a built configuration; the unfused kernels run\n", v);
-      p.off = true;
-    }
-    return p;
-  }();
-  return pin;
-}
+// The configuration (Variant::fused; the lab checks that it is a built one).
+const FusedPinned& FusedPin() { return CurrentVariant().fused; }
 
 // The largest piece (weights + scales of chunks [c0, c1) of one 16-row unit) of a GEMM.
 int MaxPieceBytes(const GemmArgs& a, int parts) {
@@ -503,23 +492,14 @@ FusedPlan Plan(const GemmArgs& g, const GemmArgs& d, int tokens) {
   pl.f.slot_bytes = std::max(MaxPieceBytes(g, pl.parts), MaxPieceBytes(d, pl.parts));
   pl.f.a_stride = 2 * std::max(g.kp, d.kp) + 16;
   pl.f.tokens = tokens;
-  static const int probe = EnvChoice("MXSERVE_CUDA_MOE_FUSED_PROBE",
-                                     {"default", "loads", "math", "neither", "nobarrier", "route", "empty", "stamps", "nosum",
-                                      "freerun"});
-  pl.f.probe = probe;
-  static const int defer = EnvChoice("MXSERVE_CUDA_MOE_FUSED_DEFER", {"default", "off", "warp"});
-  pl.f.defer = defer == 0 ? kFusedDefer : defer == 2;
+  const Variant& v = CurrentVariant();
+  pl.f.probe = v.fused_probe;
+  pl.f.defer = v.fused_defer == 0 ? kFusedDefer : v.fused_defer == 2;
   pl.f.evict_first = EvictFirst();
-  // MXSERVE_CUDA_MOE_FUSED_DOWN: the down units' weight in the grid's split, percent (benchmarks;
-  // a value not listed is reported and means the default).
-  static const int down_pct = [] {
-    constexpr int kPct[] = {kFusedDownPct, 0, 25, 50, 75, 100};
-    return kPct[EnvChoice("MXSERVE_CUDA_MOE_FUSED_DOWN", {"default", "0", "25", "50", "75", "100"})];
-  }();
+  // The down units' weight in the grid's split, percent (Variant::fused_down_pct).
+  const int down_pct = v.fused_down_pct < 0 ? kFusedDownPct : v.fused_down_pct;
   pl.f.down_pct = down_pct;
-  // MXSERVE_CUDA_MOE_FUSED_STRIDE=on (benchmarks): the gate_up units strided over the grid.
-  static const bool stride = EnvChoice("MXSERVE_CUDA_MOE_FUSED_STRIDE", {"default", "off", "on"}) == 2;
-  pl.f.stride = stride;
+  pl.f.stride = v.fused_stride;  // the gate_up units strided over the grid
   FusedWork w = FusedWorkOf(g, d, kTinyPairs, down_pct);
   if (!FusedFits32(w, lim.sms)) return pl;  // the in-kernel range arithmetic is 32-bit
   if (lim.sms >= 4096) return pl;            // GridBarrier's count wraps at G * 2^20 < 2^32
@@ -620,9 +600,9 @@ std::string FusedStampsReport() {
   std::snprintf(last_line, sizeof(last_line), "# last arrival: cta %d arrives %.2f, counted %.2f, through %.2f\n", last,
                 (st[last][4] - t0) * 1e-3, (st[last][9] - t0) * 1e-3, (st[last][5] - t0) * 1e-3);
   r += last_line;
-  // MXSERVE_CUDA_MOE_FUSED_STAMPS=ctas: each CTA's SM and its gate_up, barrier and down ends
-  // (whether the late CTAs are the same SMs from launch to launch).
-  static const bool ctas = EnvChoice("MXSERVE_CUDA_MOE_FUSED_STAMPS", {"default", "ctas"}) == 1;
+  // Variant::fused_stamps_ctas: each CTA's SM and its gate_up, barrier and down ends (whether
+  // the late CTAs are the same SMs from launch to launch).
+  const bool ctas = CurrentVariant().fused_stamps_ctas;
   uint32_t sm[kStampCtas];
   if (ctas && cudaMemcpyFromSymbol(sm, g_stamp_sm, sizeof(sm)) == cudaSuccess) {
     for (int b = 0; b < n; ++b) {

@@ -37,7 +37,7 @@ struct GemmArgs {
   // The kst decode kernel streams its first stages' weights before waiting for the kernel before
   // it (whose output, a, it waits for): the tile list (tiles, ntiles) is written at least two
   // kernels before either GEMM (LaunchRouting ends with a gather), so it is visible before
-  // griddepcontrol.wait. False: it waits first (MXSERVE_CUDA_MOE_EARLY_WEIGHTS=off).
+  // griddepcontrol.wait. False: it waits first (MXSERVE_PLAN early_weights=off).
   bool early_weights;
 };
 

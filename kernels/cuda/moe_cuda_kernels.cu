@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "core/bf16.h"
-#include "kernels/cuda/env_choice.h"
 #include "kernels/cuda/moe_cuda_gemm.cuh"
 #include "kernels/cuda/moe_cuda_launch.h"
+#include "kernels/cuda/moe_cuda_variant.h"
 #include "kernels/cuda/moe_cuda_tile_choice.h"
 
 namespace mxserve::kernels::cuda::internal {
@@ -253,12 +253,9 @@ __global__ void GatherKernel(const float* __restrict__ x, int h, int kp, int nfu
   for (int i = threadIdx.x; i < kp / 8; i += blockDim.x) GatherItem(xr, ar, i, nfull, h, plain);
 }
 
-// MXSERVE_CUDA_MOE_GATHER=rows: the large-batch routing places and gathers per slot row
-// (PlaceKernel + GatherKernel) instead of per token (benchmarks compare).
-bool PlaceGatherSetting() {
-  static const bool on = EnvChoice("MXSERVE_CUDA_MOE_GATHER", {"default", "rows"}) == 0;
-  return on;
-}
+// Variant::gather_rows: the large-batch routing places and gathers per slot row (PlaceKernel +
+// GatherKernel) instead of per token.
+bool PlaceGatherSetting() { return !CurrentVariant().gather_rows; }
 
 // Large batches: placement and gather per token (one CTA each), so that each x row is read once
 // and converted once for all of its slots (the per-row GatherKernel reads it top_k times: at
@@ -552,10 +549,7 @@ void LaunchGemmT(const GemmArgs& a, bool gate_up, int max_tiles, cudaStream_t st
   }
 }
 
-bool PdlEnabled() {
-  static const bool on = EnvChoice("MXSERVE_CUDA_MOE_PDL", {"default", "0", "1"}) != 1;
-  return on;
-}
+bool PdlEnabled() { return CurrentVariant().pdl; }
 
 std::string PhaseRow(const char* name, std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -564,10 +558,7 @@ std::string PhaseRow(const char* name, std::vector<double> v) {
   return line;
 }
 
-bool EvictFirst() {
-  static const bool on = EnvChoice("MXSERVE_CUDA_MOE_EVICT_FIRST", {"default", "off"}) == 0;
-  return on;
-}
+bool EvictFirst() { return CurrentVariant().evict_first; }
 
 const DeviceLimits& Device() {
   static const DeviceLimits l = [] {
@@ -592,8 +583,12 @@ unsigned PersistentGrid(int64_t items) {
 
 int LaunchGemm(const GemmArgs& a, bool gate_up, int path, bool one_mul, int max_tiles, cudaStream_t stream) {
   if (max_tiles <= 0) return 0;
-  // The tiles were cut for the wgmma paths' row counts: no other kernel may take them.
-  if (path >= kPathSs) return LaunchWgmmaSsGemm(a, gate_up, one_mul, PathBm(path), max_tiles, stream);
+  // The tiles were cut for the wgmma paths' row counts: no other kernel may take them. The ss
+  // paths and the ldg configurations are the lab's.
+  const Variant& v = CurrentVariant();
+  if (path >= kPathSs || (path >= kPathWgmma && PathBm(path) >= 32 && v.wgmma_cfg >= 3)) {
+    return v.lab_gemm != nullptr ? v.lab_gemm(a, gate_up, path, one_mul, max_tiles, stream) : -1;
+  }
   if (path >= kPathWgmma) return LaunchWgmmaGemm(a, gate_up, one_mul, PathBm(path), max_tiles, stream);
   switch (path) {
     case kPathDecode: LaunchDecodeGemm(a, gate_up, false, one_mul, max_tiles, stream); break;

@@ -41,7 +41,7 @@ struct AutoTile {
                         // two heights of one call share one (the gathered operand's order)
   // The path that runs when it is the call's only height (nullptr: itself): the decode heights at
   // 16 and 24 rows run as the TMA-fed wgmma kernel at their height (moe_cuda_forward.cc, unless
-  // MXSERVE_CUDA_MOE_DECODE_WGMMA=off); in a mix they stay the decode kernel.
+  // MXSERVE_PLAN decode_wgmma=off); in a mix they stay the decode kernel.
   const char* alone_path = nullptr;
   // That path's time per weight byte and tile, where it was fitted (0: ps_per_byte): wgmma16's.
   // Only the choice between one height and a mix uses it (AloneCost): the choice among single
@@ -93,7 +93,7 @@ inline constexpr AutoTile kAutoTiles[] = {
 inline constexpr int kNumAutoTiles = sizeof(kAutoTiles) / sizeof(kAutoTiles[0]);
 
 // Configuration i's cost per weight byte and tile as the call's only height: its alone_ps where
-// `alone` (its alone_path runs: MXSERVE_CUDA_MOE_DECODE_WGMMA not off) and it has one.
+// `alone` (its alone_path runs: MXSERVE_PLAN's decode_wgmma not off) and it has one.
 inline double AloneCost(int i, bool alone) {
   return alone && kAutoTiles[i].alone_ps > 0 ? kAutoTiles[i].alone_ps : kAutoTiles[i].ps_per_byte;
 }

@@ -129,7 +129,7 @@ MXSERVE_HD inline int FusedStridedUnits(const FusedWork& w, int b, int G) {
   return uint32_t(b) < n ? int((n - uint32_t(b) + uint32_t(G) - 1) / uint32_t(G)) : 0;
 }
 
-// MXSERVE_CUDA_MOE_FUSED pins the fused kernel's configuration (benchmarks): "off" (or "0"), or
+// MXSERVE_PLAN's fused pins the fused kernel's configuration (benchmarks): "off" (or "0"), or
 // <parts>x<depth>[w<warps>] (K parts per unit, shared-memory slots per warp (1-3), warps per CTA)
 // of a built one; empty or "default": the default, 4x2 with 16 warps. The plan gives each warp
 // `depth` slots where they fit, else as many slots as fit, spread over the warps (FusedArgs::deep):
@@ -202,10 +202,10 @@ struct FusedArgs {
   int down_pct = 100;        // the down units' weight in the grid's split (FusedWorkOf)
   bool stride = false;       // gate_up units strided over the grid (FusedStridedUnits)
   // A warp asks for its first down pieces once its gate_up pieces are computed, not as soon as a
-  // slot is free (MXSERVE_CUDA_MOE_FUSED_DEFER=warp|off): the grid barrier waits for the last
+  // slot is free (MXSERVE_PLAN fused_defer=warp|off): the grid barrier waits for the last
   // CTA's gate_up, and down pieces asked for earlier compete with its pieces for DRAM.
   bool defer = false;
-  // Benchmarks only, wrong results (MXSERVE_CUDA_MOE_FUSED_PROBE): 1 loads without the math,
+  // Benchmarks only, wrong results (MXSERVE_PLAN's fused_probe): 1 loads without the math,
   // 2 the math without loads, 3 neither, 4 neither and no grid barrier, 5 exit after the
   // routing, 6 exit at once, 8 no per-token sums (out not written), 9 loads and math without the
   // grid barrier (the down pieces read whatever the operand holds: what a layer whose down GEMM
@@ -214,7 +214,7 @@ struct FusedArgs {
   // (where a one-token layer's time goes: docs/PERFORMANCE.md).
   int probe = 0;
   // The weight pieces' bulk copies ask L2 to evict their lines first (L2ReadOncePolicy; false,
-  // MXSERVE_CUDA_MOE_EVICT_FIRST=off for benchmarks: evict_normal).
+  // MXSERVE_PLAN evict_first=off for benchmarks: evict_normal).
   bool evict_first = false;
   // host_route: the batch's route, made on the host from its ids (CudaMoeBatch::host_expert_ids,
   // the worker's path), so the kernel reads no ids and lists its pieces while it gathers x.

@@ -3,7 +3,7 @@
 // shared-memory stages instead of each warp's ld.global one chunk ahead. The default since
 // 2026-12-01: checked in the 04:34 call (every wgmma path pinned, 1165 PASS, memcheck clean) and
 // 5-10 % faster than `ldg` at 1024-16384 tokens of gpt-oss-120b in the same call
-// (docs/PERFORMANCE.md, "Thirteenth session"). MXSERVE_CUDA_MOE_WGMMA_CFG=ldg (or a named
+// (docs/PERFORMANCE.md, "Thirteenth session"). MXSERVE_PLAN wgmma_cfg=ldg (or a named
 // configuration) runs moe_cuda_wgmma.cu's kernel instead. Two forms: one CTA per (tile, column
 // block) item (WgmmaTmaKernel), and persistent (WgmmaTmaPersistKernel, below), which the default
 // takes at 64, 96, 192 and 256 rows (moe_cuda_wgmma.cu, WgmmaConfig).
@@ -29,10 +29,10 @@
 #include <iterator>
 #include <type_traits>
 
-#include "kernels/cuda/env_choice.h"
 #include "kernels/cuda/moe_cuda_gemm.cuh"
 #include "kernels/cuda/moe_cuda_launch.h"
 #include "kernels/cuda/moe_cuda_tma.h"
+#include "kernels/cuda/moe_cuda_variant.h"
 #include "kernels/cuda/moe_cuda_wgmma_common.cuh"
 #include "kernels/cuda/moe_cuda_wgmma_rs.cuh"
 
@@ -385,7 +385,7 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1) WgmmaTmaKernel(const __grid
                                                  s_pair, s_w);
 }
 
-// ---- the persistent variant (MXSERVE_CUDA_MOE_WGMMA_CFG=persist) -------------------------------
+// ---- the persistent variant (MXSERVE_PLAN wgmma_cfg=persist) -------------------------------
 // One CTA per SM walks the (tile, column block) items tile-major (item = tile * column blocks +
 // block; CTA i takes items i, i + grid, ...), with one ring of stages across its items: the
 // producer runs ahead into the next item while the consumers finish one, and the epilogue goes
@@ -400,12 +400,9 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1) WgmmaTmaKernel(const __grid
 // docs/PERFORMANCE.md, "Fourteenth session".
 inline constexpr int kPersistProducerRegs = 40;
 
-// MXSERVE_CUDA_MOE_VAR_WIDTH=off: the persistent kernel's wgmma at the tile height for every item
-// (benchmarks compare; GemmArgs::var_width).
-bool VarWidthSetting() {
-  static const bool on = EnvChoice("MXSERVE_CUDA_MOE_VAR_WIDTH", {"default", "off"}) == 0;
-  return on;
-}
+// Variant::var_width off: the persistent kernel's wgmma at the tile height for every item
+// (GemmArgs::var_width).
+bool VarWidthSetting() { return CurrentVariant().var_width; }
 
 template <int BN, int NC, bool kGateUp, bool kOneMul>
 __global__ void __launch_bounds__(128 * (NC + 1), 1)
@@ -565,6 +562,17 @@ int LaunchWgmmaTmaGemm(const GemmArgs& a, bool gate_up, bool one_mul, int bn, in
     case 256: return LaunchTH<256, 2>(tmap, a, gate_up, one_mul, max_tiles, persist, stream);
     default: return -1;
   }
+}
+
+// The tile heights' form: persistent at the decode heights (8-24 rows) and at 64, 96, 192 and
+// 256 rows, where it ran 2-5 % faster than one CTA per item on three shapes; one CTA per item at
+// 32-48 rows (persistent 6 % slower at Kimi-K2-like 1024 tokens) and at 128 (persistent there has
+// three consumer warpgroups, not four). Variant::wgmma_cfg 1 (tma) / 2 (persist) pins one form.
+int LaunchWgmmaGemm(const GemmArgs& a, bool gate_up, bool one_mul, int bn, int max_tiles, cudaStream_t stream) {
+  if (a.rows <= 0) return 0;
+  const int cfg = CurrentVariant().wgmma_cfg;
+  const bool persist = bn < 32 ? cfg != 1 : cfg == 2 || (cfg != 1 && bn >= 64 && bn != 128);
+  return LaunchWgmmaTmaGemm(a, gate_up, one_mul, bn, max_tiles, persist, stream);
 }
 
 }  // namespace mxserve::kernels::cuda::internal

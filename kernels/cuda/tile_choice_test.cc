@@ -577,7 +577,7 @@ TEST(TileChoice, AloneCostTakesTheSixteenRowKernelWhereItRanFaster) {
   // against wgmma16's 0.630.
   EXPECT_EQ(mixed, "gpt-oss-120b:448 k3-latent:96 kimi-k2-like:256 kimi-k2-like:640 ");
   EXPECT_EQ(other, "gpt-oss-120b:128 gpt-oss-120b:512 ");
-  // With alone off (MXSERVE_CUDA_MOE_DECODE_WGMMA=off: decode16 runs as itself) 384 tokens mix.
+  // With alone off (MXSERVE_PLAN decode_wgmma=off: decode16 runs as itself) 384 tokens mix.
   EXPECT_GE(ChooseAutoMix(12.0, 1692.1e6, ~0u, false).small, 0);
   EXPECT_EQ(ChooseAutoMix(12.0, 1692.1e6).small, -1);
 }
@@ -634,7 +634,7 @@ TEST(TileChoice, PairedDecodeTakenWhereItRanFaster) {
   EXPECT_EQ(taken,
             "kimi-k2-like:192 kimi-k2-like:256 k3-latent:64 k3-latent:96 gpt-oss-120b:144 gpt-oss-120b:176 "
             "gpt-oss-120b:192 gpt-oss-20b:48 kimi-k2-like:160 ");
-  // Without the paired launch (MXSERVE_CUDA_MOE_KST_PAIR=off) the mix again.
+  // Without the paired launch (MXSERVE_PLAN kst_pair=off) the mix again.
   EXPECT_EQ(RunsAs(MixChoiceAt("kimi-k2-like", 256, false)), "decode16+decode");
 }
 

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "core/bf16.h"
+#include "kernels/cuda/lab/lab.h"
 #include "kernels/cuda/moe_cuda.h"
 #include "kernels/cuda/moe_cuda_launch.h"      // FusedLaunches
 #include "kernels/cuda/moe_cuda_tile_choice.h"  // kAutoTiles
@@ -104,7 +105,7 @@ void CheckCase(const Shape& sh, HostLayer& hl, kc::CudaMoeLayer& dl, kc::CudaMoe
   const int64_t pair_before = kc::internal::KstPairLaunches();
   std::vector<float> unpaired(out.size(), std::nanf(""));
   std::string label;
-  const int before = kc::internal::ForcedPath();
+  const int before = kc::lab::PinnedPath();
   if (path == kc::CudaMoePath::kAuto && pin != nullptr) {
     const int spec = kc::internal::SpecNamed(pin);
     if (spec < 0) {
@@ -112,7 +113,7 @@ void CheckCase(const Shape& sh, HostLayer& hl, kc::CudaMoeLayer& dl, kc::CudaMoe
       ++failures;
       return;
     }
-    kc::internal::SetForcedPath(spec);
+    kc::lab::PinPath(spec);
   }
   // The call twice, into o and o2: kAuto through the runner, else the forced path.
   auto run = [&](std::vector<float>& o, std::vector<float>& o2) {
@@ -132,7 +133,7 @@ void CheckCase(const Shape& sh, HostLayer& hl, kc::CudaMoeLayer& dl, kc::CudaMoe
     kc::internal::SetKstPair(-1);
   }
   if (path == kc::CudaMoePath::kAuto) {
-    kc::internal::SetForcedPath(before);
+    kc::lab::PinPath(before);
     const int chose = kc::internal::LastAutoPath();
     label = pin != nullptr ? std::string("pin:") + pin
                            : std::string("auto:") + kc::internal::SpecName(chose);
@@ -141,16 +142,11 @@ void CheckCase(const Shape& sh, HostLayer& hl, kc::CudaMoeLayer& dl, kc::CudaMoe
   // At most 4 token-slots kAuto runs the fused one-launch layer: its twin is the unfused decode
   // path (same arithmetic; the fused kernel may sum a unit's K parts in another order, so the bf16
   // rounding of the SwiGLU output can differ by one unit in the last place here and there).
-  // (Not when a kernel is pinned: MXSERVE_CUDA_MOE_PATH, _DECODE or `pin` change one side only.)
-  static const bool unpinned = std::getenv("MXSERVE_CUDA_MOE_PATH") == nullptr &&
-                               std::getenv("MXSERVE_CUDA_MOE_DECODE") == nullptr;
+  // (Not when a kernel is pinned: MXSERVE_PLAN's path= or decode=, or `pin`, change one side only.)
+  const bool unpinned = before < 0 && kc::lab::Unpinned();
   // ... and the fused path must have run (it falls back to the unfused kernels when its launch
-  // fails, which no other check would notice), unless MXSERVE_CUDA_MOE_FUSED=off.
-  static const bool fused_on = [] {
-    const char* v = std::getenv("MXSERVE_CUDA_MOE_FUSED");
-    const kc::internal::FusedPinned pin = kc::internal::ParseFusedPin(v == nullptr ? "" : v);
-    return pin.valid && !pin.off;  // as the launcher reads it
-  }();
+  // fails, which no other check would notice), unless MXSERVE_PLAN has fused=off.
+  const bool fused_on = kc::lab::FusedOn();
   const bool want_fused = unpinned && pin == nullptr && fused_on && path == kc::CudaMoePath::kAuto && T * sh.k <= 4;
   const bool fused_ran = !want_fused || kc::internal::FusedLaunches() >= fused_before + 2;
   double twin_rel = 0;
@@ -286,6 +282,12 @@ int Main(int argc, char** argv) {
       {"kimi-k2-like", 7168, 2048, 384, 8, false, 384, false, {1, 64, 256, 1000, 16384}},
       {"k3-latent", 3584, 3072, 256, 16, false, 256, false, {1, 5, 96, 300, 16384}},
   };
+  // The one kernel override, as the bench's (kernels/cuda/lab/README.md).
+  const char* plan_env = std::getenv("MXSERVE_PLAN");
+  if (absl::Status ps = kc::lab::ApplyPlanOption(plan_env == nullptr ? "" : plan_env); !ps.ok()) {
+    std::printf("FAIL  %s\n", std::string(ps.message()).c_str());
+    return 1;
+  }
   auto runner_or = kc::CudaMoeRunner::Create(0);
   if (!runner_or.ok()) {
     std::printf("FAIL  no CUDA device: %s\n", std::string(runner_or.status().message()).c_str());

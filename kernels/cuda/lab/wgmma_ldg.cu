@@ -1,7 +1,8 @@
-// The prefill grouped GEMM on Hopper tensor cores (wgmma, sm_90a): MXFP4 weights x bf16
-// activations, fp32 accumulation, one launch per matrix (gate_up with bias + SwiGLU, down with
-// bias x routing weight). Paths kPathWgmma .. kPathWgmma192 of LaunchGemm (token rows per tile: kPaths)
-// (README.md here has the data flow; WGMMA.md the measurements and what is left).
+// The register-A wgmma GEMM with each warp loading its weights one chunk ahead (`ldg`), in the
+// configurations Variant::wgmma_cfg names (lab only: production runs the TMA-fed form of the same
+// GEMM, ../moe_cuda_wgmma_tma.cu). MXFP4 weights x bf16 activations, fp32 accumulation, one
+// launch per matrix (gate_up with bias + SwiGLU, down with bias x routing weight);
+// ../WGMMA.md has the design.
 //
 // Orientation: the weights are wgmma's A operand, from registers: each warp streams its 16
 // weight rows (two 8-row groups of the upload layout, 16 contiguous bytes per lane per 128-K
@@ -30,7 +31,7 @@
 #include <cstdint>
 #include <cstdio>
 
-#include "kernels/cuda/env_choice.h"
+#include "kernels/cuda/lab/lab_kernels.h"
 #include "kernels/cuda/moe_cuda_gemm.cuh"
 #include "kernels/cuda/moe_cuda_launch.h"
 #include "kernels/cuda/moe_cuda_tma.h"
@@ -245,20 +246,6 @@ __global__ void __launch_bounds__(128 * (NC + 1), CB) WgmmaGemmKernel(const __gr
 }  // namespace
 
 // ---- host side --------------------------------------------------------------------------------
-PFN_cuTensorMapEncodeTiled_v12000 TensorMapEncoder() {
-  static PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
-    void* f = nullptr;
-    cudaDriverEntryPointQueryResult q{};
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q) !=
-            cudaSuccess ||
-        q != cudaDriverEntryPointSuccess) {
-      f = nullptr;
-    }
-    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
-  }();
-  return fn;
-}
-
 namespace {
 
 template <int BN, int MW, int NC, int CB, int D, int PF, bool kEpi, bool kGateUp, bool kOneMul>
@@ -283,36 +270,17 @@ void LaunchCfg(const CUtensorMap& map, const GemmArgs& a, bool gate_up, bool one
   }
 }
 
-// MXSERVE_CUDA_MOE_WGMMA_CFG pins a configuration (benchmarks; docs/PERFORMANCE.md, "wgmma
-// configurations", has the comparisons). By consumer warpgroups x weight rows each, CTAs per SM:
-//   x2   2 x 64, two CTAs (epilogue operands fetched by the producer's idle warps, as all but nc2);
-//   nc2  2 x 128, one CTA, epilogue operands loaded in the epilogue (the configuration until
-//        2026-11-30); epi the same with them fetched at the start;
-//   nc3, nc4, n5, n6   3, 4, 5, 6 x 64, one CTA.
-// `ldg` (this file's default until 2026-12-01) per tile height: n6 at 32, 40 and 48 token rows (8th session: 5 % at
-// 768-1280 tokens against x2), n5 at 64 (3 % at 1536 against x2), nc4 at 96 and 128 (at 128 with
-// the weights loaded at the start of their chunk, PF = 0: 3-4 % at 3072-8192 against nc3), nc3
-// at 192 (PF = 0), epi at 256. More warpgroups per SM won over more weight rows per warpgroup
-// (2 x 128 or 3 x 128 per CTA); each configuration is built only where it compiles without
-// spills in the registers ptxas compiles it for (LaunchRegs: n6 72, n5 80, nc4 96, nc3 128; n6
-// spills at 64, n5 at 96).
-// Since 2026-12-01 the default is the TMA-fed kernel of moe_cuda_wgmma_tma.cu (5-10 % faster at
-// 1024-16384 tokens of gpt-oss-120b, 04:34 call); `ldg` selects this file's kernel in its default
-// configuration per tile height (the weights loaded by each warp one chunk ahead, as above).
-// The TMA-fed kernel comes in two forms: one CTA per (tile, column block), and persistent (one
-// CTA per SM over the items). The default takes the persistent one at 64, 96, 192 and 256 rows:
-// 2-5 % faster there on three shapes (2026-12-01, 06:41 call, paths pinned; at 256 rows not on
-// gpt-oss-120b at 16384 tokens, where both forms vary by 10 % between rounds). Not at 128 rows,
-// where it runs three consumer warpgroups instead of four (-2 to +1 %), nor at 32-48 rows
-// (Kimi-K2-like at 1024 tokens, kAuto on 32-row tiles, one height: 6 % slower, 06:59 call).
-// `tma` pins the one-CTA-per-item form at every height, `persist` the persistent one.
+// The configurations (Variant::wgmma_cfg 3 ... 10), by consumer warpgroups x weight rows each,
+// CTAs per SM:
+//   ldg  per tile height: n6 at 32, 40 and 48 token rows, n5 at 64, nc4 at 96 and 128 (weights
+//        loaded at the start of their chunk at 128, PF = 0), nc3 at 192 (PF = 0), epi at 256;
+//   epi  2 x 128, one CTA, epilogue operands fetched at the start; nc2 the same with them loaded
+//        in the epilogue;
+//   nc3, nc4, n5, n6   3, 4, 5, 6 x 64, one CTA;
+//   x2   2 x 64, two CTAs (epilogue operands fetched by the producer's idle warps, as all but nc2).
+// Each is built only where it compiles without spills in the registers ptxas compiles it for
+// (LaunchRegs: n6 72, n5 80, nc4 96, nc3 128; n6 spills at 64, n5 at 96).
 enum WgmmaConfig { kDefault, kTma, kPersist, kLdg, kEpi, kNc2, kNc3, kNc4, kN5, kN6, kX2 };
-WgmmaConfig WgmmaCfg() {
-  // The names in WgmmaConfig's order.
-  static const WgmmaConfig v = WgmmaConfig(EnvChoice(
-      "MXSERVE_CUDA_MOE_WGMMA_CFG", {"default", "tma", "persist", "ldg", "epi", "nc2", "nc3", "nc4", "n5", "n6", "x2"}));
-  return v;
-}
 
 // Tiles of 32, 40 or 48 token rows: n6, or x2 / n5 pinned.
 template <int BN>
@@ -325,34 +293,15 @@ void LaunchSmall(WgmmaConfig cfg, const CUtensorMap& map, const GemmArgs& a, boo
 
 }  // namespace
 
-bool WgmmaAvailable() { return TensorMapEncoder() != nullptr; }
-
-int EncodeActivationSlabs(const GemmArgs& a, int box_rows, CUtensorMap* map) {
-  const PFN_cuTensorMapEncodeTiled_v12000 encode = TensorMapEncoder();
-  if (encode == nullptr) return -1;
-  const cuuint64_t dims[2] = {cuuint64_t(a.kp), cuuint64_t(a.rows)};
-  const cuuint64_t strides[1] = {cuuint64_t(a.kp) * 2};
-  const cuuint32_t box[2] = {64, cuuint32_t(box_rows)};
-  const cuuint32_t estr[2] = {1, 1};
-  const CUresult r = encode(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<uint16_t*>(a.a), dims, strides,
-                            box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  return r == CUDA_SUCCESS ? 0 : int(r);
-}
-
-int LaunchWgmmaGemm(const GemmArgs& a, bool gate_up, bool one_mul, int bn, int max_tiles, cudaStream_t stream) {
+int LaunchWgmmaLdgGemm(const GemmArgs& a, bool gate_up, bool one_mul, int bn, int max_tiles, int config,
+                       cudaStream_t stream) {
   if (a.rows <= 0) return 0;
-  if (const WgmmaConfig cfg = WgmmaCfg(); cfg == kDefault || cfg == kTma || cfg == kPersist || bn < 32) {
-    // The decode heights (8-24 rows) have only the TMA-fed form: persistent unless `tma` pins the
-    // one-CTA-per-item form.
-    const bool persist = bn < 32 ? cfg != kTma : cfg == kPersist || (cfg == kDefault && bn >= 64 && bn != 128);
-    return LaunchWgmmaTmaGemm(a, gate_up, one_mul, bn, max_tiles, persist, stream);
-  }
+  if (bn < 32 || config < kLdg || config > kX2) return -1;
   CUtensorMap map;
   if (const int r = EncodeActivationSlabs(a, bn, &map); r != 0) return r;
   // Configurations run on the GPU (check + bench, see WGMMA.md): wgmma depth 1, weights one chunk
   // ahead. (Depth 2 made ptxas serialize the wgmma pipeline, C7513.)
-  const WgmmaConfig cfg = WgmmaCfg();
+  const WgmmaConfig cfg = WgmmaConfig(config);
   if (bn == 48) {
     LaunchSmall<48>(cfg, map, a, gate_up, one_mul, max_tiles, stream);
   } else if (bn == 40) {

@@ -1,5 +1,5 @@
 // The prefill grouped GEMM with the weights through shared memory (wgmma SS, sm_90a): paths 12,
-// 13, 14 (MXSERVE_CUDA_MOE_PATH=wgmmass / wgmmass192 / wgmmass64: 128- / 192- / 64-row token
+// 13, 14 (MXSERVE_PLAN path=wgmmass / wgmmass192 / wgmmass64: 128- / 192- / 64-row token
 // tiles). Correct on the GPU (run_all.sh ss) but slower than the register-A kernel at every
 // token count measured (512 .. 16384), so not in kAuto: the dequant warps bound it (WGMMA.md,
 // "Next", 0).
@@ -27,6 +27,7 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/lab/lab_kernels.h"
 #include "kernels/cuda/moe_cuda_gemm.cuh"
 #include "kernels/cuda/moe_cuda_launch.h"
 #include "kernels/cuda/moe_cuda_swizzle.h"
