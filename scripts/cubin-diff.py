@@ -67,17 +67,24 @@ def build(src_root, rel, tmp, tag):
 
 
 def elf_cubins(blob):
-    """The CUDA ELF images (e_machine 190) embedded in blob (a .nv_fatbin section)."""
-    out, i = [], blob.find(b"\x7fELF")
-    while i >= 0:
-        if blob[i + 4] == 2 and struct.unpack_from("<H", blob, i + 18)[0] == 190:
-            shoff, = struct.unpack_from("<Q", blob, i + 40)
-            shentsize, shnum = struct.unpack_from("<HH", blob, i + 58)
-            end = i + shoff + shentsize * shnum
-            out.append(blob[i:end])
-            i = blob.find(b"\x7fELF", end)
-        else:
-            i = blob.find(b"\x7fELF", i + 4)
+    """The CUDA ELF images in blob (a .nv_fatbin section: fatbin headers, then entries of kind 2,
+    each raw or zstd-compressed)."""
+    out, off = [], 0
+    while off + 16 <= len(blob):
+        magic, _, header, size = struct.unpack_from("<IHHQ", blob, off)
+        if magic != 0xBA55ED50:
+            break
+        p, end = off + header, off + header + size
+        while p < end:
+            kind, _, entry_header, payload = struct.unpack_from("<HHIQ", blob, p)
+            data = blob[p + entry_header:p + entry_header + payload]
+            if kind == 2:
+                if data[:4] == b"\x28\xb5\x2f\xfd":
+                    data = subprocess.run(["zstd", "-d", "-c", "-q"], input=data, capture_output=True).stdout
+                if data[:4] == b"\x7fELF":
+                    out.append(data)
+            p += entry_header + payload
+        off = end
     return out
 
 

@@ -4,7 +4,7 @@
 #   bench/gpu/get_triton_kernels.sh GIT_DIR
 # GIT_DIR: a bare clone of a repo carrying that tag. The triton-lang/triton snapshot is too large to
 # fetch; the fork yechenzhi/triton carries the same tag and an identical python/triton_kernels tree
-# (the session's fetch tool with github:yechenzhi/triton prints the path). The extracted code is
+# (a bare clone of it will do). The extracted code is
 # never committed: it is listed in .git/info/exclude and carried to the GPU machine
 # (carry: [".triton_kernels"]). Then: PYTHONPATH=.triton_kernels python3 -c 'import triton_kernels'
 set -euo pipefail

@@ -103,7 +103,7 @@ struct CudaMoeBatch {
 
 // Which kernel configuration to run (kAuto picks by token-slots per expert hit): decode =
 // 8-row tiles, decode16 = 16-row tiles (both the weight-streaming kernel), mid = 32, prefill = 64,
-// wgmma = 128 (Hopper tensor-core kernel, moe_cuda_wgmma.cu).
+// wgmma = 128 (Hopper tensor-core kernel, moe_cuda_wgmma_tma.cu). README.md has the plan.
 enum class CudaMoePath { kAuto, kDecode, kDecode16, kMid, kPrefill, kWgmma };
 
 // out [T, H] (device) is overwritten. Enqueues on `stream`; does not synchronise. Deterministic:

@@ -1,6 +1,6 @@
 // The decode-regime grouped GEMM, K-streamed through TMA ("kst"): weights as the mma A operand
 // (decoded into its registers; the tokens are the n8 B operand) like the weights-as-A ("wa")
-// kernel it replaced (moe_cuda_decode_wa.cu, removed after commit dbb36b5), but each consumer warp
+// kernel it replaced, but each consumer warp
 // owns its weight rows over the whole of K, so there are no partial sums to meet and no per-item
 // protocol between warps.
 //
@@ -167,10 +167,9 @@ int LaunchKstOcc(const GemmArgs& a, bool gate_up, bool one_mul, int max_tiles, c
 }
 
 // MXSERVE_PLAN's kst_cfg (benchmarks): w16 (16 consumer warps), x2 (two CTAs per SM of 12),
-// x2w8 (two of 8), x1 (one CTA of 12 at 8-row tiles too: the default until 2026-11-30), w12
-// (16-row tiles at 12 consumer warps: the default until 2026-12-01), w14 (24-row tiles at 14
-// consumer warps); unset: the defaults in LaunchKstNb. Two CTAs of 13 or 14 (LaunchKstOcc<kNb, 13 or
-// 14, 2>, 2026-12-04) lost to x2 at 16-128 tokens (docs/PERFORMANCE.md, thirty-second session).
+// x2w8 (two of 8), x1 (one CTA of 12 at 8-row tiles too), w12 (16-row tiles at 12 consumer
+// warps), w14 (24-row tiles at 14 consumer warps); unset: the defaults in LaunchKstNb. Two CTAs of
+// 13 or 14 (LaunchKstOcc<kNb, 13 or 14, 2>) lost to x2 at 16-128 tokens.
 int KstCfg() { return CurrentVariant().kst_cfg; }
 
 template <int kNb>
@@ -187,8 +186,8 @@ int LaunchKstNb(const GemmArgs& a, bool gate_up, bool one_mul, int slice_chunks,
   // More consumer warps under the 128-register cap of 13-16 warps per CTA. 16-row tiles: 15 warps
   // of two m16 tiles (119-125 registers), the default below. 24 rows: 14 (w14; two 3-chunk stages
   // of 15 do not fit) with the epilogue operands loaded after the slices (kLate), which brings them
-  // to 128 with at most 8 bytes spilled; not the default: 0.95-1.02x the 11 warps' time (2026-12-01
-  // 01:13 call, medians of three alternating rounds; 32 rows would spill 60-76 bytes: not built).
+  // to 128 with at most 8 bytes spilled; not the default: 0.95-1.02x the 11 warps' time (medians of
+  // three alternating rounds; 32 rows would spill 60-76 bytes: not built).
   if constexpr (kNb == 3) {
     if (slice_chunks == 0 && KstCfg() == 6) {
       return LaunchKstCs<3, kNb, 2, 14, 1, true>(a, gate_up, one_mul, max_tiles, stream);
@@ -196,7 +195,7 @@ int LaunchKstNb(const GemmArgs& a, bool gate_up, bool one_mul, int slice_chunks,
   }
   // 8-row tiles: two CTAs of 12 consumer warps per SM (x2), more warps to hide the decode's
   // latency: 0.0913 / 0.3434 / 0.4652 against 0.0942 / 0.3492 / 0.4812 ms at 4 / 32 / 64 tokens,
-  // within 1.5 % at 8, 16 and 128 (gpt-oss-120b, 2026-11-30 18:40 call, medians of three).
+  // within 1.5 % at 8, 16 and 128 (gpt-oss-120b, medians of three).
   if constexpr (kNb == 1) {
     if (slice_chunks == 0 && KstCfg() == 0) {
       if (const int r = LaunchKstOcc<kNb, 12, 2>(a, gate_up, one_mul, max_tiles, stream); r != -1) return r;
@@ -206,21 +205,21 @@ int LaunchKstNb(const GemmArgs& a, bool gate_up, bool one_mul, int slice_chunks,
   // weight) in 3-chunk slices, two stages: 0.675 against 0.707 ms at 256 tokens, 0.963 against
   // 1.006 at 512 (gpt-oss-120b; 8-row tiles lose with it: 0.288 against 0.274 at 16 tokens). With 16
   // consumer warps or two CTAs per SM it spills; one m16 tile per warp there was slower (0.70 /
-  // 0.68 / 0.72 ms at 256 tokens for w16 / x2 / x2w8, 18:36 call, kstcfg).
-  // Also measured (docs/PERFORMANCE.md): 2-chunk slices (0.692), one m16 tile per warp in 3-chunk
+  // 0.68 / 0.72 ms at 256 tokens for w16 / x2 / x2w8, `kstcfg` step).
+  // Also measured: 2-chunk slices (0.692), one m16 tile per warp in 3-chunk
   // slices (0.771), 6 warps with 4-chunk slices (0.959), 8 warps with 3-chunk slices (0.787).
   // 24- and 32-row tiles likewise, with 11 consumer warps: at 12 (13 warps, so 4 on one
   // scheduler: at most 128 registers) the down kernels spill; 11 need 146-168 registers.
-  // decode24 / mid at 11 against 12 warps, ms (2026-11-30 23:51 and 23:55 calls, `paths` step):
+  // decode24 / mid at 11 against 12 warps, ms (`paths` step):
   // 0.809 / 0.902 against 0.814 / 1.066 (gpt-oss-120b, 512 tokens), 2.015 / 2.214 against
   // 2.046 / 2.558 (K3-like, 256), 3.903 / 4.212 against 4.039 / 4.856 (Kimi-K2-like, 768). With one
-  // m16 tile per warp (the 32-row default until then) mid lost to the 32-row wgmma tiles
-  // everywhere (gpt-oss-120b at 512 tokens: 1.263 against 0.904 ms, 23:46 call).
+  // m16 tile per warp mid lost to the 32-row wgmma tiles everywhere (gpt-oss-120b at 512 tokens:
+  // 1.263 against 0.904 ms).
   if constexpr (kNb >= 3) {
     if (slice_chunks == 0) return LaunchKstCs<3, kNb, 2, 11>(a, gate_up, one_mul, max_tiles, stream);
   }
-  // 16-row tiles at 15 consumer warps against 12 (w12), ms, medians of three alternating rounds
-  // (2026-12-01 01:13 call): 0.600 / 0.650 (gpt-oss-120b, 256 tokens), 0.861 / 0.928 (512),
+  // 16-row tiles at 15 consumer warps against 12 (w12), ms, medians of three alternating rounds:
+  // 0.600 / 0.650 (gpt-oss-120b, 256 tokens), 0.861 / 0.928 (512),
   // 2.180 / 2.370 (K3-like, 256), 3.150 / 3.303 (Kimi-K2-like, 512); 2-9 % faster at every count
   // timed (gpt-oss-120b 64-512, K3-like 128-256, Kimi-K2-like 512-768).
   if constexpr (kNb == 2) {
@@ -246,8 +245,8 @@ CUresult EncodeRows(CUtensorMap* map, const uint8_t* base, int64_t rows, int64_t
   const cuuint64_t strides[1] = {cuuint64_t(row_bytes)};
   const cuuint32_t box[2] = {cuuint32_t(box_bytes / 8), cuuint32_t(box_rows)};
   const cuuint32_t estr[2] = {1, 1};
-  // L2 promotion of 64 B: 256 B (the setting until 2026-12-04) was 0.2-1.5 % slower at 16-128
-  // tokens of gpt-oss-120b and no faster elsewhere (docs/PERFORMANCE.md, thirty-second session).
+  // L2 promotion of 64 B: 256 B was 0.2-1.5 % slower at 16-128 tokens of gpt-oss-120b and no
+  // faster elsewhere.
   // MXSERVE_PLAN l2_promotion=256|none|128 (benchmarks) picks another.
   constexpr CUtensorMapL2promotion kP[] = {CU_TENSOR_MAP_L2_PROMOTION_L2_64B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                                            CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_128B};

@@ -97,7 +97,7 @@ __device__ __forceinline__ int KstRowBytes(int s, int chunks, int nfull) {
 
 // The producer: slice s's weights and scales of the item whose first group row is `grow` into
 // the stage at `base`, completing on `bar`. (Under an L2 evict_first policy, as the fused kernel's
-// copies, they were 1-2 % slower at 16-128 tokens: H200, thirty-sixth session.)
+// copies, they were 1-2 % slower at 16-128 tokens on an H200.)
 template <int kCs>
 __device__ __forceinline__ void KstLoadWeights(const KsGeom& geo, uint8_t* base, const CUtensorMap* wmap,
                                                const CUtensorMap* smap, uint64_t* bar, int s, int grow) {

@@ -5,8 +5,7 @@
 //
 // Why: at 16 tokens of gpt-oss-120b the CTAs of the two launches get 5.77 and 2.89 whole items
 // on average (bench/gpu/item_rounding.py), and the CTAs with one more item set each launch's
-// time; under ncu the down launch streamed at 2.3 TB/s against gate_up's 2.6 (H100, thirty-fifth
-// session). One list of 8.7 items per CTA rounds up once, by less.
+// time; under ncu the down launch streamed at 2.3 TB/s against gate_up's 2.6 (H100). One list of 8.7 items per CTA rounds up once, by less.
 //
 // Order: CTA b takes item b first, then (the default, kQueue) the next item of the list not yet
 // taken, from a counter, or (MXSERVE_PLAN kst_pair=fixed) items b + G, b + 2G, ... (G CTAs).
@@ -235,7 +234,7 @@ __global__ void __launch_bounds__(32 * kW + 32, kCb)
     return;
   }
   // One poller per CTA (every warp polling the one line slowed the grid's last items by more than
-  // the combine launch costs: H200, 2026-12-05), the others at a barrier; then each lane acquires
+  // the combine launch costs, on an H200), the others at a barrier; then each lane acquires
   // the count itself, before its loads of y.
   const uint32_t* finished = reinterpret_cast<const uint32_t*>(done);
   if (warp == 0 && lane == 0) {
@@ -260,8 +259,7 @@ std::atomic<int64_t> g_pair_launches{0};
 
 // Paired where the 8-row kst default would run both GEMMs, items from the queue: 1.04-1.10x the
 // two launches' speed at every count timed (gpt-oss-120b 16-128 tokens, gpt-oss-20b 16,
-// Kimi-K2-like 16), where the fixed order gave 1.00-1.05x (H100, 2026-12-05 14:13 and 14:31
-// calls; docs/PERFORMANCE.md, thirty-fifth session). MXSERVE_PLAN kst_pair=fixed (benchmarks)
+// Kimi-K2-like 16), where the fixed order gave 1.00-1.05x (H100). MXSERVE_PLAN kst_pair=fixed
 // takes the fixed order, =off two launches; SetKstPair overrides. 0 off, 1 the fixed order, 2 the
 // queue.
 int PairModeEnv() { return CurrentVariant().kst_pair; }
@@ -303,8 +301,8 @@ int LaunchPairT(const GemmArgs& g, const GemmArgs& d, int max_tiles, const Combi
 }
 
 // The combine folded into the paired launch: as fast as its own launch after it (PDL hides that
-// launch: 1.000-1.005x at gpt-oss-120b 16-128 tokens, gpt-oss-20b and Kimi-K2-like 16, H100,
-// thirty-sixth session), one launch fewer per layer for the host to make.
+// launch: 1.000-1.005x at gpt-oss-120b 16-128 tokens, gpt-oss-20b and Kimi-K2-like 16, H100),
+// one launch fewer per layer for the host to make.
 // MXSERVE_PLAN pair_combine=off (benchmarks): the combine in a launch of its own after it.
 bool PairCombineOn() { return CurrentVariant().pair_combine; }
 

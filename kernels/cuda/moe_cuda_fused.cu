@@ -50,8 +50,8 @@ __device__ __forceinline__ void Stamp(const FusedArgs& f, int i) {
 // the others. Launches on one workspace are stream-ordered, never concurrent (no PDL), so no
 // launch's arrivals mix with another's. Each step on the critical path is a round trip to L2
 // that queues behind the weights in flight (~1 us): a generation word bumped by the last
-// arrival, the barrier until 2026-12-02, added one (one token of gpt-oss-120b 0.0362-0.0364 ms
-// against 0.0365-0.0368, docs/PERFORMANCE.md). Writes of the CTA before the barrier are visible
+// arrival, as an earlier form of this barrier had, adds one (one token of gpt-oss-120b
+// 0.0362-0.0364 ms against 0.0365-0.0368). Writes of the CTA before the barrier are visible
 // to plain or .cg loads of any CTA after it: bar.sync orders them before thread 0's release, and
 // every arrival is acq_rel, so the chain of increments carries all of them to each acquire load
 // that sees the last (acq_rel atomics and acquire loads, not sequentially consistent fences:
@@ -156,7 +156,7 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
   Stamp(f, 0);
   // Thread 0 routes: one dependent global read, the ids, when the held experts are one range
   // (SelfRoute::held_n), else two (then the held-index table; reading the whole table into
-  // shared memory in parallel did not shorten the phase: 18:52 call); with f.host_route it
+  // shared memory in parallel did not shorten the phase); with f.host_route it
   // copies the route from the arguments.
   if (threadIdx.x == 0) {
     s_route[0] = f.host_route ? f.route : MakeTinyRoute(sr.ids, sr.pairs, sr.local, sr.experts, sr.held_lo, sr.held_n);
@@ -201,7 +201,7 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
   // Piece p: unit p / kParts (gate_up when < na, else down), K part p % kParts, chunks [c0, c1);
   // gate_up: its tile and 16-row group (of 2I); down: its two (8-row group of H, tile) items. The
   // CTA lists its pieces once: issue and compute each looked a piece up, redoing the divisions
-  // (docs/PERFORMANCE.md, seventeenth session: 1.5 % of the one-token layer).
+  // (1.5 % of the one-token layer).
   using Piece = FusedPiece;
   if (threadIdx.x < prow) s_tok[threadIdx.x] = rt.sorted[threadIdx.x] / sr.top_k;
   auto make_piece = [&](int p) {
@@ -269,8 +269,7 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
   // slot's use k / depth: kept as counters (ks, kphase) by the loops below, not divided (depth
   // is an argument: a division per piece).
   auto slot_of = [&](int i) { return warp + kWarps * i; };  // the warp's slot i < depth
-  // (Lane 0 asking for its warp's first pieces before the list is written did not pay:
-  // docs/PERFORMANCE.md, twenty-first session.)
+  // (Lane 0 asking for its warp's first pieces before the list is written did not pay.)
   if (f.host_route && warp < kGatherWarps) {
     gather_x(32 * kGatherWarps);
   } else {
@@ -448,16 +447,16 @@ namespace {
 
 // The down units' default weight in the grid's split (FusedWorkOf): 0, every CTA as many gate_up
 // units (10 or 11 of gpt-oss-120b's 1440 over 132 CTAs, where equal bytes gave 9 to the CTAs with
-// two down groups and 12 to the rest). One token, three alternations (2026-12-02 01:18 call,
-// `envab`, ms): gpt-oss-120b 0.0375 / 0.0375 / 0.0377 against 0.0378 / 0.0380 / 0.0380 at 100,
+// two down groups and 12 to the rest). One token, three alternations (`envab`,
+// ms): gpt-oss-120b 0.0375 / 0.0375 / 0.0377 against 0.0378 / 0.0380 / 0.0380 at 100,
 // gpt-oss-20b 0.0375-0.0376 against 0.0380-0.0381; 25 and 50 in between.
 constexpr int kFusedDownPct = 0;
 
 // Whether a warp asks for its first down pieces only once its gate_up pieces are computed, by
-// default (FusedArgs::defer). One token, three alternations (2026-12-02 01:39 call, `envab`, ms):
+// default (FusedArgs::defer). One token, three alternations (`envab`, ms):
 // gpt-oss-120b 0.0370 / 0.0370 / 0.0371 against 0.0373-0.0375 as soon as a slot is free;
 // gpt-oss-20b 0.0371-0.0372 against 0.0372-0.0374. At the grid barrier instead (once the whole
-// CTA's are; built for that call, removed) it was slower, 0.0384: the barrier then passed 5.6 us
+// CTA's are; built, measured, removed) it was slower, 0.0384: the barrier then passed 5.6 us
 // after the last CTA's gate_up instead of ~3, its polls queued behind every CTA's down pieces
 // asked for at once.
 constexpr bool kFusedDefer = true;

@@ -164,9 +164,9 @@ __global__ void PlaceKernel(const int32_t* __restrict__ ids, int pairs, const in
 }
 
 // Small batches (pairs <= kSmallPairs, nh <= 1024): count, scan, tile list and placement in one
-// CTA, so decode pays one launch for routing, not four. (It also gathered up to 64 slots' rows
-// until 2026-12-01: one CTA converting them held the GEMMs back, 16 tokens of gpt-oss-120b
-// 0.2625 against 0.2369 ms with GatherKernel after it; docs/PERFORMANCE.md, seventeenth session.)
+// CTA, so decode pays one launch for routing, not four. (Gathering up to 64 slots' rows in it
+// too held the GEMMs back: 16 tokens of gpt-oss-120b 0.2625 against 0.2369 ms with GatherKernel
+// after it.)
 constexpr int kSmallPairs = 8192;
 
 template <bool kMix>

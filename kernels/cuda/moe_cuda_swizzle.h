@@ -1,4 +1,4 @@
-// Where the wgmma SS kernel's dequant warps put a decoded weight (moe_cuda_wgmma_ss.cu): plain
+// Where the wgmma SS kernel's dequant warps put a decoded weight (lab/wgmma_ss.cu): plain
 // C++ (host and device) so that a CPU test (swizzle_test.cc) checks it against CuTe's
 // formulation of the 128-byte swizzle that TMA writes and wgmma reads.
 #pragma once

@@ -9,13 +9,10 @@
 // and the bytes cancel when configurations are compared. Tiles per expert: E[ceil(X / rows)]
 // with X, an expert's token-slots, Poisson with the call's mean (uniform routing; the binomial
 // X ~ B(tokens, top_k / experts) has variance a little below its mean, 6 % below for K3's 16 of
-// 256). Time per weight byte and tile: fitted on H200 to 246 forced-path runs of the K3-like,
-// Kimi-K2-like and gpt-oss-120b layers (2026-11-30 23:36 call; the mean over each configuration's
-// runs; docs/PERFORMANCE.md, tenth session: ms / (tiles x bytes) stays within -10 % / +12 % of it
-// across shapes and token counts), decode24's below. On the runs in tests/data/tile_paths the
-// chosen configuration is at most 4.5 % slower than the fastest one timed (tile_choice_test
-// checks 5 %), and it picks the older gpt-oss-120b tile-height table's best tile (not fitted to)
-// at 17 of its 18 token counts (the miss: 3 % slower, at 768 tokens).
+// 256). Time per weight byte and tile: the mean over each configuration's forced-path runs of the
+// K3-like, Kimi-K2-like and gpt-oss-120b layers on an H200 (tests/data/tile_paths; ms / (tiles x
+// bytes) stays within -10 % / +12 % of it across shapes and token counts). On those runs the
+// chosen configuration is at most 5 % slower than the fastest one timed (tile_choice_test).
 #pragma once
 
 #include <algorithm>
@@ -44,47 +41,35 @@ struct AutoTile {
   // MXSERVE_PLAN decode_wgmma=off); in a mix they stay the decode kernel.
   const char* alone_path = nullptr;
   // That path's time per weight byte and tile, where it was fitted (0: ps_per_byte): wgmma16's.
-  // Only the choice between one height and a mix uses it (AloneCost): the choice among single
-  // heights with it was no better on the table it was fitted to (docs/PERFORMANCE.md,
-  // twenty-fourth session).
+  // Only the choice between one height and a mix uses it (AloneCost): among single heights it
+  // chose no better on the runs it was fitted to.
   double alone_ps = 0;
   // Its time per weight byte and tile as the call's only height run paired (0: none): decode's,
-  // whose gate_up and down then run in one launch (moe_cuda_decode_kst_pair.cu). Fitted on H100
-  // (2026-12-05 16:25 call, thirty-sixth session): where kAuto took the decode16 + decode mix
-  // (Kimi-K2-like 192 and 256, K3-like 64 and 96 tokens: 4.0 to 6.0 slots per expert) the paired
-  // launch ran 1.12-1.16x faster (0.240 puts the model's paired cost at the mean of those ratios
-  // to the mix); 0.255, after the 16:28 call's seven more counts, takes it there and keeps wgmma16
-  // at 7 slots per expert (tile_choice_test). A candidate beside the single height and the mixes
-  // (CheapestMix).
+  // whose gate_up and down then run in one launch (moe_cuda_decode_kst_pair.cu). Fitted on an
+  // H100 where kAuto took the decode16 + decode mix (4 to 6 slots per expert), where the paired
+  // launch ran 1.12-1.16x faster; it keeps wgmma16 at 7 slots per expert (tile_choice_test). A
+  // candidate beside the single height and the mixes (CheapestMix).
   double paired_ps = 0;
 };
 
 // Where the paired candidate's cost (AutoTile::paired_ps, fitted on an H100: 3,352 GB/s peak by
 // its memory clock and bus) is weighed: cards whose peak memory bandwidth is below this. On an
-// H200 (4,097 GB/s by the same count) kAuto's previous choice ran faster than the paired launch
-// at three of the four counts where the candidate changed it (Kimi-K2-like 256 tokens 4.8 %,
-// gpt-oss-120b 192 3.2 %, K3-like 96 1.0 %; gpt-oss-120b 176 2.4 % slower:
-// tests/data/tile_paths/paired_ab_h200_2026-12-05.csv), so there decode alone is costed as two
-// launches, as before the candidate.
+// H200 (4,097 GB/s by the same count) the two-launch choice ran faster at three of the four
+// counts where the candidate changed it (tests/data/tile_paths/paired_ab_h200_2026-12-05.csv),
+// so there decode alone is costed as two launches.
 inline constexpr double kPairedMaxPeakGBps = 3700;
 inline bool PairedCostHolds(double peak_gbps) { return peak_gbps > 0 && peak_gbps < kPairedMaxPeakGBps; }
 
 // The configurations kAuto chooses among: the K-streamed decode kernel at 8, 16 and 24 rows and
-// the register-A wgmma kernel at 32 ... 256 (the prefill and weights-through-shared-memory paths
-// lose everywhere measured; mid, the decode kernel at 32 rows, is within a few % of wgmma32 either
-// way and stays out). decode's and decode16's costs and decode16's alone cost (wgmma16's): the
-// means of their 30 runs each in the 2026-12-02 18:01 call (the three shapes at 1 to 20 slots per
-// expert, paths_2026-12-02_1801.csv; decode 0.266-0.305, decode16 0.310-0.359, wgmma16
-// 0.288-0.326), the kst kernels having changed since their earlier fits (decode was 0.327,
-// decode16 0.340; the same call's wgmma32 and wgmma40 runs give 0.376 and 0.398). decode24's: the
-// mean of its 17 runs in the 2026-11-30 23:51 and 23:55 calls (paths_decode24_2026-11-30_2351.csv;
-// the 18:01 call's 27 give 0.418, with which kAuto took decode24 + decode16 mixes at 14-16 slots
-// per expert of gpt-oss-120b, where decode24 alone ran 23-25 % slower than wgmma32). The
-// wgmma heights': the means of their runs with the TMA-fed kernel (2026-12-01 04:43 and 04:44
-// calls, paths_tma_2026-12-01_0443.csv, three shapes; 0.390 at 32 rows, 0.515 before it and the
-// twelfth session's leaner loop; that table's decode runs give 0.314). Not refitted since the
-// persistent form became the default at 64, 96, 192 and 256 rows (2026-12-01 06:41 call: 2-5 %
-// faster there, so those heights' costs here are a little high).
+// the TMA-fed wgmma kernel at 32 ... 256 (the mma.sync prefill and weights-through-shared-memory
+// paths lose everywhere measured; mid, the decode kernel at 32 rows, is within a few % of wgmma32
+// either way and stays out). decode's, decode16's and wgmma16's costs: the means of their runs on
+// the three shapes at 1 to 20 slots per expert (tests/data/tile_paths/paths_2026-12-02_1801.csv);
+// decode24's: paths_decode24_2026-11-30_2351.csv (a higher fit had kAuto take decode24 + decode16
+// mixes where decode24 alone ran 23-25 % slower than wgmma32); the wgmma heights': the TMA-fed
+// kernel's runs (paths_tma_2026-12-01_0443.csv), fitted before the persistent form became the
+// default at 64, 96, 192 and 256 rows (2-5 % faster there, so those heights' costs are a little
+// high).
 inline constexpr AutoTile kAutoTiles[] = {
     {"decode", 8, 0.294, 0, nullptr, 0, 0.255},   {"decode16", 16, 0.337, 0, "wgmma16", 0.306},  {"decode24", 24, 0.439, 0, "wgmma24"},
     {"wgmma32", 32, 0.390, 1}, {"wgmma40", 40, 0.417, 1},   {"wgmma48", 48, 0.444, 1},
@@ -182,13 +167,11 @@ inline int ChooseAutoTileForCounts(const int32_t* counts, int n, uint32_t allowe
 // remainder r = X mod H into ceil(r / h) tiles of h, where those cost less than one more of H
 // (r <= MixRmax), else one more of H. The GEMMs then run once per height, the second height's
 // beside the first's on a side stream. A mix is taken where kMixRealized of the time the model
-// says it saves is more than kMixFixedUs. Measured on H200 (docs/PERFORMANCE.md, eleventh
-// session): with the second height after the first on one stream, 20 same-call A/B runs saved
-// 0.68x the model's figure less 27 us (least squares; 2026-12-01 01:35 call); on the side stream
-// the fixed part went (pinned mixes at gpt-oss-120b 384 / 768 / 1024 tokens, which had lost on
-// one stream, saved 18 / 53 / 40 us against the model's 41 / 37 / 60: 01:50 call), and with 0.65
-// and 10 us kAuto's mixes ran faster than one height at all 21 counts where it took them
-// (tests/data/tile_paths/mix_ab_2026-12-01_0151.csv, tile_choice_test).
+// says it saves is more than kMixFixedUs. Measured on an H200: with the second height after the
+// first on one stream, A/B runs saved 0.68x the model's figure less 27 us (least squares); on the
+// side stream the fixed part goes, and with 0.65 and 10 us kAuto's mixes ran faster than one
+// height at all 21 counts where it took them (tests/data/tile_paths/mix_ab_2026-12-01_0151.csv,
+// tile_choice_test).
 inline constexpr double kMixRealized = 0.65;
 inline constexpr double kMixFixedUs = 10.0;
 

@@ -129,20 +129,16 @@ MXSERVE_HD inline int FusedStridedUnits(const FusedWork& w, int b, int G) {
   return uint32_t(b) < n ? int((n - uint32_t(b) + uint32_t(G) - 1) / uint32_t(G)) : 0;
 }
 
-// MXSERVE_PLAN's fused pins the fused kernel's configuration (benchmarks): "off" (or "0"), or
+// MXSERVE_PLAN's fused= pins the fused kernel's configuration (benchmarks): "off" (or "0"), or
 // <parts>x<depth>[w<warps>] (K parts per unit, shared-memory slots per warp (1-3), warps per CTA)
 // of a built one; empty or "default": the default, 4x2 with 16 warps. The plan gives each warp
 // `depth` slots where they fit, else as many slots as fit, spread over the warps (FusedArgs::deep):
-// at gpt-oss-120b's shapes 16 warps fit two each (200,652 bytes), 24 warps 39 slots. 6x2w16 at one
-// token: 0.0350-0.0352 ms against 0.0362-0.0363 for 6x2w24 with one slot per warp, the default
-// before (2026-12-02 03:40 call, `envab`, three alternations; gpt-oss-20b alike); filling the
-// rest of the shared memory with slots did not pay (03:54 call: 6x3w16 0.0353-0.0355, 6x2w20
-// 0.0351-0.0352, 6x2w24 0.0353-0.0354, all at 39 slots, against 0.0348-0.0351; docs/PERFORMANCE.md).
-// Since the down work comes in 8-row items and the fused kernel scales after the mma, 4x2w16 (28
-// slots: 4 K parts make larger pieces) is 3-4 % faster than 6x2w16 at one token: 0.0333-0.0336 ms
-// against 0.0347-0.0348, gpt-oss-120b, three alternations (2026-12-03 12:58 call, `envab`), and
-// 8 K parts for the down units alone slower (0.0351 with 4 or 6 for gate_up: more pieces, each
-// with its own overhead, after the grid barrier).
+// at gpt-oss-120b's shapes 16 warps fit two each (200,652 bytes), 24 warps 39 slots. At one token
+// 6x2w16 ran 3 % faster than 6x2w24 with one slot per warp, and filling the rest of the shared
+// memory with slots (6x3w16, 6x2w20, 6x2w24 at 39 slots) did not pay. Since the down work comes
+// in 8-row items and the fused kernel scales after the mma, 4x2w16 (28 slots: 4 K parts make
+// larger pieces) is 3-4 % faster than 6x2w16 at one token of gpt-oss-120b, and 8 K parts for the
+// down units alone slower (more pieces, each with its own overhead, after the grid barrier).
 // Built (FusedBuilt): 16 warps with 3, 4, 6 or 8 parts, 20 with 6, 24 with 4, 6 or 8, 32 with 6
 // (111, 93, 79 and 64 registers; a few spilled at 32). Anything else comes back valid = false.
 struct FusedPinned {

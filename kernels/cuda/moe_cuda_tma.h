@@ -1,5 +1,5 @@
 // Tensor-memory-accelerator helpers shared by the kernels that load through TMA tensor maps
-// (moe_cuda_wgmma.cu, moe_cuda_decode_kst.cu), private to kernels/cuda.
+// (moe_cuda_wgmma_tma.cu, moe_cuda_decode_kst.cu, lab/), private to kernels/cuda; moe_cuda_tma.cc.
 #pragma once
 
 #include <cuda.h>
@@ -15,7 +15,7 @@ PFN_cuTensorMapEncodeTiled_v12000 TensorMapEncoder();
 
 struct GemmArgs;
 // The wgmma kernels' token operand: 64-K slabs x box_rows rows of a.a ([a.rows][a.kp] bf16),
-// 128-byte swizzle (moe_cuda_wgmma.cu). 0, -1 without an encoder, else the failed CUresult.
+// 128-byte swizzle. 0, -1 without an encoder, else the failed CUresult.
 int EncodeActivationSlabs(const GemmArgs& a, int box_rows, CUtensorMap* map);
 
 // A 2D u64 tensor map over `rows` rows of row_bytes bytes at base, boxes of box_bytes x box_rows

@@ -1,5 +1,5 @@
-// What the two wgmma GEMMs share (moe_cuda_wgmma.cu: weights from registers, the A operand;
-// moe_cuda_wgmma_ss.cu: weights through shared memory, the B operand): the wgmma PTX wrappers,
+// What the two wgmma GEMMs share (moe_cuda_wgmma_tma.cu and lab/wgmma_ldg.cu: weights from registers, the A operand;
+// lab/wgmma_ss.cu: weights through shared memory, the B operand): the wgmma PTX wrappers,
 // the shared-memory descriptor, the token-slab producer and the epilogue from an fp32 tile in
 // shared memory. (The tile read and the weight-chunk load are written out in each kernel: shared,
 // ptxas emitted slower code for the register-A kernel; the comment at its tile read.) Private to
@@ -59,7 +59,7 @@ __device__ __forceinline__ void ProduceTokenSlabs(const CUtensorMap* tmap, uint8
   }
 }
 
-// ---- register split (the register-A kernels of moe_cuda_wgmma.cu and moe_cuda_wgmma_tma.cu) ----
+// ---- register split (the register-A kernels of moe_cuda_wgmma_tma.cu and lab/wgmma_ldg.cu) ----
 // NC consumer warpgroups and one producer warpgroup; setmaxnreg moves the producer's registers
 // to the consumers. The CTA holds what it was launched with (LaunchRegs per thread, from
 // __launch_bounds__), so the consumers may grow only by what the producer gave back: asking for

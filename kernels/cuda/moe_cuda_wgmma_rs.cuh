@@ -1,7 +1,7 @@
 // wgmma.mma_async wrappers (m64nNk16, bf16 in, fp32 accumulators), their inline-asm operand lists
 // generated with Boost.Preprocessor: WgmmaRs<BN> takes the A operand from registers (one
-// specialization per token-tile width BN: the register-A GEMMs of moe_cuda_wgmma.cu and
-// moe_cuda_wgmma_tma.cu); WgmmaSs128 takes both operands from shared memory (moe_cuda_wgmma_ss.cu).
+// specialization per token-tile width BN: the register-A GEMMs of lab/wgmma_ldg.cu and
+// moe_cuda_wgmma_tma.cu); WgmmaSs128 takes both operands from shared memory (lab/wgmma_ss.cu).
 // The asm text is the one the hand-written wrappers had, operand for operand. Private to
 // kernels/cuda; sm_90a only.
 #pragma once

@@ -1,14 +1,11 @@
-// The register-A wgmma GEMM of moe_cuda_wgmma.cu at every tile height (32 ... 256 token rows, the
-// `ldg` configuration's consumer warpgroups), with the weights and scales streamed by TMA into
-// shared-memory stages instead of each warp's ld.global one chunk ahead. The default since
-// 2026-12-01: checked in the 04:34 call (every wgmma path pinned, 1165 PASS, memcheck clean) and
-// 5-10 % faster than `ldg` at 1024-16384 tokens of gpt-oss-120b in the same call
-// (docs/PERFORMANCE.md, "Thirteenth session"). MXSERVE_PLAN wgmma_cfg=ldg (or a named
-// configuration) runs moe_cuda_wgmma.cu's kernel instead. Two forms: one CTA per (tile, column
-// block) item (WgmmaTmaKernel), and persistent (WgmmaTmaPersistKernel, below), which the default
-// takes at 64, 96, 192 and 256 rows (moe_cuda_wgmma.cu, WgmmaConfig).
+// The register-A wgmma GEMM (WGMMA.md) at every tile height (8 ... 256 token rows), with the
+// weights and scales streamed by TMA into shared-memory stages: 5-10 % faster at 1024-16384
+// tokens of gpt-oss-120b than each warp loading its weights one chunk ahead (the lab's
+// lab/wgmma_ldg.cu, MXSERVE_PLAN wgmma_cfg=ldg). Two forms: one CTA per (tile, column block)
+// item (WgmmaTmaKernel), and persistent (WgmmaTmaPersistKernel, below), which LaunchWgmmaGemm
+// takes at 8-24, 64, 96, 192 and 256 rows.
 //
-// Why: after the leaner main loop (twelfth session) the warps of the register-A kernel wait most
+// Why: with a lean main loop the warps of the register-A kernel wait most
 // for the weights (long-scoreboard stalls 3.8 per issued instruction at 1024 tokens of
 // gpt-oss-120b), and one more chunk of lookahead in registers (PF = 2) was slower. Here the lookahead
 // is the stage count (three to five chunks) and costs no registers; the kst decode kernel streams its
@@ -16,7 +13,7 @@
 //
 // Stage (one 128-K chunk): the CTA's 8 NC row groups' weights (512 bytes each, the upload layout),
 // their scale words (32 bytes each), then the tile's two 64-K token slabs (128-byte swizzle, as
-// moe_cuda_wgmma.cu's stages). One producer thread fills a stage once every consumer warpgroup
+// lab/wgmma_ldg.cu's stages). One producer thread fills a stage once every consumer warpgroup
 // has released it; consumers release a chunk's stage when its last block's wgmma has completed.
 // The tail chunk (64 K) has one slab; its weight box runs past the row's end and arrives
 // zero-filled. Row groups past this expert's rows read the next expert's (or zeros past the last
@@ -39,7 +36,7 @@
 namespace mxserve::kernels::cuda::internal {
 namespace {
 
-// NC consumer warpgroups of 64 weight rows each, as moe_cuda_wgmma.cu's default configuration for
+// NC consumer warpgroups of 64 weight rows each, as the ldg kernel's (lab/wgmma_ldg.cu) default configuration for
 // the tile height (32-48 rows: 6, 64: 5, 96 and 128: 4, 192: 3, 256: 2), and its register split
 // (ProducerRegs / ConsumerRegs at one CTA per SM).
 template <int NC>
@@ -198,9 +195,8 @@ __device__ __forceinline__ void ConsumeChunk(float (&acc)[BN / 2], uint32_t sbas
 // thread's offsets into a stage and the ring's bases in registers; each wgmma's descriptor one
 // 64-bit add to the chunk's. A full chunk of the gate_up kernel at 16 rows: 166 instructions a
 // warp, 41.5 per k32 block, against 200 when every address was computed from the stage and thread
-// indices per chunk (bench/gpu/sass_loops.py, 2026-12-05 19:44 call); under ncu at 256 tokens of
-// gpt-oss-120b 46.5 per k32 block in the whole kernel against 55.0 (docs/PERFORMANCE.md,
-// thirty-eighth session). The H100 did not move (memory-bound there); not yet timed on an H200.
+// indices per chunk (bench/gpu/sass_loops.py); under ncu at 256 tokens of gpt-oss-120b 46.5 per
+// k32 block in the whole kernel against 55.0. The H100's time did not move (memory-bound there).
 template <int BN, int NC, int S, bool kOneMul, int BW>
 __device__ __forceinline__ void ConsumeChunksNarrow(float (&acc)[BN / 2], const GemmArgs& p, uint32_t base0,
                                                     uint32_t full0, uint32_t empty0, int lg, int lane, int g,
@@ -284,7 +280,7 @@ __device__ __forceinline__ void ConsumeChunks(float (&acc)[BN / 2], const GemmAr
 // {128, 160, 192}), so those lists have two widths: check the build log when changing them.
 // 192 rows: {160, 192}, not {128, 192}: kAuto's mix puts an expert's remainder of <= 128 rows
 // in 128-row tiles of its own, so the 192-row tiles that are partial hold 129-160 rows (4096
-// tokens of gpt-oss-120b: 1.5017 -> 1.4176 ms, the same elsewhere; 19:23 call, `ab` step).
+// tokens of gpt-oss-120b: 1.5017 -> 1.4176 ms, the same elsewhere; `ab` step).
 template <int BN> struct VarWidths { static constexpr int w[] = {BN}; };  // the other heights: one
 template <> struct VarWidths<64> { static constexpr int w[] = {32, 64}; };
 template <> struct VarWidths<96> { static constexpr int w[] = {64, 96}; };
@@ -393,11 +389,10 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1) WgmmaTmaKernel(const __grid
 // overlap it. The epilogue operands are double-buffered (epi_full / epi_empty).
 //
 // Why: at 16384 tokens of gpt-oss-120b (192-row tiles) the one-tile kernel's tensor pipe sits idle
-// through the epilogue (WGMMA.md, Next 7), and the fp32 tile that epilogue goes through does not
+// through the epilogue, and the fp32 tile that epilogue goes through does not
 // fit beside the stages. The producer thread loops over items here, so it keeps 40 registers
 // (setmaxnreg), not the one-tile kernel's 24 at four or more consumer warpgroups; the consumers
-// lose nothing by it (ptxas compiles them within LaunchRegs either way). Checked and timed:
-// docs/PERFORMANCE.md, "Fourteenth session".
+// lose nothing by it (ptxas compiles them within LaunchRegs either way).
 inline constexpr int kPersistProducerRegs = 40;
 
 // Variant::var_width off: the persistent kernel's wgmma at the tile height for every item
@@ -549,7 +544,7 @@ int LaunchWgmmaTmaGemm(const GemmArgs& a, bool gate_up, bool one_mul, int bn, in
     // 16 rows persistent (kAuto's wgmma16): five consumer warpgroups, not six, so that each
     // wgmma group can span two blocks (ConsumeChunk's kG) and gpt-oss's 2880 rows are nine whole
     // 320-row column blocks (at 384 the last streamed half a block of the next expert's rows):
-    // 256 tokens of gpt-oss-120b 0.575 -> 0.520 ms (docs/PERFORMANCE.md, twenty-fourth session).
+    // 256 tokens of gpt-oss-120b 0.575 -> 0.520 ms.
     case 16: return LaunchTH<16, 6, 5>(tmap, a, gate_up, one_mul, max_tiles, persist, stream);
     case 24: return LaunchTH<24, 6>(tmap, a, gate_up, one_mul, max_tiles, persist, stream);
     case 32: return LaunchTH<32, 6>(tmap, a, gate_up, one_mul, max_tiles, persist, stream);

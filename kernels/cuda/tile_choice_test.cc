@@ -176,17 +176,16 @@ int AloneIndexOf(const std::string& path) {
   return 31;
 }
 
-// decode16 went from 12 to 15 consumer warps on 2026-12-01 (its cost refitted to the 01:18 call's
-// table); the earlier tables' decode16 rows time the 12-warp kernel.
+// decode16 runs 15 consumer warps; the older tables' decode16 rows time a 12-warp kernel.
 const std::set<std::string> kDecode16At12Warps = {"decode16"};
-// The wgmma heights run the TMA-fed kernel since 2026-12-01 (their costs refitted to
-// paths_tma_2026-12-01_0443.csv); the earlier tables' wgmma rows time the register-loaded one.
+// The wgmma heights run the TMA-fed kernel (their costs fitted to paths_tma_2026-12-01_0443.csv);
+// the older tables' wgmma rows time the register-loaded one.
 const std::set<std::string> kOldWgmma = {"wgmma32", "wgmma40", "wgmma48", "wgmma64", "wgmma96",
                                          "wgmma",   "wgmma192", "wgmma256"};
-// The K-streamed decode kernel's heights were refitted on 2026-12-02 (paths_2026-12-02_1801.csv):
-// the kst kernels changed since the earlier tables were timed (e.g. a division per slice out,
-// eighteenth session: 16 tokens of gpt-oss-120b 0.235 -> 0.222 ms), so their decode rows are left
-// out of the choice checks on those tables.
+// The K-streamed decode kernel's heights are fitted to paths_2026-12-02_1801.csv: the kst kernels
+// changed after the older tables were timed (e.g. a division per slice out: 16 tokens of
+// gpt-oss-120b 0.235 -> 0.222 ms), so their decode rows are left out of the choice checks on
+// those tables.
 const std::set<std::string> kOldDecode = {"decode", "decode16", "decode24"};
 
 void ExpectNearBest(const std::string& file, const std::map<std::string, std::pair<int, int>>& shapes,
@@ -229,8 +228,8 @@ const std::map<std::string, std::pair<int, int>> kShapes = {
 const std::map<std::string, double> kLayerBytes = {
     {"gpt-oss-120b", 1692.1e6}, {"k3-latent", 4492.1e6}, {"kimi-k2-like", 8984.2e6}, {"gpt-oss-20b", 423.0e6}};
 // kAuto's choice by the mean for `tokens` of `shape`; paired: decode alone costed as the paired
-// launch (the tables timed before it existed, through 2026-12-04, ran decode alone as two
-// launches: they are read with paired false).
+// launch (the tables timed before it existed ran decode alone as two launches: they are read with
+// paired false).
 AutoChoice MixChoiceAt(const std::string& shape, int tokens, bool paired = false) {
   const auto [top_k, experts] = kShapes.at(shape);
   return ChooseAutoMix(double(tokens) * top_k / experts, kLayerBytes.at(shape), ~0u, true, paired);
@@ -271,9 +270,9 @@ std::map<std::string, std::vector<double>> PsPerByteOfRuns(const std::string& fi
 TEST(TileChoice, CostsAreTheMeansOfTheirRuns) {
   std::map<std::string, std::vector<double>> runs;
   for (auto& [path, v] : PsPerByteOfRuns("paths_tma_2026-12-01_0443.csv", kOldWgmma)) runs[path] = v;
-  // decode24 keeps its 2026-11-30 fit: refitted to the 18:01 table (0.418) it had kAuto take
-  // decode24 + decode16 mixes at 14-16 slots per expert of gpt-oss-120b, where decode24 alone ran
-  // 23-25 % slower than wgmma32 in that call.
+  // decode24 keeps its fit to paths_decode24_2026-11-30_2351.csv: fitted to paths_2026-12-02_1801
+  // (0.418) it had kAuto take decode24 + decode16 mixes at 14-16 slots per expert of gpt-oss-120b,
+  // where decode24 alone ran 23-25 % slower than wgmma32 in that table.
   runs["decode24"] = PsPerByteOfRuns("paths_decode24_2026-11-30_2351.csv", {"decode24"})["decode24"];
   const auto today = PsPerByteOfRuns("paths_2026-12-02_1801.csv", {"decode", "decode16", "wgmma16"});
   runs["decode"] = today.at("decode");
@@ -299,15 +298,13 @@ TEST(TileChoice, WithinFivePercentOfTheFastestMeasured) {
   EXPECT_LE(misses, 10);
   misses = 0;
   // The decode heights and wgmma16 beside wgmma32 and wgmma40, 1 to 20 slots per expert (the
-  // 2026-11-30 23:51 and 2026-12-01 01:18 tables time only kernels changed since).
+  // older decode tables time only kernels changed since).
   ExpectNearBest("paths_2026-12-02_1801.csv", kShapes, 1.05, &misses, {});
   EXPECT_LE(misses, 2);  // of 30, all within 5 %: at two another ran faster (by 3 %)
 }
 
-// A table the costs were not fitted to: another call (05:01), other token counts, decode24 timed
-// beside the rest (paths_tma_check_2026-12-01_0501.csv). (tile_heights_2026-11-30_2050.csv had
-// this test until 2026-12-01: every row of it times a kernel changed since, 12-warp decode16 or
-// register-loaded wgmma.)
+// A table the costs were not fitted to: another run, other token counts, decode24 timed beside
+// the rest (paths_tma_check_2026-12-01_0501.csv).
 TEST(TileChoice, WithinFivePercentOnATableNotFittedTo) {
   int misses = 0;
   ExpectNearBest("paths_tma_check_2026-12-01_0501.csv", kShapes, 1.05, &misses, kOldDecode);
@@ -322,7 +319,7 @@ TEST(TileChoice, FewSlotsTakeTheDecodeKernelAndManyTheWideTiles) {
   EXPECT_STREQ(kAutoTiles[ChooseAutoTile(16.0)].path, "wgmma32");
   const uint32_t decode_only = (1u << 3) - 1;  // decode, decode16, decode24
   // Among the decode heights: 24 rows (paths_decode24_2026-11-30_2351.csv), then 16 rows at 15
-  // warps (K3-like at 256 tokens: 2.183 ms against wgmma32's 2.294 then,
+  // warps (K3-like at 256 tokens: 2.183 ms against wgmma32's 2.294 in
   // paths_decode16_2026-12-01_0118.csv).
   EXPECT_STREQ(kAutoTiles[ChooseAutoTile(16.0, decode_only)].path, "decode24");
   EXPECT_STREQ(kAutoTiles[ChooseAutoTile(16.0, decode_only & ~(1u << 2))].path, "decode16");
@@ -457,7 +454,7 @@ TEST(TileChoice, MixIsTheCheapestThatPaysOnSimulatedRouting) {
 TEST(TileChoice, MixWhereTheLastTileIsMostlyEmpty) {
   const double k3 = 256 * 17.5e6;  // K3-like: 256 experts of 17.5 MB
   // K3-like at 256 tokens: 16 slots per expert on average. Among the decode heights, 24-row tiles
-  // with 16-row tails; with the TMA-fed wgmma kernel (2026-12-01), 32-row tiles alone.
+  // with 16-row tails; with the TMA-fed wgmma kernel, 32-row tiles alone.
   AutoChoice c = ChooseAutoMix(16.0, k3, (1u << 3) - 1);
   EXPECT_STREQ(kAutoTiles[c.big].path, "decode24");
   ASSERT_GE(c.small, 0);
@@ -474,7 +471,7 @@ TEST(TileChoice, MixWhereTheLastTileIsMostlyEmpty) {
   // The same on a layer 256 times smaller: the saving does not pay for two more launches.
   EXPECT_EQ(ChooseAutoMix(256.0, k3 / 256).small, -1);
   // gpt-oss-120b at 1024 tokens (32 slots per expert): the model's 6 % saving is 60 us; the side
-  // stream realized 35 (01:51 call: 1.020 -> 0.985 ms): 48-row tiles with 32-row tails.
+  // stream realized 35 (1.020 -> 0.985 ms): 48-row tiles with 32-row tails.
   c = ChooseAutoMix(32.0, 128 * 13.2e6);
   EXPECT_STREQ(kAutoTiles[c.big].path, "wgmma48");
   ASSERT_GE(c.small, 0);
@@ -509,7 +506,7 @@ TEST(TileChoice, MixWhereTheLastTileIsMostlyEmpty) {
 // kAuto with and without mixes on one H200 (tests/data/tile_paths/mix_ab_2026-12-01_0449.csv, the
 // TMA-fed wgmma kernel and its costs: alternating, medians of two): wherever the rule takes a mix,
 // the mix ran faster. (mix_ab_2026-12-01_0151.csv, the same with the register-loaded kernel and
-// its costs, is kept for the record.)
+// its costs, is the older record.)
 TEST(TileChoice, MixTakenWhereItRanFaster) {
   const Csv csv = ReadCsv("mix_ab_2026-12-01_0449.csv");
   const int shape_col = csv.Col("shape"), tokens_col = csv.Col("tokens"), one_col = csv.Col("one_height_ms"),
@@ -535,16 +532,15 @@ TEST(TileChoice, MixTakenWhereItRanFaster) {
   EXPECT_EQ(taken, 15);
   // Where the model keeps one height by the mean (the bench routes by counts, which may still mix:
   // K3-like at 256 tokens ran 3 % faster under the default). gpt-oss-120b at 384, K3-like at 128
-  // and Kimi-K2-like at 512 joined them on 2026-12-02: decode16 alone is costed as wgmma16 since
-  // (this table's one height there is the decode kernel; the next test has wgmma16's runs).
+  // and Kimi-K2-like at 512 joined them when decode16 alone came to be costed as wgmma16 (this
+  // table's one height there is the decode kernel; the next test has wgmma16's runs).
   EXPECT_EQ(one_height,
             "gpt-oss-120b:256 gpt-oss-120b:384 gpt-oss-120b:512 k3-latent:128 k3-latent:256 kimi-k2-like:512 "
             "kimi-k2-like:768 ");
 }
 
 // The 16-row wgmma kernel alone against kAuto before decode16 alone was costed as it
-// (tests/data/tile_paths/alone_ab_2026-12-02_1749.csv: 2026-12-02 17:49 and 17:53 calls, medians of
-// two alternating rounds, ms). Where the rule now takes decode16 alone (which runs wgmma16) it ran
+// (tests/data/tile_paths/alone_ab_2026-12-02_1749.csv: medians of two alternating rounds, ms). Where the rule now takes decode16 alone (which runs wgmma16) it ran
 // within 1 % of kAuto's time before or faster (up to 10 % faster: gpt-oss-120b at 384 tokens);
 // where it still mixes, the mix ran faster than wgmma16 alone at all counts but one.
 TEST(TileChoice, AloneCostTakesTheSixteenRowKernelWhereItRanFaster) {
@@ -612,8 +608,8 @@ std::vector<PairedAb> ReadPairedAb(const std::string& file) {
 }
 
 // decode alone costed as the paired launch (paired_ps) against kAuto's choice before it
-// (tests/data/tile_paths/paired_ab_2026-12-05.csv, H100: the 16:25 call's medians of two
-// alternating rounds, the 16:28 call's one round, ms): where the rule now takes the paired launch
+// (tests/data/tile_paths/paired_ab_2026-12-05.csv, H100: medians of two alternating rounds, and
+// one round for seven more counts, ms): where the rule now takes the paired launch
 // it ran 1.07-1.16x faster than the choice before, but at gpt-oss-120b 192 tokens (1.7 % slower
 // than wgmma16); where it keeps its choice, that ran faster, but at gpt-oss-20b 56 tokens (the
 // paired launch 5 % faster there: the miss).

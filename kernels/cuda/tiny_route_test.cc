@@ -232,7 +232,7 @@ TEST(FusedSlots, AsManyAsFitSpreadOverTheWarps) {
     EXPECT_GE(f.deep, 0);
     EXPECT_LT(f.deep, warps);
   }
-  FusedArgs f;  // gpt-oss-120b at 6 parts: 4,352-byte slots beside 61,388 fixed bytes (03:46 and 03:54 calls)
+  FusedArgs f;  // gpt-oss-120b at 6 parts: 4,352-byte slots beside 61,388 fixed bytes
   ASSERT_TRUE(FusedSlots(231424 - 61388, 4352, 16, 2, f));
   EXPECT_EQ(f.depth, 2);
   EXPECT_EQ(f.deep, 0);

@@ -1,11 +1,10 @@
 #!/usr/bin/env bash
-# End to end on one GPU (issue 5, item 5): writes a random-weight gpt-oss-120b-shaped expert set
+# End to end on one GPU: writes a random-weight gpt-oss-120b-shaped expert set
 # (NUM_LAYERS layers, never committed) with mxserve-make-model, starts mxserve-worker on cuda:0,
 # and runs mxserve-gpu-worker-e2e against it (PASS/FAIL per layer and token count, and the
 # per-layer time including the gRPC hop; PRESET and DEVICE pick another shape and device: a
-# CPU rehearsal of the script). Carry a bundle with the three binaries:
-#   ../shared/tools/device-bundle bundle-e2e build-cuda/bin/mxserve-make-model \
-#     build-cuda/bin/mxserve-worker build-cuda/bin/mxserve-gpu-worker-e2e
+# CPU rehearsal of the script). Runs a bundle laid out as run_all.sh's (bundle-e2e/bin, lib,
+# env.sh) with mxserve-make-model, mxserve-worker and mxserve-gpu-worker-e2e.
 set -uo pipefail
 BUNDLE=${BUNDLE:-bundle-e2e}
 source "$BUNDLE/env.sh"

@@ -10,7 +10,7 @@
 // And the K-streamed decode kernel's stage ring (moe_cuda_decode_kst.cu): one producer thread
 // fills S = 2 stages by bulk copies completing a `full` mbarrier; 4 consumer warps read a stage,
 // __syncwarp, and release it on an `empty` mbarrier before the producer refills it:
-//   ring     lane 0 of each warp arrives (empty counts warps: the kst kernels until 71cca58);
+//   ring     lane 0 of each warp arrives (empty counts warps: an earlier kst form);
 //   ring-all every lane arrives (empty counts threads: the kst kernels since);
 //   ring-no  lane 0 releases the stage before the warp reads it (a real race).
 // Prints "<mode> sums ok" or "<mode> sums WRONG n" (Report). Run by

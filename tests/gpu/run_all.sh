@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# One device call: correctness (PASS/FAIL per case), compute-sanitizer memcheck on small cases,
-# benchmark + same-run baselines. Builds nothing: carry a bundle made with
+# On a GPU machine: correctness (PASS/FAIL per case), compute-sanitizer memcheck on small cases,
+# benchmark + same-run baselines. Builds nothing: it runs a bundle built elsewhere,
 #   cmake -S . -B build-cuda && cmake --build build-cuda --target mxserve-gpu-moe-check mxserve-bench-moe-gpu
-#   ../shared/tools/device-bundle bundle-cuda build-cuda/bin/mxserve-gpu-moe-check build-cuda/bin/mxserve-bench-moe-gpu
-# and, for the bench step's matmul_ogs baseline, carry .triton_kernels too (triton_kernels v3.6.0,
-# never committed; git-ignored through .git/info/exclude). Make it once with the session's fetch
-# tool on github:yechenzhi/triton (the triton-lang/triton snapshot is too large), then
-#   bench/gpu/get_triton_kernels.sh <the bare git dir that fetch printed>
+# with the binaries in bundle-cuda/bin, the shared libraries they need that the GPU machine lacks
+# in bundle-cuda/lib, and bundle-cuda/env.sh putting those on LD_LIBRARY_PATH (git-ignored:
+# /bundle*/). For the bench step's matmul_ogs baseline bring .triton_kernels too (triton_kernels
+# v3.6.0, never committed; git-ignored through .git/info/exclude), made from a bare clone of a
+# repository that carries the tag (e.g. github.com/yechenzhi/triton) with
+#   bench/gpu/get_triton_kernels.sh <the bare git dir>
 # Without it the table says "# matmul_ogs not run: ..." and its columns are "-".
 # then, on the GPU machine from the repo root: tests/gpu/run_all.sh [STEP]...
 # Steps: check (PASS/FAIL per case; CHECK_ONLY="<shape> ..." for some), checkdecode (the small shapes
@@ -23,7 +24,7 @@
 # checked and timed), kstcfg (the K-streamed decode kernel's occupancy
 # variants checked and timed), ab (this build's bench against another build's, alternating:
 # AB_BASE, AB_SHAPES of shape:tokens, AB_ROUNDS; then the medians),
-# envab (one environment variable's values side by side, alternating: AB_VAR, AB_VALUES,
+# envab (one MXSERVE_PLAN key's values side by side, alternating: AB_VAR, AB_VALUES,
 # AB_SHAPES of shape:tokens, AB_ROUNDS; then the medians), pinab (kAuto against a path pinned per
 # count: PINAB of shape:tokens:path, PINAB_ROUNDS),
 # pinned (paths outside kAuto checked: PINNED), kernels (ncu: each kernel's time and DRAM bytes
@@ -44,25 +45,28 @@ steps=${*:-check sanitize bench}
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader | tee "$OUT/card.txt"
 date -u | tee -a "$OUT/card.txt"
 rc=0
-# check_pinned VAR "VALUES" "SHAPES" FILE: mxserve-gpu-moe-check on each shape with VAR set to
-# each value, the PASS/FAIL lines tagged VAR=value into FILE; prints the counts (rc=1 on a FAIL).
+# Every kernel override is one MXSERVE_PLAN=key=value[,key=value] (kernels/cuda/lab/README.md),
+# read by the bench's and the check's main only.
+# check_pinned KEY "VALUES" "SHAPES" FILE: mxserve-gpu-moe-check on each shape with MXSERVE_PLAN
+# KEY=value for each value, the PASS/FAIL lines tagged KEY=value into FILE; prints the counts
+# (rc=1 on a FAIL).
 check_pinned() {
   local var=$1 v s
   for v in $2; do
     for s in $3; do
-      env "$var=$v" $B/mxserve-gpu-moe-check $s 2>&1 | grep -E "^(PASS|FAIL)" | sed "s/^/$var=$v /"
+      MXSERVE_PLAN="$var=$v" $B/mxserve-gpu-moe-check $s 2>&1 | grep -E "^(PASS|FAIL)" | sed "s/^/$var=$v /"
     done
   done > "$4"
   echo "$(grep -c PASS "$4") PASS, $(grep -c FAIL "$4") FAIL"
   grep FAIL "$4" | head -5 && rc=1
 }
-# memcheck_pinned VAR VALUE: compute-sanitizer memcheck of the check on half-held with VAR=VALUE.
+# memcheck_pinned KEY VALUE: compute-sanitizer memcheck of the check on half-held with KEY=VALUE.
 memcheck_pinned() {
-  env "$1=$2" compute-sanitizer --tool memcheck --error-exitcode 9 $B/mxserve-gpu-moe-check half-held \
+  MXSERVE_PLAN="$1=$2" compute-sanitizer --tool memcheck --error-exitcode 9 $B/mxserve-gpu-moe-check half-held \
     > "$OUT/memcheck_$2.txt" 2>&1 || rc=1
   echo "memcheck $2: $(tail -n 1 "$OUT/memcheck_$2.txt")"
 }
-# time_pinned VAR "VALUES" "SHAPE:TOKENS ..." [ROUNDS]: the bench with VAR set to each value in
+# time_pinned KEY "VALUES" "SHAPE:TOKENS ..." [ROUNDS]: the bench with MXSERVE_PLAN KEY=value in
 # turn ("default": the code's own), ROUNDS times (2; alternating: drift shows as a difference
 # between the rounds), each shape in its own process; each row prefixed by its value, which
 # bench/gpu/medians.py reads.
@@ -71,7 +75,7 @@ time_pinned() {
   for i in $(seq ${4:-2}); do
     for v in $2; do
       echo "## $var=$v"
-      bench_rows "$v" $B/mxserve-bench-moe-gpu "$3" "$var=$v"
+      bench_rows "$v" $B/mxserve-bench-moe-gpu "$3" "MXSERVE_PLAN=$var=$v"
     done
   done
 }
@@ -99,7 +103,7 @@ for s in $steps; do
       # The check again with each other decode kernel pinned (the default, kst4, ran in check).
       for D in ${CHECK_DECODE:-kst kst4 bulk ring}; do
         for S in tiny-pad tiny-k1 half-held big-scales gpt-oss-20b; do
-          MXSERVE_CUDA_MOE_DECODE=$D $B/mxserve-gpu-moe-check $S 2>&1 | grep -E "^(PASS|FAIL)" | sed "s/^/$D /"
+          MXSERVE_PLAN=decode=$D $B/mxserve-gpu-moe-check $S 2>&1 | grep -E "^(PASS|FAIL)" | sed "s/^/$D /"
         done
       done 2>&1 | tee "$OUT/checkdecode.txt" | grep -v "PASS" ; grep -c "PASS" "$OUT/checkdecode.txt"
       grep -q FAIL "$OUT/checkdecode.txt" && rc=1 ;;
@@ -114,9 +118,9 @@ for s in $steps; do
       # racecheck on the fused kernel (host route, kernel route) and the unfused kernels, then on
       # its partial exchange and the kst kernels' stage ring alone (racecheck_pattern.cu: each with
       # a real race beside it).
-      for v in MXSERVE_CUDA_MOE_FUSED_HOST_ROUTE=default MXSERVE_CUDA_MOE_FUSED_HOST_ROUTE=off MXSERVE_CUDA_MOE_FUSED=off; do
-        f="$OUT/racecheck_$(echo "${v#MXSERVE_CUDA_MOE_}" | tr '=A-Z' '_a-z').txt"
-        env "$v" timeout ${RACECHECK_TIMEOUT:-300} compute-sanitizer --tool racecheck --print-limit 4 \
+      for v in fused_host_route=default fused_host_route=off fused=off; do
+        f="$OUT/racecheck_$(echo "$v" | tr '=' '_').txt"
+        MXSERVE_PLAN="$v" timeout ${RACECHECK_TIMEOUT:-300} compute-sanitizer --tool racecheck --print-limit 4 \
           --error-exitcode 9 $B/mxserve-gpu-moe-check fused-k1 > "$f" 2>&1
         echo "racecheck fused-k1 $v rc=$? $(grep -c '^PASS' "$f") PASS $(grep -c '^FAIL' "$f") FAIL; $(tail -n 1 "$f")"
         grep -o 'moe_cuda_[a-z_]*\.cu:[0-9]*' "$f" | sort | uniq -c | head -8
@@ -145,10 +149,10 @@ for s in $steps; do
         MXSERVE_BENCH_PATHS=${P// /,} $B/mxserve-bench-moe-gpu "$OUT/paths_$S.csv" $S $T | grep "^| $S "
       done 2>&1 | tee "$OUT/paths.txt" ;;
     envab)
-      # kAuto under each value of one environment variable (AB_VAR, AB_VALUES), alternating,
+      # kAuto under each value of one MXSERVE_PLAN key (AB_VAR, AB_VALUES), alternating,
       # AB_ROUNDS rounds (time_pinned), AB_SHAPES of shape:tokens entries; then the medians per
       # setting (bench/gpu/medians.py).
-      # E.g. AB_VAR=MXSERVE_CUDA_MOE_MIX AB_VALUES="off default" AB_SHAPES="k3-latent:256,4096".
+      # E.g. AB_VAR=mix AB_VALUES="off default" AB_SHAPES="k3-latent:256,4096".
       time_pinned "${AB_VAR:?}" "${AB_VALUES:?}" "${AB_SHAPES:?}" ${AB_ROUNDS:-2} | tee "$OUT/envab.txt"
       python3 bench/gpu/medians.py "$OUT/envab.txt" | tee "$OUT/envab_medians.txt" ;;
     pinab)
@@ -159,7 +163,7 @@ for s in $steps; do
       for i in $(seq ${PINAB_ROUNDS:-2}); do
         for e in ${PINAB:?}; do
           bench_rows kauto $B/mxserve-bench-moe-gpu "${e%:*}"
-          bench_rows pinned $B/mxserve-bench-moe-gpu "${e%:*}" "MXSERVE_CUDA_MOE_PATH=${e##*:}" | sed 's/| [^|]* |$/| auto |/'
+          bench_rows pinned $B/mxserve-bench-moe-gpu "${e%:*}" "MXSERVE_PLAN=path=${e##*:}" | sed 's/| [^|]* |$/| auto |/'
         done
       done | tee "$OUT/pinab.txt"
       python3 bench/gpu/medians.py "$OUT/pinab.txt" | tee "$OUT/pinab_medians.txt" ;;
@@ -170,59 +174,59 @@ for s in $steps; do
       # DECODE_CFGS: kernel:pdl:smem_a entries.
       for cfg in ${DECODE_CFGS:-kst4:1:1 kst4:0:1 kst:1:1 bulk:1:1 bulk:0:1 ring:1:1 ring:1:0}; do
         set -- ${cfg//:/ }
-        echo "## MXSERVE_CUDA_MOE_DECODE=$1 MXSERVE_CUDA_MOE_PDL=$2 MXSERVE_CUDA_MOE_SMEM_A=$3"
-        MXSERVE_CUDA_MOE_DECODE=$1 MXSERVE_CUDA_MOE_PDL=$2 MXSERVE_CUDA_MOE_SMEM_A=$3 \
+        echo "## MXSERVE_PLAN=decode=$1,pdl=$2,smem_a=$3"
+        MXSERVE_PLAN=decode=$1,pdl=$2,smem_a=$3 \
           $B/mxserve-bench-moe-gpu /tmp/decode.csv gpt-oss-120b ${DECODE_TOKENS:-1,4,16,64,256} | grep '^| gpt'
       done 2>&1 | tee "$OUT/decode.txt" ;;
     wgmmacfg)
-      # The wgmma kernel's configurations side by side (MXSERVE_CUDA_MOE_WGMMA_CFG): each checked
+      # The wgmma kernel's configurations side by side (wgmma_cfg): each checked
       # on three shapes, then timed on the gpt-oss-120b layer.
       for C in ${WGMMA_CFGS:-default ldg nc2 epi nc4}; do
-        echo "## MXSERVE_CUDA_MOE_WGMMA_CFG=$C"
+        echo "## MXSERVE_PLAN=wgmma_cfg=$C"
         for S in tiny-pad half-held gpt-oss-120b; do
-          MXSERVE_CUDA_MOE_WGMMA_CFG=$C $B/mxserve-gpu-moe-check $S 2>&1 | grep -E "^(PASS|FAIL)" | sed "s/^/$C /"
+          MXSERVE_PLAN=wgmma_cfg=$C $B/mxserve-gpu-moe-check $S 2>&1 | grep -E "^(PASS|FAIL)" | sed "s/^/$C /"
         done > "$OUT/check_$C.txt"
         echo "$(grep -c PASS "$OUT/check_$C.txt") PASS, $(grep -c FAIL "$OUT/check_$C.txt") FAIL"
         grep FAIL "$OUT/check_$C.txt" | head -5
-        MXSERVE_CUDA_MOE_WGMMA_CFG=$C $B/mxserve-bench-moe-gpu /tmp/w.csv gpt-oss-120b ${WGMMA_TOKENS:-1024,4096,16384} | grep '^| gpt'
+        MXSERVE_PLAN=wgmma_cfg=$C $B/mxserve-bench-moe-gpu /tmp/w.csv gpt-oss-120b ${WGMMA_TOKENS:-1024,4096,16384} | grep '^| gpt'
       done 2>&1 | tee "$OUT/wgmmacfg.txt"
       cat "$OUT"/check_*.txt | grep -q FAIL && rc=1 ;;
     fused)
-      # The one-launch layer at <= 4 token-slots (moe_cuda_fused.cu; MXSERVE_CUDA_MOE_FUSED=<K parts>x<slots
+      # The one-launch layer at <= 4 token-slots (moe_cuda_fused.cu; MXSERVE_PLAN=fused=<K parts>x<slots
       # per warp>[w<warps>] or off): the small shapes checked with each configuration (the check also
       # compares it with the unfused kernels), sanitizers, then timed, alternating.
-      check_pinned MXSERVE_CUDA_MOE_FUSED "${FUSED_CFGS:-6x2w16 8x2w24 4x1 3x1 4x1w24 6x1w24 6x1w32 3x2w16}" \
+      check_pinned fused "${FUSED_CFGS:-6x2w16 8x2w24 4x1 3x1 4x1w24 6x1w24 6x1w32 3x2w16}" \
         "tiny-pad tiny-k1 tiny-skip fused-even fused-range big-scales gpt-oss-20b" "$OUT/check_fused.txt"
       for T in memcheck racecheck synccheck; do
         compute-sanitizer --tool $T --error-exitcode 9 $B/mxserve-gpu-moe-check tiny-skip > "$OUT/${T}_fused.txt" 2>&1 || rc=1
         echo "$T: $(tail -n 1 "$OUT/${T}_fused.txt")"
       done
-      time_pinned MXSERVE_CUDA_MOE_FUSED "${FUSED_CFGS:-6x2w16 8x2w24 4x1 3x1 4x1w24 6x1w24 6x1w32 3x2w16} off" \
+      time_pinned fused "${FUSED_CFGS:-6x2w16 8x2w24 4x1 3x1 4x1w24 6x1w24 6x1w32 3x2w16} off" \
         "gpt-oss-120b:1 gpt-oss-20b:1" 2>&1 | tee "$OUT/fused.txt" ;;
     kstcfg)
-      # The K-streamed decode kernel's occupancy variants (MXSERVE_CUDA_MOE_KST_CFG: w16, x2, x2w8;
+      # The K-streamed decode kernel's occupancy variants (kst_cfg: w16, x2, x2w8;
       # w12 and w14 at 16- and 24-row tiles, with PINNED paths: see kernels/cuda/README.md): each checked on the
       # small shapes and gpt-oss-20b, then timed, alternating with the default.
-      check_pinned MXSERVE_CUDA_MOE_KST_CFG "${KST_CFGS:-w16 x2 x2w8}" \
+      check_pinned kst_cfg "${KST_CFGS:-w16 x2 x2w8}" \
         "tiny-pad tiny-k1 half-held big-scales gpt-oss-20b" "$OUT/check_kst.txt"
-      time_pinned MXSERVE_CUDA_MOE_KST_CFG "default ${KST_CFGS:-w16 x2 x2w8}" \
+      time_pinned kst_cfg "default ${KST_CFGS:-w16 x2 x2w8}" \
         "gpt-oss-120b:${KST_TOKENS:-16,64,256,512}" 2>&1 | tee "$OUT/kstcfg.txt" ;;
     pinned)
       # Paths kAuto may not take (PINNED, default decode24 and mid: the K-streamed decode kernel at
       # 24 and 32 rows) checked with kAuto pinned to each, on the small shapes and gpt-oss-20b, and
-      # memcheck on half-held. MXSERVE_CUDA_MOE_KST_CFG passes through.
-      check_pinned MXSERVE_CUDA_MOE_PATH "${PINNED:-decode24 mid}" \
+      # memcheck on half-held. kst_cfg passes through.
+      check_pinned path "${PINNED:-decode24 mid}" \
         "${PINNED_SHAPES:-tiny-pad tiny-k1 tiny-skip half-held big-scales gpt-oss-20b}" "$OUT/check_pinned.txt"
-      for v in ${PINNED:-decode24 mid}; do memcheck_pinned MXSERVE_CUDA_MOE_PATH $v; done ;;
+      for v in ${PINNED:-decode24 mid}; do memcheck_pinned path $v; done ;;
     ss)
-      # The weights-through-shared-memory wgmma kernel (paths 12-14: MXSERVE_CUDA_MOE_PATH=wgmmass,
+      # The weights-through-shared-memory wgmma kernel (paths 12-14: MXSERVE_PLAN=path=wgmmass,
       # wgmmass192, wgmmass64; not in kAuto): checked on the small shapes and gpt-oss-20b, memcheck,
       # then timed against the register-A kernel's tiles, alternating.
-      check_pinned MXSERVE_CUDA_MOE_PATH "wgmmass wgmmass192 wgmmass64" "tiny-pad tiny-k1 half-held big-scales gpt-oss-20b" \
+      check_pinned path "wgmmass wgmmass192 wgmmass64" "tiny-pad tiny-k1 half-held big-scales gpt-oss-20b" \
         "$OUT/check_ss.txt"
-      memcheck_pinned MXSERVE_CUDA_MOE_PATH wgmmass
-      { time_pinned MXSERVE_CUDA_MOE_PATH "wgmmass64 wgmma48 wgmma64" "gpt-oss-120b:${SS_SMALL_TOKENS:-512,1024,1536}"
-        time_pinned MXSERVE_CUDA_MOE_PATH "wgmmass wgmmass192 wgmma wgmma192" "gpt-oss-120b:${SS_TOKENS:-2048,4096,8192,16384}"
+      memcheck_pinned path wgmmass
+      { time_pinned path "wgmmass64 wgmma48 wgmma64" "gpt-oss-120b:${SS_SMALL_TOKENS:-512,1024,1536}"
+        time_pinned path "wgmmass wgmmass192 wgmma wgmma192" "gpt-oss-120b:${SS_TOKENS:-2048,4096,8192,16384}"
       } 2>&1 | tee "$OUT/ss.txt" ;;
     ab)
       # This build against another build's bench (AB_BASE, default bin/mxserve-bench-moe-gpu-base
@@ -256,19 +260,19 @@ for s in $steps; do
       kill $smi
       python3 bench/gpu/smi_summary.py "$OUT/smi.txt" "$OUT/spread.txt" | tee "$OUT/spread_smi.txt" ;;
     stamps)
-      # When each phase of the fused one-token layer ends, over the grid (MXSERVE_CUDA_MOE_FUSED_PROBE=stamps),
+      # When each phase of the fused one-token layer ends, over the grid (MXSERVE_PLAN=fused_probe=stamps),
       # per configuration.
       for F in ${FUSED_CFGS:-4x2w16 6x2w16 6x2w24}; do
-        echo "## MXSERVE_CUDA_MOE_FUSED=$F"
-        MXSERVE_CUDA_MOE_FUSED=$F MXSERVE_CUDA_MOE_FUSED_PROBE=stamps $B/mxserve-bench-moe-gpu /tmp/s.csv gpt-oss-120b 1 | grep -E '^(\||# fused plan|# last arrival)' | tail -14
+        echo "## MXSERVE_PLAN=fused=$F,fused_probe=stamps"
+        MXSERVE_PLAN=fused=$F,fused_probe=stamps $B/mxserve-bench-moe-gpu /tmp/s.csv gpt-oss-120b 1 | grep -E '^(\||# fused plan|# last arrival)' | tail -14
       done 2>&1 | tee "$OUT/stamps.txt" ;;
     pairstamps)
-      # Where the paired decode launch's time goes (MXSERVE_CUDA_MOE_PAIR_PROBE=stamps): each phase's
+      # Where the paired decode launch's time goes (MXSERVE_PLAN=pair_probe=stamps): each phase's
       # end over its CTAs and the items each took, beside the whole layer's time (the bench row), for
       # PSTAMP_SHAPES entries of shape:tokens (one token count each).
       for e in ${PSTAMP_SHAPES:-gpt-oss-120b:16 gpt-oss-120b:64 kimi-k2-like:16}; do
         echo "## $e"
-        MXSERVE_CUDA_MOE_PAIR_PROBE=stamps $B/mxserve-bench-moe-gpu /tmp/s.csv ${e%%:*} ${e#*:} | grep -E '^(\||# pair|# last)' | tail -16
+        MXSERVE_PLAN=pair_probe=stamps $B/mxserve-bench-moe-gpu /tmp/s.csv ${e%%:*} ${e#*:} | grep -E '^(\||# pair|# last)' | tail -16
       done 2>&1 | tee "$OUT/pairstamps.txt" ;;
     shapes)
       # The other layer shapes, with matmul_ogs (no bf16 grouped_mm: it costs too much device time).

@@ -79,7 +79,7 @@ __global__ void __launch_bounds__(128 * (NC + 1), CB) WgmmaGemmKernel(const __gr
   // than shared with the SS kernel (its ReadWgmmaTile, ExpertGroupsOf, LoadGroupChunk): with those
   // helpers here, the PTX was the same but for a few prologue instructions,
   // yet ptxas emitted different code for 66 of the 96 instantiations and 4096 tokens (192-row
-  // tiles) ran 4.5 % slower (ninth session, against the older build in the same call).
+  // tiles) ran 4.5 % slower (against the older build, alternating).
   const int tile = blockIdx.y;
   if (tile >= __ldg(p.ntiles)) return;
   const int e = __ldg(p.tiles + 3 * tile), row0 = __ldg(p.tiles + 3 * tile + 1),

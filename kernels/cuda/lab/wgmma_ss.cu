@@ -4,7 +4,7 @@
 // token count measured (512 .. 16384), so not in kAuto: the dequant warps bound it (WGMMA.md,
 // "Next", 0).
 //
-// Why: in the register-A kernel (moe_cuda_wgmma.cu) every consumer warp decodes its own weights
+// Why: in the register-A kernel (wgmma_ldg.cu, ../moe_cuda_wgmma_tma.cu) every consumer warp decodes its own weights
 // between its wgmma groups, and the accumulators of one m64 x N block cap the warpgroups per SM.
 // Here the roles split: tokens are the A operand (m64 per consumer warpgroup, TMA slabs as in
 // the other kernel), weights the B operand (N = 128 weight rows per CTA), decoded once per CTA
