@@ -2,11 +2,12 @@
 """Machine-code size of every kernel of one .cu file at two revisions, compiled for sm_90a.
 
 usage: scripts/cubin-diff.py [--rename-b REGEX REPL] FILE.cu [REV_A [REV_B]]
-       scripts/cubin-diff.py --builds OLD_BUILD NEW_BUILD [TARGET]
+       scripts/cubin-diff.py --builds OLD_BUILD NEW_BUILD [TARGET [OLD_TARGET]]
   REV_A defaults to HEAD, REV_B to the working tree ("-" also names the working tree).
   --builds compares the kernels of a library target's objects (default mxserve_kernels_cuda) in
   two CMake build trees, as built: every kernel of NEW_BUILD's must be in OLD_BUILD's at the same
   size; OLD_BUILD's kernels that NEW_BUILD's target no longer holds are counted (moved or gone).
+  OLD_TARGET (default TARGET) names the old build's target, for kernels that moved to another.
   --rename-b rewrites REV_B's kernel names (re.sub) before they are matched with REV_A's: for a
   change that adds a template parameter, e.g. --rename-b 'ELb0EEEv' 'EEEv' when a last bool
   parameter is added whose false keeps the old code.
@@ -52,7 +53,7 @@ def kernel_sizes(cubin):
     for line in listing.splitlines():
         m = re.search(r"\]\s+\.text\.(\S+)\s+PROGBITS\s+\S+\s+[0-9a-f]+\s+([0-9a-f]+)", line)
         if m:
-            sizes[re.sub(r"_GLOBAL__N__\w+?_cu_[0-9a-f]+", "_GN_", m.group(1))] = int(m.group(2), 16)
+            sizes[re.sub(r"\d*_GLOBAL__N__\w+?_cu_[0-9a-f]+", "_GN_", m.group(1))] = int(m.group(2), 16)
     return sizes
 
 
@@ -108,9 +109,9 @@ def build_kernels(build, target, tmp, tag):
     return sizes
 
 
-def compare_builds(old, new, target):
+def compare_builds(old, new, target, old_target):
     with tempfile.TemporaryDirectory() as tmp:
-        a = build_kernels(old, target, tmp, "old")
+        a = build_kernels(old, old_target, tmp, "old")
         b = build_kernels(new, target, tmp, "new")
     changed = [n for n in sorted(b) if n in a and a[n] != b[n]]
     added = [n for n in sorted(b) if n not in a]
@@ -119,17 +120,18 @@ def compare_builds(old, new, target):
     for n in added:
         print(f"       - {b[n]:>8}  {n}")
     gone = len(set(a) - set(b))
-    print(f"{target}: {len(b)} kernels; {len(changed)} differ in size from {old}, {len(added)} not there; "
-          f"{gone} of its {len(a)} kernels are not in {new}'s {target}")
+    print(f"{new}'s {target}: {len(b)} kernels; {len(changed)} differ in size from {old}'s {old_target}, "
+          f"{len(added)} are not there; {gone} of its {len(a)} kernels are not in {new}'s {target}")
     return 1 if changed or added else 0
 
 
 def main():
     args = sys.argv[1:]
     if args and args[0] == "--builds":
-        if len(args) not in (3, 4):
+        if len(args) not in (3, 4, 5):
             sys.exit(__doc__)
-        return compare_builds(args[1], args[2], args[3] if len(args) == 4 else "mxserve_kernels_cuda")
+        target = args[3] if len(args) >= 4 else "mxserve_kernels_cuda"
+        return compare_builds(args[1], args[2], target, args[4] if len(args) == 5 else target)
     rename = None
     if len(args) >= 3 and args[0] == "--rename-b":
         rename, args = (args[1], args[2]), args[3:]

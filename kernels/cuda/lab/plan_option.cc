@@ -4,9 +4,6 @@
 #include <initializer_list>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
 #include "kernels/cuda/moe_cuda_plan.h"
 #include "kernels/cuda/moe_cuda_tiny_route.h"
 
@@ -86,6 +83,16 @@ const std::vector<Key>& Keys() {
   return keys;
 }
 
+std::string Join(const std::vector<std::string_view>& values, const char* sep) {
+  std::string r;
+  for (std::string_view v : values) r.append(r.empty() ? "" : sep).append(v);
+  return r;
+}
+
+absl::Status Bad(std::string_view a, std::string_view b = {}, std::string_view c = {}) {
+  return absl::InvalidArgumentError(std::string("MXSERVE_PLAN: ").append(a).append(b).append(c));
+}
+
 }  // namespace
 
 std::string PlanOptionHelp() {
@@ -95,33 +102,31 @@ std::string PlanOptionHelp() {
       "    wgmmass, wgmmass192, wgmmass64) or two of kAuto's of one family joined by '+', the taller first\n"
       "  fused=off|<parts>x<slots per warp>[w<warps>]: the fused one-launch layer's configuration\n";
   for (const Key& k : Keys()) {
-    absl::StrAppend(&r, "  ", k.name, "=", absl::StrJoin(k.values, "|"), ": ", k.what, "\n");
+    r.append("  ").append(k.name).append("=").append(Join(k.values, "|")).append(": ").append(k.what).append("\n");
   }
   return r;
 }
 
 absl::StatusOr<Variant> ParsePlanOption(std::string_view spec) {
   Variant v;
-  for (std::string_view item : absl::StrSplit(spec, ',', absl::SkipWhitespace())) {
+  while (!spec.empty()) {
+    const size_t comma = spec.find(',');
+    const std::string_view item = spec.substr(0, comma);
+    spec = comma == std::string_view::npos ? std::string_view() : spec.substr(comma + 1);
+    if (item.empty()) continue;
     const size_t eq = item.find('=');
-    if (eq == std::string_view::npos) {
-      return absl::InvalidArgumentError(absl::StrCat("MXSERVE_PLAN: '", item, "' is not key=value"));
-    }
+    if (eq == std::string_view::npos) return Bad("'", item, "' is not key=value");
     const std::string_view key = item.substr(0, eq), value = item.substr(eq + 1);
     if (key == "path") {
       if (value == "default") continue;
       const int s = internal::SpecNamed(value);
-      if (s < 0) {
-        return absl::InvalidArgumentError(absl::StrCat("MXSERVE_PLAN: path=", value, " names no kernel configuration"));
-      }
+      if (s < 0) return Bad("path=", value, " names no kernel configuration");
       v.forced_spec = s;
       continue;
     }
     if (key == "fused") {
       const internal::FusedPinned p = internal::ParseFusedPin(std::string(value));
-      if (!p.valid) {
-        return absl::InvalidArgumentError(absl::StrCat("MXSERVE_PLAN: fused=", value, " is not a built configuration"));
-      }
+      if (!p.valid) return Bad("fused=", value, " is not a built configuration");
       v.fused = p;
       continue;
     }
@@ -129,15 +134,12 @@ absl::StatusOr<Variant> ParsePlanOption(std::string_view spec) {
     for (const Key& k : Keys()) {
       if (key == k.name) found = &k;
     }
-    if (found == nullptr) return absl::InvalidArgumentError(absl::StrCat("MXSERVE_PLAN: unknown key '", key, "'"));
+    if (found == nullptr) return Bad("unknown key '", key, "'");
     int index = -1;
     for (size_t i = 0; i < found->values.size(); ++i) {
       if (found->values[i] == value) index = static_cast<int>(i);
     }
-    if (index < 0) {
-      return absl::InvalidArgumentError(absl::StrCat("MXSERVE_PLAN: ", key, "=", value, " is not one of ",
-                                                     absl::StrJoin(found->values, ", ")));
-    }
+    if (index < 0) return Bad(std::string(key).append("=").append(value), " is not one of ", Join(found->values, ", "));
     found->set(v, index);
   }
   return v;
