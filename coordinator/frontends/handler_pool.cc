@@ -15,23 +15,23 @@ HandlerPool::~HandlerPool() { Stop(); }
 
 bool HandlerPool::Post(std::function<void()> task) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (stopping_) return false;
     tasks_.push_back(std::move(task));
   }
-  cv_.notify_one();
+  cv_.Signal();
   return true;
 }
 
 void HandlerPool::Stop() {
   std::deque<std::function<void()>> dropped;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (stopping_ && threads_.empty()) return;
     stopping_ = true;
     dropped.swap(tasks_);
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   for (auto& t : threads_) {
     if (t.joinable()) t.join();
   }
@@ -40,7 +40,7 @@ void HandlerPool::Stop() {
 }
 
 size_t HandlerPool::queued() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return tasks_.size();
 }
 
@@ -48,8 +48,8 @@ void HandlerPool::Loop() {
   while (true) {
     std::function<void()> task;
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [this] { return stopping_ || !tasks_.empty(); });
+      absl::MutexLock lock(&mu_);
+      while (!stopping_ && tasks_.empty()) cv_.Wait(&mu_);
       if (stopping_) return;
       task = std::move(tasks_.front());
       tasks_.pop_front();

@@ -9,8 +9,10 @@
 #include <set>
 #include <type_traits>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
 #include "coordinator/frontends/api_error.h"
 #include "coordinator/frontends/openai_api.h"
 #include "coordinator/frontends/auth.h"
@@ -45,12 +47,12 @@ std::string Sse(absl::string_view payload) { return absl::StrCat("data: ", paylo
 struct HeldStream {
   explicit HeldStream(Responder r) : http(std::move(r)) {}
   Responder http;
-  std::mutex mu;
-  bool started = false;            // guarded by mu: stream headers sent
-  std::vector<std::string> early;  // guarded by mu
+  absl::Mutex mu;
+  bool started ABSL_GUARDED_BY(mu) = false;  // stream headers sent
+  std::vector<std::string> early ABSL_GUARDED_BY(mu);
 
   void Emit(std::string s) {
-    std::lock_guard<std::mutex> lock(mu);
+    absl::MutexLock lock(&mu);
     if (!started) {
       early.push_back(std::move(s));
       return;
@@ -59,7 +61,7 @@ struct HeldStream {
   }
   void End() { Emit(""); }
   void Start() {
-    std::lock_guard<std::mutex> lock(mu);
+    absl::MutexLock lock(&mu);
     http->StartStream(200, "text/event-stream; charset=utf-8");
     started = true;
     for (auto& s : early) Put(std::move(s));
@@ -67,7 +69,7 @@ struct HeldStream {
   }
 
  private:
-  void Put(std::string s) {  // mu held
+  void Put(std::string s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     if (s.empty()) {
       http->End();
     } else {

@@ -8,7 +8,6 @@
 #include <cerrno>
 #include <cstdio>
 #include <exception>
-#include <mutex>
 #include <optional>
 #include <thread>
 #include <unordered_map>
@@ -17,10 +16,12 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
 #include "coordinator/frontends/http_framing.h"
 
 namespace mxserve::frontends {
@@ -74,8 +75,8 @@ struct Core {
   std::atomic<int64_t> accept_errors{0};
   std::atomic<int64_t> refused_for_buffer{0};
   std::atomic<int64_t> exceptions{0};
-  std::mutex mu;
-  std::unordered_map<Session*, std::weak_ptr<Session>> sessions;  // guarded by mu
+  absl::Mutex mu;
+  std::unordered_map<Session*, std::weak_ptr<Session>> sessions ABSL_GUARDED_BY(mu);
 
   Core(HttpServerOptions o, HttpHandler h, int threads)
       : options(std::move(o)), handler(std::move(h)), ioc(threads) {}
@@ -137,14 +138,14 @@ class Session : public std::enable_shared_from_this<Session> {
     // never closed: it still counts as open until here.
     if (!closed_) core_->open_connections.fetch_sub(1);
     ReleaseBuffered();
-    std::lock_guard<std::mutex> lock(core_->mu);
+    absl::MutexLock lock(&core_->mu);
     core_->sessions.erase(this);
   }
 
   void Start() {
     core_->open_connections.fetch_add(1);
     {
-      std::lock_guard<std::mutex> lock(core_->mu);
+      absl::MutexLock lock(&core_->mu);
       core_->sessions[this] = weak_from_this();
     }
     DoReadHeader();
@@ -759,7 +760,7 @@ void HttpServer::Shutdown() {
   });
   std::vector<std::shared_ptr<Session>> sessions;
   {
-    std::lock_guard<std::mutex> lock(core.mu);
+    absl::MutexLock lock(&core.mu);
     for (auto& [p, w] : core.sessions) {
       if (auto s = w.lock()) sessions.push_back(std::move(s));
     }

@@ -154,7 +154,8 @@ class CudaMoeRunner {
 };
 
 // A CUDA error that leaves the context unusable (sticky) cannot be recovered in-process:
-// logs and exits non-zero, as DESIGN.md asks. Other errors come back as Internal.
+// logs and exits non-zero (the supervisor restarts the worker; restarts are cheap). Other
+// errors come back as Internal.
 absl::Status CudaCheck(cudaError_t e, const char* what);
 
 }  // namespace mxserve::kernels::cuda

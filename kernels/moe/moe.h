@@ -1,4 +1,4 @@
-// The MoE expert computation behind one interface (gpt-oss experts; specs/models.md §1.3):
+// The MoE expert computation behind one interface (gpt-oss experts; docs/MODELS.md):
 //   for each token t and slot j with expert e = expert_ids[t*k+j] >= 0:
 //     gu = W_gate_up[e] x_t + b_gate_up[e]          (MXFP4 weights, rows = 2I interleaved g/u)
 //     g = min(gu[0::2], limit); u = clamp(gu[1::2], -limit, limit)
