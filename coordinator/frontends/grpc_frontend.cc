@@ -367,6 +367,7 @@ struct GrpcFrontend::Impl {
   int port = 0;
 
   absl::Mutex mu;
+  absl::CondVar cv;
   bool stop ABSL_GUARDED_BY(mu) = false;
   int last_ready ABSL_GUARDED_BY(mu) = -1;
   std::thread health_thread;
@@ -419,17 +420,13 @@ absl::StatusOr<std::unique_ptr<GrpcFrontend>> GrpcFrontend::Start(ServingContext
   Impl* raw = impl.get();
   impl->health_thread = std::thread([raw] {
     const absl::Duration poll = absl::FromChrono(raw->options.health_poll);
-    auto stopped = [raw] {
-      raw->mu.AssertHeld();  // Await evaluates the condition with the lock held
-      return raw->stop;
-    };
-    while (true) {
-      {
-        absl::MutexLock lock(&raw->mu);
-        raw->mu.AwaitWithTimeout(absl::Condition(&stopped), poll);
-        if (raw->stop) break;
-      }
+    absl::MutexLock lock(&raw->mu);
+    while (!raw->stop) {
+      raw->cv.WaitWithTimeout(&raw->mu, poll);
+      if (raw->stop) break;
+      raw->mu.Unlock();
       raw->Refresh();
+      raw->mu.Lock();
     }
   });
   return std::unique_ptr<GrpcFrontend>(new GrpcFrontend(std::move(impl)));
@@ -444,8 +441,9 @@ void GrpcFrontend::Shutdown() {
   {
     absl::MutexLock lock(&impl_->mu);
     if (impl_->stop) return;
-    impl_->stop = true;  // wakes the health thread's Await
+    impl_->stop = true;
   }
+  impl_->cv.SignalAll();
   if (impl_->health_thread.joinable()) impl_->health_thread.join();
   if (auto* hs = impl_->server->GetHealthCheckService()) hs->Shutdown();
   impl_->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));

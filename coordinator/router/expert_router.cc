@@ -240,7 +240,7 @@ absl::Status ExpertRouter::RunGroup(int g, const ExpertBatch& call, float* out) 
           counted_wait = true;
         }
         auto some_up = [this, g] {
-          health_mu_.AssertHeld();  // Await evaluates the condition with the lock held
+          health_mu_.AssertReaderHeld();  // Await evaluates the condition under the lock
           return shutting_down_ || PickHost(g, 0) >= 0;
         };
         health_mu_.AwaitWithDeadline(absl::Condition(&some_up), give_up);
