@@ -99,7 +99,7 @@ class ExpertRouter final : public MoeExecutor, public HealthSink {
   // Runs group g's call on a healthy host, failing over / waiting as needed.
   absl::Status RunGroup(int g, const ExpertBatch& call, float* out) ABSL_LOCKS_EXCLUDED(health_mu_);
   // The first up host of g in the order used for `layer` (rotated per layer to spread load).
-  int PickHost(int g, int layer) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(health_mu_);
+  int PickHost(int g, int layer) const ABSL_SHARED_LOCKS_REQUIRED(health_mu_);
   void Record(int b, const absl::Status& s, absl::Duration latency) ABSL_LOCKS_EXCLUDED(health_mu_);
   std::string GroupName(int g) const;
 
