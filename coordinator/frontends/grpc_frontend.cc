@@ -345,7 +345,7 @@ class InferenceService final : public pb::Inference::CallbackService {
       r->Finish(ToGrpc(s));
       return r;
     }
-    std::vector<int32_t> ids = ctx_.tokenizer->Encode(req->text(), req->add_special_tokens());
+    std::vector<int32_t> ids = ctx_.tokenizer->EncodePrompt(req->text(), req->add_special_tokens());
     for (int32_t id : ids) resp->add_token_ids(id);
     resp->set_count(static_cast<int32_t>(ids.size()));
     resp->set_max_model_len(ctx_.max_model_len);

@@ -46,7 +46,7 @@ absl::StatusOr<ParsedGenerate> ParseGenerate(const v1::GenerateRequest& req,
       prompt_param = "prompt";
       if (req.prompt().empty()) return InvalidParam("prompt", "'prompt' must not be empty");
       if (!IsValidUtf8(req.prompt())) return InvalidParam("prompt", "'prompt' is not valid UTF-8");
-      ids = ctx.tokenizer->Encode(req.prompt(), /*allow_special=*/true);
+      ids = ctx.tokenizer->EncodePrompt(req.prompt(), /*add_special_tokens=*/true);
       break;
     case v1::GenerateRequest::kPromptTokenIds:
       prompt_param = "prompt_token_ids";

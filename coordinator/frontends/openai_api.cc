@@ -713,7 +713,7 @@ absl::StatusOr<CompletionRequest> ParseCompletionRequest(absl::string_view body,
     out.prompt_text = single->get<std::string>();
     if (out.prompt_text.empty()) return InvalidParam("prompt", "'prompt' must not be empty");
     RETURN_IF_ERROR(CheckPromptBytes(out.prompt_text.size(), ctx, "prompt"));
-    ids = ctx.tokenizer->Encode(out.prompt_text, /*allow_special=*/true);
+    ids = ctx.tokenizer->EncodePrompt(out.prompt_text, /*add_special_tokens=*/true);
   } else if (single->is_array()) {
     ASSIGN_OR_RETURN(ids, ReadTokenArray(*single, "prompt"));
     RETURN_IF_ERROR(CheckPromptTokens(ids, ctx, "prompt"));
@@ -788,7 +788,7 @@ absl::StatusOr<std::vector<int32_t>> ParseTokenizeRequest(absl::string_view body
   if (has_prompt) {
     ASSIGN_OR_RETURN(auto prompt, GetString(j, "prompt"));
     RETURN_IF_ERROR(CheckPromptBytes(prompt->size(), ctx, "prompt"));
-    return ctx.tokenizer->Encode(*prompt, add_special.value_or(true));
+    return ctx.tokenizer->EncodePrompt(*prompt, add_special.value_or(true));
   }
   ASSIGN_OR_RETURN(std::vector<ChatMessage> messages, ReadMessages(j));
   ChatRenderOptions render;

@@ -35,7 +35,9 @@ BpeTokenizer::BpeTokenizer(BpeTokenizerParts parts)
       add_prefix_space_(parts.add_prefix_space),
       added_(std::move(parts.added)),
       bos_(parts.bos),
-      eos_(parts.eos) {
+      eos_(parts.eos),
+      prompt_prefix_(std::move(parts.prompt_prefix)),
+      prompt_suffix_(std::move(parts.prompt_suffix)) {
   int32_t max_id = -1;
   for (const auto& [s, id] : bpe_.vocab()) max_id = std::max(max_id, id);
   for (const AddedToken& t : added_) max_id = std::max(max_id, t.id);
@@ -153,6 +155,16 @@ std::optional<int32_t> BpeTokenizer::SpecialTokenId(std::string_view content) co
 
 bool BpeTokenizer::IsSpecial(int32_t id) const {
   return id >= 0 && static_cast<size_t>(id) < kind_.size() && kind_[id] == 3;
+}
+
+std::vector<int32_t> BpeTokenizer::EncodePrompt(std::string_view text,
+                                                bool add_special_tokens) const {
+  std::vector<int32_t> ids;
+  if (add_special_tokens) ids = prompt_prefix_;
+  std::vector<int32_t> body = Encode(text, /*allow_special=*/true);
+  ids.insert(ids.end(), body.begin(), body.end());
+  if (add_special_tokens) ids.insert(ids.end(), prompt_suffix_.begin(), prompt_suffix_.end());
+  return ids;
 }
 
 }  // namespace mxserve

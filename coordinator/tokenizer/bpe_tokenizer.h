@@ -26,6 +26,8 @@ struct BpeTokenizerParts {
   bool add_prefix_space = false;  // HF ByteLevel(add_prefix_space): " " before each text segment
   std::vector<AddedToken> added;
   std::optional<int32_t> bos, eos;
+  // The add_special_tokens template: ids before and after the encoded text.
+  std::vector<int32_t> prompt_prefix, prompt_suffix;
 };
 
 class BpeTokenizer : public Tokenizer {
@@ -33,6 +35,7 @@ class BpeTokenizer : public Tokenizer {
   static absl::StatusOr<std::unique_ptr<BpeTokenizer>> Create(BpeTokenizerParts parts);
 
   std::vector<int32_t> Encode(std::string_view text, bool allow_special) const override;
+  std::vector<int32_t> EncodePrompt(std::string_view text, bool add_special_tokens) const override;
   absl::StatusOr<std::string> DecodeBytes(std::span<const int32_t> ids,
                                           bool skip_special) const override;
   absl::StatusOr<std::string> Decode(std::span<const int32_t> ids,
@@ -60,6 +63,7 @@ class BpeTokenizer : public Tokenizer {
   std::vector<std::string> bytes_;      // id -> bytes (added tokens: content)
   std::vector<uint8_t> kind_;           // id -> 0 none, 1 base, 2 added, 3 added special
   std::optional<int32_t> bos_, eos_;
+  std::vector<int32_t> prompt_prefix_, prompt_suffix_;
 };
 
 }  // namespace mxserve

@@ -3,6 +3,8 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
+#include <cctype>
+#include <string_view>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -123,9 +125,20 @@ std::string RewriteClassIntersections(const std::string& p) {
   return out;
 }
 
+// True for a bare Unicode script name (`Han`, `Old_Italic`), false for a general category
+// (`L`, `Lu`, `L&`), `Any` or a qualified name (`sc:Han`, `Script=Han`).
+bool IsBareScriptName(std::string_view name) {
+  if (name.size() <= 2 || name == "Any" || name.front() == '^') return false;
+  for (char c : name)
+    if (!(std::isalpha(static_cast<unsigned char>(c)) || c == '_')) return false;
+  return std::isupper(static_cast<unsigned char>(name.front())) != 0;
+}
+
 }  // namespace
 
-// Rust regex and Oniguruma count U+0085 (NEL) as \s; PCRE2's \s (UCP) does not.
+// Rust regex and Oniguruma count U+0085 (NEL) as \s; PCRE2's \s (UCP) does not. A bare script
+// name is the Script property there (`\p{Han}` excludes U+3001, Script=Common) but Script_Extensions
+// in PCRE2 >= 10.40, so it is pinned to `\p{sc:NAME}`.
 std::string RegexSplitter::TranslatePattern(const std::string& pattern) {
   const std::string p = RewriteClassIntersections(pattern);
   std::string out;
@@ -139,6 +152,13 @@ std::string RegexSplitter::TranslatePattern(const std::string& pattern) {
         out += in_class ? R"(\s\x{85})" : R"([\s\x{85}])";
       } else if (n == 'S' && !in_class) {
         out += R"([^\s\x{85}])";
+      } else if ((n == 'p' || n == 'P') && i + 1 < p.size() && p[i + 1] == '{' &&
+                 p.find('}', i) != std::string::npos &&
+                 IsBareScriptName(std::string_view(p).substr(i + 2, p.find('}', i) - i - 2))) {
+        const size_t close = p.find('}', i);
+        absl::StrAppend(&out, "\\", std::string(1, n), "{sc:", p.substr(i + 2, close - i - 2),
+                        "}");
+        i = close;
       } else {
         out.push_back('\\');
         out.push_back(n);

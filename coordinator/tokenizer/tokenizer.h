@@ -19,7 +19,9 @@ namespace mxserve {
 
 class Tokenizer {
  public:
-  // Reads tokenizer.json (and tokenizer_config.json when present, for bos/eos/pad names).
+  // Reads tokenizer.json (and tokenizer_config.json when present, for bos/eos names and
+  // add_bos_token/add_eos_token); without tokenizer.json, Kimi's tiktoken.model with
+  // tokenizer_config.json (specials from added_tokens_decoder) and Kimi's split pattern.
   static absl::StatusOr<std::unique_ptr<Tokenizer>> FromDir(const std::string& model_dir);
   static absl::StatusOr<std::unique_ptr<Tokenizer>> FromJson(const std::string& tokenizer_json,
                                                              const std::string& config_json);
@@ -40,6 +42,12 @@ class Tokenizer {
   // allow_special: text equal to a special token's content becomes that token; otherwise
   // special-token text is encoded as ordinary text.
   virtual std::vector<int32_t> Encode(std::string_view text, bool allow_special) const = 0;
+  // A text prompt as vLLM's /tokenize and completions encode it: special-token strings are
+  // recognized either way; add_special_tokens adds the model's BOS/EOS template only.
+  virtual std::vector<int32_t> EncodePrompt(std::string_view text, bool add_special_tokens) const {
+    (void)add_special_tokens;
+    return Encode(text, /*allow_special=*/true);
+  }
   // Bytes of the tokens concatenated (may end in a partial UTF-8 sequence). Error on an id
   // outside the vocabulary (naming it).
   virtual absl::StatusOr<std::string> DecodeBytes(std::span<const int32_t> ids,

@@ -1,5 +1,6 @@
 // Tokenizer factories: HF tokenizer.json (+ tokenizer_config.json) and tiktoken ranks files.
 // nlohmann::json throws; every throw is caught here and becomes a Status naming the field.
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -86,6 +87,61 @@ std::optional<std::string> TokenName(const json& cfg, const char* key) {
   if (v.is_object() && v.contains("content") && v["content"].is_string())
     return v["content"].get<std::string>();
   return std::nullopt;
+}
+
+// The add_special_tokens template from a TemplateProcessing post-processor's "single" list:
+// SpecialToken entries before the Sequence are the prefix, after it the suffix.
+absl::Status ReadTemplateProcessing(const json& pp, BpeTokenizerParts* parts) {
+  if (!pp.is_object() || pp.value("type", std::string()) != "TemplateProcessing")
+    return absl::OkStatus();
+  if (!pp.contains("single") || !pp["single"].is_array())
+    return Bad("post_processor.single", "expected an array");
+  bool after = false;
+  for (size_t i = 0; i < pp["single"].size(); ++i) {
+    const json& e = pp["single"][i];
+    const std::string f = absl::StrCat("post_processor.single[", i, "]");
+    if (e.contains("Sequence")) {
+      after = true;
+      continue;
+    }
+    if (!e.contains("SpecialToken") || !e["SpecialToken"].is_object() ||
+        !e["SpecialToken"].contains("id") || !e["SpecialToken"]["id"].is_string())
+      return Bad(f, "expected {\"Sequence\": ...} or {\"SpecialToken\": {\"id\": name}}");
+    const std::string name = e["SpecialToken"]["id"].get<std::string>();
+    if (!pp.contains("special_tokens") || !pp["special_tokens"].contains(name) ||
+        !pp["special_tokens"][name].contains("ids") || !pp["special_tokens"][name]["ids"].is_array())
+      return Bad(f, absl::StrCat("special token \"", name, "\" has no ids in special_tokens"));
+    for (const json& id : pp["special_tokens"][name]["ids"]) {
+      if (!id.is_number_integer()) return Bad(f, "a special token id is not an integer");
+      (after ? parts->prompt_suffix : parts->prompt_prefix).push_back(id.get<int32_t>());
+    }
+  }
+  return absl::OkStatus();
+}
+
+// tokenizer_config.json's add_bos_token / add_eos_token (LlamaTokenizerFast rebuilds its template
+// from them): when present, they set the template's BOS prefix / EOS suffix.
+absl::Status ApplyAddBosEos(const json& cfg, BpeTokenizerParts* parts) {
+  if (!cfg.is_object()) return absl::OkStatus();
+  for (const char* key : {"add_bos_token", "add_eos_token"}) {
+    if (!cfg.contains(key)) continue;
+    if (!cfg[key].is_boolean()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("tokenizer_config.json: ", key, ": expected true or false"));
+    }
+    const bool bos = std::string_view(key) == "add_bos_token";
+    std::vector<int32_t>& dst = bos ? parts->prompt_prefix : parts->prompt_suffix;
+    dst.clear();
+    if (!cfg[key].get<bool>()) continue;
+    const std::optional<int32_t>& id = bos ? parts->bos : parts->eos;
+    if (!id) {
+      return absl::InvalidArgumentError(absl::StrCat("tokenizer_config.json: ", key,
+                                                     " is true but no ", bos ? "bos" : "eos",
+                                                     "_token is given"));
+    }
+    dst.push_back(*id);
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::unique_ptr<Tokenizer>> FromParsedJson(const json& tj, const json* cfg) {
@@ -205,9 +261,14 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> FromParsedJson(const json& tj, const 
       (std::string(key) == "bos_token" ? parts.bos : parts.eos) = id;
     }
   }
+  if (tj.contains("post_processor"))
+    RETURN_IF_ERROR(ReadTemplateProcessing(tj["post_processor"], &parts));
+  if (cfg != nullptr) RETURN_IF_ERROR(ApplyAddBosEos(*cfg, &parts));
   ASSIGN_OR_RETURN(auto tok, BpeTokenizer::Create(std::move(parts)));
   return std::unique_ptr<Tokenizer>(std::move(tok));
 }
+
+absl::StatusOr<std::unique_ptr<Tokenizer>> FromKimiDir(const std::string& dir);
 
 }  // namespace
 
@@ -224,6 +285,15 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromJson(const std::string
 }
 
 absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromDir(const std::string& model_dir) {
+  if (!std::ifstream(model_dir + "/tokenizer.json") &&
+      std::ifstream(model_dir + "/tiktoken.model")) {
+    auto tok = FromKimiDir(model_dir);
+    if (!tok.ok()) {
+      return absl::Status(tok.status().code(),
+                          absl::StrCat(model_dir, ": ", tok.status().message()));
+    }
+    return tok;
+  }
   ASSIGN_OR_RETURN(std::string tj, ReadFile(model_dir + "/tokenizer.json"));
   std::string cfg;
   if (std::ifstream(model_dir + "/tokenizer_config.json")) {
@@ -237,10 +307,13 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromDir(const std::string&
   return tok;
 }
 
-absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromTiktokenData(
-    std::string_view ranks, const std::string& pattern,
-    const std::vector<std::pair<std::string, int32_t>>& specials, const std::string& bos_token,
-    const std::string& eos_token) {
+namespace {
+
+// A tiktoken ranks file with its pattern and added tokens (ids past the ranks); rank-BPE.
+absl::StatusOr<BpeTokenizerParts> TiktokenParts(std::string_view ranks, const std::string& pattern,
+                                                const std::vector<AddedToken>& added,
+                                                const std::string& bos_token,
+                                                const std::string& eos_token) {
   absl::flat_hash_map<std::string, int32_t> vocab;
   absl::flat_hash_map<int32_t, size_t> line_of_rank;  // a rank is one token: its id
   RETURN_IF_ERROR(ForEachTiktokenRank(
@@ -263,21 +336,87 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromTiktokenData(
   }
   ASSIGN_OR_RETURN(auto splitter, RegexSplitter::Create(pattern));
   parts.splitters.push_back(std::move(splitter));
-  for (const auto& [content, id] : specials) {
+  for (const AddedToken& t : added) {
     // A special on a rank's id would decode that token as itself (a silently wrong text).
-    if (auto it = line_of_rank.find(id); it != line_of_rank.end()) {
-      return absl::InvalidArgumentError(absl::StrCat("special token ", content, " has id ", id,
+    if (auto it = line_of_rank.find(t.id); it != line_of_rank.end()) {
+      return absl::InvalidArgumentError(absl::StrCat("special token ", t.content, " has id ", t.id,
                                                      ", the rank of tiktoken ranks line ", it->second));
     }
-    parts.added.push_back({id, content, true});
+    parts.added.push_back(t);
   }
   for (const auto& [name, dst] : {std::pair{bos_token, &parts.bos}, {eos_token, &parts.eos}}) {
     if (name.empty()) continue;
-    for (const auto& [content, id] : specials)
-      if (content == name) *dst = id;
+    for (const AddedToken& t : added)
+      if (t.content == name) *dst = t.id;
     if (!*dst)
       return absl::InvalidArgumentError(absl::StrCat("special token ", name, " is not given"));
   }
+  return parts;
+}
+
+// Kimi's tokenizer folder (tokenization_kimi.py): tiktoken.model's ranks, then 256 reserved
+// special ids named from tokenizer_config.json's added_tokens_decoder, else
+// <|reserved_token_ID|>.
+absl::StatusOr<std::unique_ptr<Tokenizer>> FromKimiDir(const std::string& dir) {
+  constexpr int kReservedSpecials = 256;
+  ASSIGN_OR_RETURN(std::string ranks, ReadFile(dir + "/tiktoken.model"));
+  json cfg = json::object();
+  if (std::ifstream(dir + "/tokenizer_config.json")) {
+    ASSIGN_OR_RETURN(std::string text, ReadFile(dir + "/tokenizer_config.json"));
+    try {
+      cfg = json::parse(text);
+    } catch (const json::exception& e) {
+      return absl::InvalidArgumentError(absl::StrCat("tokenizer_config.json: ", e.what()));
+    }
+    if (!cfg.is_object()) return absl::InvalidArgumentError("tokenizer_config.json: not an object");
+  }
+  int32_t n_base = 0;
+  RETURN_IF_ERROR(ForEachTiktokenRank(ranks, [&](size_t, std::string, int32_t rank) {
+    n_base = std::max(n_base, rank + 1);
+    return absl::OkStatus();
+  }));
+  absl::flat_hash_map<int32_t, AddedToken> by_id;
+  for (int32_t id = n_base; id < n_base + kReservedSpecials; ++id)
+    by_id[id] = AddedToken{id, absl::StrCat("<|reserved_token_", id, "|>"), true};
+  if (cfg.contains("added_tokens_decoder")) {
+    const json& d = cfg["added_tokens_decoder"];
+    if (!d.is_object())
+      return absl::InvalidArgumentError("tokenizer_config.json: added_tokens_decoder: not an object");
+    for (auto it = d.begin(); it != d.end(); ++it) {
+      const std::string f = absl::StrCat("tokenizer_config.json: added_tokens_decoder[\"", it.key(),
+                                         "\"]");
+      int32_t id = 0;
+      if (!absl::SimpleAtoi(it.key(), &id) || id < 0)
+        return absl::InvalidArgumentError(f + ": the key is not a token id");
+      if (!it.value().is_object() || !it.value().contains("content") ||
+          !it.value()["content"].is_string())
+        return absl::InvalidArgumentError(f + ": expected {\"content\": string, ...}");
+      by_id[id] = AddedToken{id, it.value()["content"].get<std::string>(),
+                             it.value().value("special", true)};
+    }
+  }
+  std::vector<AddedToken> added;
+  for (auto& [id, t] : by_id) added.push_back(std::move(t));
+  std::sort(added.begin(), added.end(),
+            [](const AddedToken& a, const AddedToken& b) { return a.id < b.id; });
+  const std::string bos = TokenName(cfg, "bos_token").value_or("");
+  const std::string eos = TokenName(cfg, "eos_token").value_or("");
+  ASSIGN_OR_RETURN(BpeTokenizerParts parts, TiktokenParts(ranks, kKimiPattern, added, bos, eos));
+  RETURN_IF_ERROR(ApplyAddBosEos(cfg, &parts));
+  ASSIGN_OR_RETURN(auto tok, BpeTokenizer::Create(std::move(parts)));
+  return std::unique_ptr<Tokenizer>(std::move(tok));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromTiktokenData(
+    std::string_view ranks, const std::string& pattern,
+    const std::vector<std::pair<std::string, int32_t>>& specials, const std::string& bos_token,
+    const std::string& eos_token) {
+  std::vector<AddedToken> added;
+  for (const auto& [content, id] : specials) added.push_back({id, content, true});
+  ASSIGN_OR_RETURN(BpeTokenizerParts parts,
+                   TiktokenParts(ranks, pattern, added, bos_token, eos_token));
   ASSIGN_OR_RETURN(auto tok, BpeTokenizer::Create(std::move(parts)));
   return std::unique_ptr<Tokenizer>(std::move(tok));
 }

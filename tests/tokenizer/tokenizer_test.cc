@@ -253,7 +253,7 @@ TEST(RegexSplitter, TranslatesWhitespaceClasses) {
             R"([\s\x{85}]+(?![^\s\x{85}])|[^\s\x{85}\p{L}])");
   EXPECT_FALSE(RegexSplitter::Create("(unclosed").ok());
   EXPECT_EQ(RegexSplitter::TranslatePattern(R"([\p{L}\p{M}&&[^\p{Han}]]+x[a&&[b]])"),
-            R"((?:(?![\p{Han}])[\p{L}\p{M}])+x(?:(?=[b])[a]))");
+            R"((?:(?![\p{sc:Han}])[\p{L}\p{M}])+x(?:(?=[b])[a]))");
 }
 
 TEST(RegexSplitter, KimiPatternSeparatesHanFromOtherLetters) {
