@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -166,6 +167,12 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> FromParsedJson(const json& tj, const 
   if (!model.contains("vocab") || !model["vocab"].is_object())
     return Bad("model.vocab", "expected an object");
 
+  absl::flat_hash_set<std::string> added_contents;
+  if (tj.contains("added_tokens") && tj["added_tokens"].is_array()) {
+    for (const json& t : tj["added_tokens"])
+      if (t.is_object() && t.contains("content") && t["content"].is_string())
+        added_contents.insert(t["content"].get<std::string>());
+  }
   absl::flat_hash_map<std::string, int32_t> vocab;
   absl::flat_hash_map<std::string, int32_t> by_spelling;  // byte-level spelling -> id, for merges
   absl::flat_hash_map<int32_t, std::string> spelling_of;   // id -> spelling, for duplicates
@@ -174,7 +181,12 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> FromParsedJson(const json& tj, const 
     if (!it.value().is_number_integer())
       return Bad(absl::StrCat("model.vocab[\"", it.key(), "\"]"), "expected an integer id");
     auto bytes = ByteLevelToBytes(it.key());
-    if (!bytes.ok()) return Bad("model.vocab", std::string(bytes.status().message()));
+    if (!bytes.ok()) {
+      // DeepSeek-V3's vocab also lists its added tokens under their own spelling: those are
+      // matched as added tokens, never merged.
+      if (added_contents.contains(it.key())) continue;
+      return Bad("model.vocab", std::string(bytes.status().message()));
+    }
     int32_t id = it.value().get<int32_t>();
     if (id < 0) return Bad(absl::StrCat("model.vocab[\"", it.key(), "\"]"), "negative id");
     if (!vocab.try_emplace(*bytes, id).second)

@@ -11,6 +11,8 @@
 #include "coordinator/tokenizer/regex_splitter.h"
 #include "coordinator/tokenizer/tokenizer.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tools/tiny_tokenizer/tiny_tokenizer.h"
 
 namespace mxserve {
 namespace {
@@ -56,31 +58,46 @@ TEST(KimiPattern, HanIsTheScriptPropertyAsInRustRegex) {
 }
 
 // The translated intersection `[A&&[^\p{Han}]]` matches a code point exactly when A does and
-// Script=Han does not, for every Unicode scalar value. Each side is asked of PCRE2 separately:
-// a class that matches `c` twice makes "cc" one piece, else two.
+// Script=Han does not, for every Unicode scalar value. Each side is asked of PCRE2 separately,
+// on one text holding every scalar value twice: a class that matches c makes "cc" one piece.
 TEST(KimiPattern, ClassIntersectionMatchesTheSetDifferenceOnAllCodePoints) {
-  const std::string a = R"(\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M})", b = R"(\p{Ll}\p{Lm}\p{Lo}\p{M})";
-  auto probe = [](const std::string& cls) {
-    auto s = RegexSplitter::Create(absl::StrCat("(?:", cls, "){2}|[\\s\\S]"));
-    EXPECT_TRUE(s.ok()) << s.status();
-    return std::move(*s);
-  };
-  auto inter_a = probe("[" + a + "&&[^\\p{Han}]]"), inter_b = probe("[" + b + "&&[^\\p{Han}]]");
-  auto set_a = probe("[" + a + "]"), set_b = probe("[" + b + "]"), han = probe("\\p{sc:Han}");
-  auto in = [](const RegexSplitter& s, const std::string& cc) { return SplitWith(s, cc).size() == 1; };
-  int checked = 0, in_a = 0;
+  std::vector<uint32_t> cps;
+  std::string text;
   for (uint32_t cp = 0; cp <= 0x10FFFF; ++cp) {
     if (cp >= 0xD800 && cp <= 0xDFFF) continue;
-    const std::string cc = Utf8(cp) + Utf8(cp);
-    const bool is_han = in(*han, cc);
-    const bool want_a = in(*set_a, cc) && !is_han, want_b = in(*set_b, cc) && !is_han;
-    ASSERT_EQ(in(*inter_a, cc), want_a) << std::hex << cp;
-    ASSERT_EQ(in(*inter_b, cc), want_b) << std::hex << cp;
-    in_a += want_a;
-    ++checked;
+    cps.push_back(cp);
+    text += Utf8(cp) + Utf8(cp);
   }
-  EXPECT_EQ(checked, 0x110000 - 0x800);
-  EXPECT_GT(in_a, 100000);  // not vacuous: the letter/mark classes are large
+  // Membership of each scalar value in `cls`.
+  auto members = [&](const std::string& cls) {
+    auto sp = RegexSplitter::Create(absl::StrCat("(?:", cls, "){2}|[\\s\\S]"));
+    EXPECT_TRUE(sp.ok()) << sp.status();
+    std::vector<std::string_view> pieces;
+    (*sp)->Split(text, &pieces);
+    std::vector<bool> in;
+    for (size_t p = 0; p < pieces.size() && in.size() < cps.size(); ++p) {
+      const size_t one = Utf8(cps[in.size()]).size();
+      in.push_back(pieces[p].size() == 2 * one);
+      if (pieces[p].size() == one) ++p;  // the second copy
+    }
+    EXPECT_EQ(in.size(), cps.size());
+    return in;
+  };
+  const std::string a = R"(\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M})", b = R"(\p{Ll}\p{Lm}\p{Lo}\p{M})";
+  const auto inter_a = members("[" + a + "&&[^\\p{Han}]]");
+  const auto inter_b = members("[" + b + "&&[^\\p{Han}]]");
+  const auto set_a = members("[" + a + "]"), set_b = members("[" + b + "]");
+  const auto han = members("\\p{sc:Han}");
+  int in_a = 0, in_han = 0;
+  for (size_t i = 0; i < cps.size(); ++i) {
+    ASSERT_EQ(inter_a[i], set_a[i] && !han[i]) << std::hex << cps[i];
+    ASSERT_EQ(inter_b[i], set_b[i] && !han[i]) << std::hex << cps[i];
+    in_a += inter_a[i];
+    in_han += han[i];
+  }
+  EXPECT_EQ(cps.size(), 0x110000u - 0x800u);
+  EXPECT_GT(in_a, 30000);  // not vacuous: the classes are large, and Han too
+  EXPECT_GT(in_han, 80000);
 }
 
 class KimiDir : public ::testing::Test {
@@ -169,26 +186,33 @@ TEST_F(KimiDir, AddSpecialTokensAddsTheTemplateOnly) {
 // HF tokenizer.json: a TemplateProcessing post-processor is the template; tokenizer_config's
 // add_bos_token / add_eos_token (LlamaTokenizerFast) override it.
 TEST(PromptTemplate, TemplateProcessingAndAddBosEos) {
-  const std::string tj = R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 1}, "merges": []},
-    "added_tokens": [{"id": 2, "content": "<s>", "special": true},
-                     {"id": 3, "content": "</s>", "special": true}],
-    "post_processor": {"type": "TemplateProcessing",
-      "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}},
-                 {"SpecialToken": {"id": "</s>", "type_id": 0}}],
-      "special_tokens": {"<s>": {"id": "<s>", "ids": [2], "tokens": ["<s>"]},
-                         "</s>": {"id": "</s>", "ids": [3], "tokens": ["</s>"]}}}})";
-  auto tok = Tokenizer::FromJson(tj, R"({"bos_token": "<s>", "eos_token": "</s>"})");
+  auto files = MakeTinyTokenizer(0);  // ids 0..255 are the bytes
+  ASSERT_TRUE(files.ok()) << files.status();
+  nlohmann::json tj = nlohmann::json::parse(files->tokenizer_json);
+  const std::string cfg = R"({"bos_token": "<|startoftext|>", "eos_token": "<|return|>")";
+  auto tok = Tokenizer::FromJson(tj.dump(), cfg + "}");
   ASSERT_TRUE(tok.ok()) << tok.status();
-  EXPECT_EQ((*tok)->EncodePrompt("ab</s>", true), (std::vector<int32_t>{2, 0, 1, 3, 3}));
-  EXPECT_EQ((*tok)->EncodePrompt("ab</s>", false), (std::vector<int32_t>{0, 1, 3}));
-  tok = Tokenizer::FromJson(tj, R"({"bos_token": "<s>", "eos_token": "</s>", "add_eos_token": false})");
+  const int32_t bos = *(*tok)->SpecialTokenId("<|startoftext|>");
+  const int32_t ret = *(*tok)->SpecialTokenId("<|return|>");
+  EXPECT_EQ((*tok)->EncodePrompt("ab<|return|>", true), (std::vector<int32_t>{97, 98, ret}));
+  tj["post_processor"] = {
+      {"type", "TemplateProcessing"},
+      {"single", {{{"SpecialToken", {{"id", "<|startoftext|>"}, {"type_id", 0}}}},
+                  {{"Sequence", {{"id", "A"}, {"type_id", 0}}}},
+                  {{"SpecialToken", {{"id", "<|return|>"}, {"type_id", 0}}}}}},
+      {"special_tokens", {{"<|startoftext|>", {{"id", "<|startoftext|>"}, {"ids", {bos}}}},
+                          {"<|return|>", {{"id", "<|return|>"}, {"ids", {ret}}}}}}};
+  tok = Tokenizer::FromJson(tj.dump(), cfg + "}");
   ASSERT_TRUE(tok.ok()) << tok.status();
-  EXPECT_EQ((*tok)->EncodePrompt("ab", true), (std::vector<int32_t>{2, 0, 1}));
-  auto bad = Tokenizer::FromJson(R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []},
-    "post_processor": {"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<x>"}}],
-                       "special_tokens": {}}})", "");
+  EXPECT_EQ((*tok)->EncodePrompt("ab<|return|>", true), (std::vector<int32_t>{bos, 97, 98, ret, ret}));
+  EXPECT_EQ((*tok)->EncodePrompt("ab<|return|>", false), (std::vector<int32_t>{97, 98, ret}));
+  tok = Tokenizer::FromJson(tj.dump(), cfg + R"(, "add_eos_token": false})");
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  EXPECT_EQ((*tok)->EncodePrompt("ab", true), (std::vector<int32_t>{bos, 97, 98}));
+  tj["post_processor"]["single"][0]["SpecialToken"]["id"] = "<x>";
+  auto bad = Tokenizer::FromJson(tj.dump(), "");
   ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.status().message().find("post_processor.single[0]"), std::string::npos);
+  EXPECT_NE(bad.status().message().find("post_processor.single[0]"), std::string::npos) << bad.status();
 }
 
 }  // namespace

@@ -34,7 +34,10 @@ for (let i = 0; i < count + fixed.length; i++) {
   // add_bos_token / add_eos_token; transformers.js ignores them, so the template is applied here.
   const idsTemplate = [...(cfg.add_bos_token ? [tok.bos_token_id] : []), ...ids,
                        ...(cfg.add_eos_token ? [tok.eos_token_id] : [])];
-  lines.push(JSON.stringify({ kind, text, ids, ids_template: idsTemplate }));
+  // transformers.js runs the pattern through JS regexes, whose \s lacks U+0085 (NEL);
+  // HF tokenizers' Oniguruma counts it as \s. Such cases are written but not checked.
+  const skip = /\u0085/.test(text) ? "U+0085 is not \\s in JS regexes" : undefined;
+  lines.push(JSON.stringify({ kind, text, ids, ids_template: idsTemplate, oracle_skip: skip }));
 }
 fs.writeFileSync(`${outDir}/cases.jsonl`, lines.join("\n") + "\n");
 console.log(`DeepSeek-V3 tokenizer.json: ${lines.length} cases written`);

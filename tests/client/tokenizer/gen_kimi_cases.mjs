@@ -37,6 +37,18 @@ const JS_PAT = KIMI_PAT
   .replace(/\[\\p\{Han\}\]/g, "[\\p{sc=Han}]")
   .replaceAll("(?i:'s|'t|'re|'ve|'m|'ll|'d)", "(?:'[sS\u017f]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])");
 
+// The JS rewrite is the set intersection (JS's own "v"-flag `&&`) on every scalar value.
+if (JS_PAT.includes("&&") || JS_PAT.includes("(?i")) throw new Error("JS pattern not rewritten");
+for (const cls of ["\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}", "\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}"]) {
+  const inter = new RegExp(`^[[${cls}]&&[^\\p{sc=Han}]]$`, "v");
+  const ahead = new RegExp(`^(?:(?!\\p{sc=Han})[${cls}])$`, "u");
+  for (let cp = 0; cp <= 0x10ffff; cp++) {
+    if (cp >= 0xd800 && cp <= 0xdfff) continue;
+    const c = String.fromCodePoint(cp);
+    if (inter.test(c) !== ahead.test(c)) throw new Error(`class rewrite differs at U+${cp.toString(16)}`);
+  }
+}
+
 // Kimi K2's named specials (tokenizer_config.json added_tokens_decoder), past a 163,584-rank
 // vocabulary; here they follow the synthetic ranks at the same offsets.
 const NAMED = { 0: "[BOS]", 1: "[EOS]", 2: "<|im_end|>", 3: "<|im_user|>", 4: "<|im_assistant|>",
