@@ -355,8 +355,10 @@ TEST_F(HttpFrontendTest, ModelsHealthTokenize) {
   EXPECT_EQ(t["tokens"], json({'a', 'b', FakeTokenizer::kEnd}));
   EXPECT_EQ(t["count"], 3);
   EXPECT_EQ(t["max_model_len"], kMaxLen);
+  // As vLLM: add_special_tokens only adds the model's BOS/EOS template (the fake has none);
+  // special-token text is recognized either way.
   r = Post("/tokenize", {{"prompt", "ab<|end|>"}, {"add_special_tokens", false}});
-  EXPECT_EQ(json::parse(r.body)["count"], 9);
+  EXPECT_EQ(json::parse(r.body)["tokens"], json({'a', 'b', FakeTokenizer::kEnd})) << r.body;
   r = Post("/tokenize", {{"messages", json::array({{{"role", "user"}, {"content", "Q"}}})}});
   EXPECT_EQ(json::parse(r.body)["count"], std::string("user:Q\nassistant:").size());
   r = Post("/detokenize", {{"tokens", {'h', 'i', FakeTokenizer::kEnd}}});
