@@ -137,8 +137,8 @@ bool IsBareScriptName(std::string_view name) {
 }  // namespace
 
 // Rust regex and Oniguruma count U+0085 (NEL) as \s; PCRE2's \s (UCP) does not. A bare script
-// name is the Script property there (`\p{Han}` excludes U+3001, Script=Common) but Script_Extensions
-// in PCRE2 >= 10.40, so it is pinned to `\p{sc:NAME}`.
+// name is the Script property there (`\p{Han}` excludes U+3001, Script=Common) but
+// Script_Extensions in PCRE2 >= 10.40, so it is pinned to `\p{sc:NAME}`.
 std::string RegexSplitter::TranslatePattern(const std::string& pattern) {
   const std::string p = RewriteClassIntersections(pattern);
   std::string out;
