@@ -33,16 +33,23 @@ std::string WorkerBinary() {
 
 bool Alive(pid_t pid) { return kill(pid, 0) == 0 || errno != ESRCH; }
 
-TEST(LocalWorkerPoolTest, TwoRealWorkersServeAndStop) {
-  testing::ExpertCheckpointSpec spec;
-  const std::string dir = testing::NewTempDir();
-  ASSERT_TRUE(testing::WriteExpertCheckpoint(dir, spec).ok());
+// Two real workers over the test checkpoint written to dir.
+LocalWorkerPoolOptions TwoWorkers(const std::string& dir,
+                                  const testing::ExpertCheckpointSpec& spec) {
   LocalWorkerPoolOptions opt;
   opt.worker_binary = WorkerBinary();
   opt.model_dir = dir;
   opt.num_workers = 2;
   opt.num_experts = spec.experts;
   opt.startup_timeout = absl::Seconds(60);
+  return opt;
+}
+
+TEST(LocalWorkerPoolTest, TwoRealWorkersServeAndStop) {
+  testing::ExpertCheckpointSpec spec;
+  const std::string dir = testing::NewTempDir();
+  ASSERT_TRUE(testing::WriteExpertCheckpoint(dir, spec).ok());
+  LocalWorkerPoolOptions opt = TwoWorkers(dir, spec);
   auto pool = LocalWorkerPool::Start(opt);
   ASSERT_TRUE(pool.ok()) << pool.status();
   ASSERT_EQ((*pool)->workers().size(), 2u);
@@ -111,12 +118,7 @@ TEST(LocalWorkerPoolTest, WorkerTokenFromOptionsLocksEveryWorker) {
   const std::string dir = testing::NewTempDir();
   ASSERT_TRUE(testing::WriteExpertCheckpoint(dir, spec).ok());
   setenv("MXSERVE_WORKER_TOKEN", "decoy-from-the-environment", 1);
-  LocalWorkerPoolOptions opt;
-  opt.worker_binary = WorkerBinary();
-  opt.model_dir = dir;
-  opt.num_workers = 2;
-  opt.num_experts = spec.experts;
-  opt.startup_timeout = absl::Seconds(60);
+  LocalWorkerPoolOptions opt = TwoWorkers(dir, spec);
   opt.auth.token = "pool-secret-7f3a";
   auto pool = LocalWorkerPool::Start(opt);
   unsetenv("MXSERVE_WORKER_TOKEN");
@@ -156,12 +158,7 @@ TEST(LocalWorkerPoolTest, TlsOptionsReachEveryWorker) {
   testing::ExpertCheckpointSpec spec;
   const std::string dir = testing::NewTempDir();
   ASSERT_TRUE(testing::WriteExpertCheckpoint(dir, spec).ok());
-  LocalWorkerPoolOptions opt;
-  opt.worker_binary = WorkerBinary();
-  opt.model_dir = dir;
-  opt.num_workers = 2;
-  opt.num_experts = spec.experts;
-  opt.startup_timeout = absl::Seconds(60);
+  LocalWorkerPoolOptions opt = TwoWorkers(dir, spec);
   opt.auth.tls_ca = certs + "/ca.pem";
   opt.auth.tls_cert = certs + "/both.pem";
   opt.auth.tls_key = certs + "/both.key";

@@ -7,6 +7,7 @@ import fs from "node:fs";
 import { createRequire } from "node:module";
 import { Tiktoken as JsTiktoken } from "js-tiktoken/lite";
 import o200kJs from "js-tiktoken/ranks/o200k_base";
+import { mulberry32 } from "./generated_text.mjs";
 
 const require = createRequire(import.meta.url);
 const { Tiktoken: WasmTiktoken } = require("tiktoken/lite");
@@ -14,7 +15,7 @@ const o200kWasm = require("tiktoken/encoders/o200k_base.json");
 
 const out = process.argv[2];
 const count = Number(process.argv[3] || 6000);
-let seed = Number(process.argv[4] || 20251130) >>> 0;
+const seed = Number(process.argv[4] || 20251130) >>> 0;
 
 // o200k_harmony's specials (tiktoken_ext/openai_public.py).
 const harmony = {
@@ -31,13 +32,7 @@ const js = new JsTiktoken(o200kJs, harmony);
 const wasm = new WasmTiktoken(o200kWasm.bpe_ranks, { ...o200kWasm.special_tokens, ...harmony },
                               o200kWasm.pat_str);
 
-function rand() {  // mulberry32
-  seed = (seed + 0x6d2b79f5) >>> 0;
-  let t = seed;
-  t = Math.imul(t ^ (t >>> 15), t | 1);
-  t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-  return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-}
+const rand = mulberry32(seed);
 const ri = (n) => Math.floor(rand() * n);
 const pick = (a) => a[ri(a.length)];
 const rep = (n, f) => Array.from({ length: n }, f).join("");

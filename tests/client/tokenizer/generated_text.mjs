@@ -2,15 +2,20 @@
 // as U+3001, U+3005, U+3006), mixed scripts, digits, whitespace runs (U+0085 included), emoji,
 // combining marks, code, and special-token strings mixed into text.
 // makeCorpus(seed, specials) -> {gens: {kind: () => string}, names}
-export function makeCorpus(seedIn, specials) {
+// mulberry32(seed) -> () => a number in [0, 1), the same sequence for the same seed.
+export function mulberry32(seedIn) {
   let seed = seedIn >>> 0;
-  function rand() {  // mulberry32
+  return () => {
     seed = (seed + 0x6d2b79f5) >>> 0;
     let t = seed;
     t = Math.imul(t ^ (t >>> 15), t | 1);
     t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
     return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  }
+  };
+}
+
+export function makeCorpus(seedIn, specials) {
+  const rand = mulberry32(seedIn);
   const ri = (n) => Math.floor(rand() * n);
   const pick = (a) => a[ri(a.length)];
   const rep = (n, f) => Array.from({ length: n }, f).join("");
