@@ -385,7 +385,8 @@ absl::StatusOr<SamplingParams> ResolveSampling(const SamplingFields& f, int prom
   auto name = [&](absl::string_view n) { return absl::StrCat(f.param_prefix, n); };
   SamplingParams p;
   if (f.temperature) {
-    if (*f.temperature < 0 || *f.temperature > 2) {
+    // Written so NaN (which a gRPC float can carry) is refused too.
+    if (!(*f.temperature >= 0 && *f.temperature <= 2)) {
       const std::string n = name("temperature");
       return InvalidParam(n, absl::StrCat("'", n, "' must be in [0, 2], got ", *f.temperature));
     }

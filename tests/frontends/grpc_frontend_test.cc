@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <limits>
 #include <set>
 #include <map>
 #include <thread>
@@ -236,6 +237,12 @@ TEST_F(GrpcFrontendTest, InvalidRequestsNameTheField) {
   add("unknown model", C::NOT_FOUND, "gpt-9", [](auto& r) { r.set_model("gpt-9"); });
   add("temperature", C::INVALID_ARGUMENT, "sampling.temperature",
       [](auto& r) { r.mutable_sampling()->set_temperature(-1); });
+  add("temperature NaN", C::INVALID_ARGUMENT, "sampling.temperature", [](auto& r) {
+    r.mutable_sampling()->set_temperature(std::numeric_limits<float>::quiet_NaN());
+  });
+  add("top_p NaN", C::INVALID_ARGUMENT, "sampling.top_p", [](auto& r) {
+    r.mutable_sampling()->set_top_p(std::numeric_limits<float>::quiet_NaN());
+  });
   add("top_p", C::INVALID_ARGUMENT, "sampling.top_p",
       [](auto& r) { r.mutable_sampling()->set_top_p(1.5); });
   add("max_tokens 0", C::INVALID_ARGUMENT, "sampling.max_tokens",
