@@ -20,6 +20,7 @@
 #include "coordinator/frontends/http_frontend.h"
 #include "coordinator/frontends/prompt_limit.h"
 #include "coordinator/frontends/request_deadline.h"
+#include "coordinator/device_choice.h"
 #include "coordinator/models/cpu_model_runner.h"
 #include "coordinator/models/model.h"
 #include "coordinator/observability/health_monitor.h"
@@ -40,6 +41,10 @@
 #include "core/thread_pool.h"
 #include "experts/expert_shard.h"
 #include "wire/shared_memory.h"
+
+#ifdef MXSERVE_HAVE_GPU_RUNNER
+#include "coordinator/gpu/gpu_model_runner.h"
+#endif
 
 namespace mxserve {
 namespace fs = std::filesystem;
@@ -62,7 +67,7 @@ struct Coordinator::Parts {
   std::unique_ptr<ExpertRouter> router;
   std::unique_ptr<Supervisor> supervisor;  // local mode; stopped before the router goes
   std::unique_ptr<MoeCallProbe> moe_probe;  // the model's MoeExecutor, in front of the router
-  std::unique_ptr<CpuModelRunner> runner;
+  std::unique_ptr<ModelRunner> runner;
   std::unique_ptr<Engine> engine;
   std::unique_ptr<frontends::DeadlineGenerationService> deadline;  // --request-timeout-s
   std::unique_ptr<frontends::HttpFrontend> http;
@@ -144,6 +149,58 @@ absl::Status WritePortFile(const std::string& path, int http_port, int grpc_port
   return absl::OkStatus();
 }
 
+// The dense model in fp32 on this host's CPU, experts behind the router.
+absl::StatusOr<std::unique_ptr<ModelRunner>> StartCpuRunner(const ModelConfig& config,
+                                                            const CoordinatorOptions& options,
+                                                            const Checkpoint& checkpoint,
+                                                            MoeExecutor* moe, ThreadPool* pool) {
+  ASSIGN_OR_RETURN(std::unique_ptr<CausalLM> model,
+                   CreateCausalLM(config, checkpoint, moe, pool));
+  const int64_t kv_bytes = options.kv_cache_bytes > 0 ? options.kv_cache_bytes : int64_t{1} << 30;
+  const int64_t bytes_per_block = int64_t{2} * model->num_layers() * options.block_size *
+                                  model->num_kv_heads() * model->head_dim() * sizeof(float);
+  const int num_blocks = static_cast<int>(std::max<int64_t>(1, kv_bytes / bytes_per_block));
+  const int64_t model_max = model->max_position_embeddings();
+  const int max_model_len = options.max_model_len > 0 ? options.max_model_len : static_cast<int>(
+      std::min<int64_t>(model_max, int64_t{num_blocks} * options.block_size));
+  if (max_model_len > model_max)
+    return absl::InvalidArgumentError(absl::StrCat("--max-model-len ", max_model_len,
+                                                   " exceeds the model's ", model_max));
+  if (int64_t{num_blocks} * options.block_size < max_model_len)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--kv-cache-bytes holds ", int64_t{num_blocks} * options.block_size,
+        " tokens, fewer than --max-model-len ", max_model_len));
+  Log(absl::StrCat("dense model on the CPU; KV cache: ", num_blocks, " blocks of ",
+                   options.block_size, " tokens; max_model_len ", max_model_len));
+  ASSIGN_OR_RETURN(std::unique_ptr<CpuModelRunner> runner,
+                   CpuModelRunner::Create(std::move(model), num_blocks, options.block_size,
+                                          max_model_len));
+  return runner;
+}
+
+// The dense model on cuda:N; the experts too when there is no router (no workers).
+absl::StatusOr<std::unique_ptr<ModelRunner>> StartGpuRunner(const ModelConfig& config,
+                                                            const CoordinatorOptions& options,
+                                                            const Checkpoint& checkpoint,
+                                                            MoeExecutor* moe, int device) {
+#ifdef MXSERVE_HAVE_GPU_RUNNER
+  gpu::GpuRunnerOptions go;
+  go.device = device;
+  go.gpu_memory_utilization = options.gpu_memory_utilization;
+  go.kv_cache_bytes = options.kv_cache_bytes;
+  go.block_size = options.block_size;
+  go.max_model_len = options.max_model_len;
+  go.max_num_batched_tokens = std::max(options.max_num_batched_tokens, options.max_num_seqs);
+  ASSIGN_OR_RETURN(std::unique_ptr<gpu::GpuModelRunner> runner,
+                   gpu::GpuModelRunner::Create(config, checkpoint, moe, go));
+  Log("dense model on " + runner->description());
+  return runner;
+#else
+  (void)config, (void)options, (void)checkpoint, (void)moe, (void)device;
+  return absl::InvalidArgumentError("this build has no CUDA");
+#endif
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(CoordinatorOptions options) {
@@ -203,6 +260,13 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(CoordinatorOptio
   ASSIGN_OR_RETURN(p.chat, ChatTemplate::ForModel(p.config.model_type, p.tokenizer.get()));
   p.pool = std::make_shared<ThreadPool>(options.threads);
   ASSIGN_OR_RETURN(auto checkpoint, Checkpoint::Open(options.model_dir));
+#ifdef MXSERVE_HAVE_GPU_RUNNER
+  constexpr bool kCudaBuilt = true;
+#else
+  constexpr bool kCudaBuilt = false;
+#endif
+  ASSIGN_OR_RETURN(const DeviceChoice device,
+                   ChooseDevice(options.device, VisibleGpuCount(), kCudaBuilt));
 
   stage("experts");
   // Experts.
@@ -264,6 +328,8 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(CoordinatorOptio
     p.supervisor = std::make_unique<Supervisor>(p.local_workers.get(), p.router.get(), so);
   } else if (!options.workers.empty()) {
     ASSIGN_OR_RETURN(p.router, ConnectToWorkers(options.workers, p.config, ro));
+  } else if (device.gpu) {
+    Log("single-process mode: the experts run in-process on " + device.ToString());
   } else {
     std::vector<int> all(p.config.num_local_experts);
     for (int e = 0; e < p.config.num_local_experts; ++e) all[e] = e;
@@ -279,33 +345,22 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(CoordinatorOptio
     ASSIGN_OR_RETURN(p.router,
                      ExpertRouter::Create(std::move(backends), std::move(placement), in_process));
   }
-  Log("placement: " + p.router->placement().DebugString());
+  if (p.router) Log("placement: " + p.router->placement().DebugString());
 
   // Dense model and KV cache.
   stage("dense model");
-  p.moe_probe = std::make_unique<MoeCallProbe>(
-      p.router.get(), &p.router->placement(),
-      [r = p.router.get()](int b) { return r->backend(b).bytes_received(); });
-  ASSIGN_OR_RETURN(std::unique_ptr<CausalLM> model,
-                   CreateCausalLM(p.config, *checkpoint, p.moe_probe.get(), p.pool.get()));
-  checkpoint.reset();  // the dense weights are copied; unmap the files
-  const int64_t bytes_per_block = int64_t{2} * model->num_layers() * options.block_size *
-                                  model->num_kv_heads() * model->head_dim() * sizeof(float);
-  int num_blocks = static_cast<int>(std::max<int64_t>(1, options.kv_cache_bytes / bytes_per_block));
-  int64_t model_max = model->max_position_embeddings();
-  int max_model_len = options.max_model_len > 0 ? options.max_model_len : static_cast<int>(
-      std::min<int64_t>(model_max, int64_t{num_blocks} * options.block_size));
-  if (max_model_len > model_max)
-    return absl::InvalidArgumentError(absl::StrCat("--max-model-len ", max_model_len,
-                                                   " exceeds the model's ", model_max));
-  if (int64_t{num_blocks} * options.block_size < max_model_len)
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--kv-cache-bytes holds ", int64_t{num_blocks} * options.block_size,
-        " tokens, fewer than --max-model-len ", max_model_len));
-  Log(absl::StrCat("KV cache: ", num_blocks, " blocks of ", options.block_size,
-                   " tokens; max_model_len ", max_model_len));
-  ASSIGN_OR_RETURN(p.runner, CpuModelRunner::Create(std::move(model), num_blocks,
-                                                    options.block_size, max_model_len));
+  if (p.router) {
+    p.moe_probe = std::make_unique<MoeCallProbe>(
+        p.router.get(), &p.router->placement(),
+        [r = p.router.get()](int b) { return r->backend(b).bytes_received(); });
+  }
+  ASSIGN_OR_RETURN(p.runner,
+                   device.gpu ? StartGpuRunner(p.config, options, *checkpoint, p.moe_probe.get(),
+                                               device.ordinal)
+                              : StartCpuRunner(p.config, options, *checkpoint, p.moe_probe.get(),
+                                               p.pool.get()));
+  checkpoint.reset();  // the weights are copied; unmap the files
+  const int max_model_len = p.runner->max_model_len();
 
   // Engine.
   EngineOptions eo;
@@ -355,6 +410,7 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(CoordinatorOptio
   };
   ctx.metrics = [pp] { return pp->metrics->Exposition(); };
   ctx.workers = [pp] {
+    if (!pp->router) return std::string("{\"workers\": [], \"groups\": []}");
     if (pp->supervisor) {
       SupervisorStats s = pp->supervisor->Stats();
       return pp->router->PlacementJson(&s);
@@ -364,7 +420,8 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(CoordinatorOptio
   {
     MetricsSources ms;
     ms.engine = [pp] { return pp->engine->stats(); };
-    ms.router = [pp]() -> std::optional<RouterStats> { return pp->router->Stats(); };
+    if (p.router)
+      ms.router = [pp]() -> std::optional<RouterStats> { return pp->router->Stats(); };
     if (p.supervisor)
       ms.supervisor = [pp]() -> std::optional<SupervisorStats> { return pp->supervisor->Stats(); };
     ms.ready = [pp] { return pp->health->Check().ready; };

@@ -54,6 +54,8 @@ struct CoordinatorOptions {
   // Workers on this host: activations and partial sums through shared memory, the call over gRPC.
   bool expert_shared_memory = true;
   // Compute.
+  std::string device = "auto";        // dense model: auto (first GPU, else cpu), cpu, cuda:N
+  double gpu_memory_utilization = 0.9;  // GPU: share of the card's memory the runner may hold
   int threads = 0;                    // dense-path threads (0 = all cores)
   // Engine.
   int max_model_len = 0;              // 0 = min(max_position_embeddings, KV capacity)
@@ -61,7 +63,8 @@ struct CoordinatorOptions {
   int max_num_batched_tokens = 2048;  // per-step token budget
   int max_waiting = 1024;             // queue bound; beyond it requests get 429
   int block_size = 16;                // tokens per KV block
-  int64_t kv_cache_bytes = int64_t{1} << 30;
+  // KV cache: 0 = 1 GiB on the CPU, what --gpu-memory-utilization leaves on a GPU.
+  int64_t kv_cache_bytes = 0;
   // Health and lifecycle (coordinator/observability).
   absl::Duration progress_timeout = absl::Seconds(30);  // requests in flight, no step: not ready
   absl::Duration drain_grace = absl::Seconds(30);       // SIGTERM: in-flight requests get this long

@@ -88,7 +88,15 @@ ABSL_FLAG(std::string, tls_cert, "", "Mutual TLS to workers: our certificate PEM
 ABSL_FLAG(std::string, tls_key, "", "Mutual TLS to workers: our private key PEM (env MXSERVE_TLS_KEY)");
 ABSL_FLAG(std::string, tls_server_name, "",
           "Name the workers' certificates carry, if not their address's host (env MXSERVE_TLS_SERVER_NAME)");
-ABSL_FLAG(int64_t, kv_cache_bytes, int64_t{1} << 30, "KV cache size in bytes");
+ABSL_FLAG(int64_t, kv_cache_bytes, 0,
+          "KV cache size in bytes (0 = 1 GiB on the CPU; on a GPU, what "
+          "--gpu-memory-utilization leaves after weights and activations)");
+ABSL_FLAG(std::string, device, "auto",
+          "Where the dense model runs: auto (the first GPU if there is one, else cpu), cpu or "
+          "cuda:N. On a GPU the experts run there too unless --local-workers or --workers");
+ABSL_FLAG(double, gpu_memory_utilization, 0.9,
+          "With a GPU --device: the share of the card's memory the coordinator may use (weights, "
+          "activations and the KV cache, which gets the rest), as vLLM's flag");
 ABSL_FLAG(double, progress_timeout_s, 30,
           "With requests in flight and no engine step completed for this long, /health/ready "
           "fails and the log names what is stuck");
@@ -178,6 +186,8 @@ int main(int argc, char** argv) {
   o.max_waiting = absl::GetFlag(FLAGS_max_waiting);
   o.block_size = absl::GetFlag(FLAGS_block_size);
   o.kv_cache_bytes = absl::GetFlag(FLAGS_kv_cache_bytes);
+  o.device = absl::GetFlag(FLAGS_device);
+  o.gpu_memory_utilization = absl::GetFlag(FLAGS_gpu_memory_utilization);
   o.api_key = mxserve::frontends::ApiKeyFromFlagOrEnv(absl::GetFlag(FLAGS_api_key));
   o.grpc_reflection = absl::GetFlag(FLAGS_grpc_reflection);
   o.max_prompt_tokens = absl::GetFlag(FLAGS_max_prompt_tokens);
@@ -202,7 +212,8 @@ int main(int argc, char** argv) {
   o.progress_timeout = absl::Seconds(progress_s);
   o.drain_grace = absl::Seconds(grace_s);
   if (o.local_workers < 0 || o.http_port < 0 || o.grpc_port < 0 || o.block_size <= 0 ||
-      o.max_num_seqs <= 0 || o.max_num_batched_tokens <= 0 || o.kv_cache_bytes <= 0 ||
+      o.max_num_seqs <= 0 || o.max_num_batched_tokens <= 0 || o.kv_cache_bytes < 0 ||
+      !(o.gpu_memory_utilization > 0 && o.gpu_memory_utilization <= 1) ||
       o.http_handler_threads <= 0 || o.max_connections <= 0 ||
       o.max_buffered_bytes < o.max_body_bytes || o.max_prompt_bytes < 0) {
     fprintf(stderr, "mxserve-coordinator: a flag out of range (one that needs > 0 is not, or "

@@ -20,9 +20,7 @@ class CpuModelRunner : public ModelRunner {
                                                                 int num_blocks, int block_size,
                                                                 int max_model_len);
 
-  // InvalidArgument naming the chunk for: no tokens, token id outside [0, vocab), start_pos < 0,
-  // positions reaching max_model_len, a block table too short or with ids outside
-  // [0, num_blocks), the same seq_id twice in one batch, two chunks writing the same KV slot.
+  // Checks the batch first (CheckForwardBatch: an InvalidArgument naming the chunk).
   absl::StatusOr<ForwardOutput> Run(const ForwardBatch& batch) override;
 
   int vocab_size() const override { return vocab_size_; }
@@ -32,7 +30,6 @@ class CpuModelRunner : public ModelRunner {
 
  private:
   CpuModelRunner() = default;
-  absl::Status Validate(const ForwardBatch& batch) const;
 
   int vocab_size_ = 0, block_size_ = 0, num_blocks_ = 0, max_model_len_ = 0;
   absl::Mutex mu_;  // one step at a time: the cache is written in place

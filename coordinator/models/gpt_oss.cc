@@ -74,7 +74,9 @@ absl::Status ReadInto(const Checkpoint& ckpt, const std::string& name, std::vect
   return ReadDense(ckpt, name, std::move(shape), pool, out.data());
 }
 
-absl::Status CheckConfig(const ModelConfig& c) {
+}  // namespace
+
+absl::Status CheckGptOssConfig(const ModelConfig& c) {
   auto bad = [](const std::string& field, auto value, const char* why) {
     return absl::InvalidArgumentError(absl::StrCat("config field '", field, "' = ", value, ": ", why));
   };
@@ -108,6 +110,8 @@ absl::Status CheckConfig(const ModelConfig& c) {
   }
   return absl::OkStatus();
 }
+
+namespace {
 
 // y = w * (x / sqrt(mean(x^2) + eps)) per row, fp32 (the sum of squares in double so the row
 // scale is correctly rounded).
@@ -143,7 +147,7 @@ absl::StatusOr<std::unique_ptr<GptOssModel>> GptOssModel::Create(const ModelConf
                                                                   MoeExecutor* moe,
                                                                   ThreadPool* pool) {
   if (moe == nullptr) return absl::InvalidArgumentError("gpt-oss needs a MoeExecutor");
-  RETURN_IF_ERROR(CheckConfig(config));
+  RETURN_IF_ERROR(CheckGptOssConfig(config));
   std::unique_ptr<GptOssModel> m(new GptOssModel());
   m->config_ = config;
   m->moe_ = moe;

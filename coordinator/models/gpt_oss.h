@@ -14,6 +14,10 @@
 
 namespace mxserve {
 
+// The config fields gpt-oss relies on, checked before any tensor is read (InvalidArgument
+// naming the field). The GPU model (coordinator/gpu/gpt_oss_gpu.h) makes the same checks.
+absl::Status CheckGptOssConfig(const ModelConfig& config);
+
 class GptOssModel : public CausalLM {
  public:
   // Reads and checks every dense tensor (dtype BF16 or F32, shape from the config), converting

@@ -30,7 +30,7 @@ class CausalLM {
 
   // Runs one step: every chunk's tokens at positions [start_pos, start_pos + n), reading KV of
   // earlier positions from `cache` through the chunk's block_table and writing KV for the new
-  // ones. The batch must already be valid (CpuModelRunner checks ids, positions, block tables).
+  // ones. The batch must already be valid (CheckForwardBatch: ids, positions, block tables).
   // Rows of logits as ForwardOutput documents (last token, or all tokens when all_logits).
   virtual absl::StatusOr<ForwardOutput> Forward(const ForwardBatch& batch, KvCache& cache) = 0;
 };
