@@ -191,6 +191,7 @@ absl::StatusOr<std::unique_ptr<ModelRunner>> StartGpuRunner(const ModelConfig& c
   go.block_size = options.block_size;
   go.max_model_len = options.max_model_len;
   go.max_num_batched_tokens = std::max(options.max_num_batched_tokens, options.max_num_seqs);
+  go.max_graph_batch = options.enforce_eager ? 0 : std::min(options.max_num_seqs, 512);
   ASSIGN_OR_RETURN(std::unique_ptr<gpu::GpuModelRunner> runner,
                    gpu::GpuModelRunner::Create(config, checkpoint, moe, go));
   Log("dense model on " + runner->description());

@@ -56,6 +56,7 @@ struct CoordinatorOptions {
   // Compute.
   std::string device = "auto";        // dense model: auto (first GPU, else cpu), cpu, cuda:N
   double gpu_memory_utilization = 0.9;  // GPU: share of the card's memory the runner may hold
+  bool enforce_eager = false;         // GPU: no CUDA graphs for decode steps
   int threads = 0;                    // dense-path threads (0 = all cores)
   // Engine.
   int max_model_len = 0;              // 0 = min(max_position_embeddings, KV capacity)

@@ -97,6 +97,9 @@ ABSL_FLAG(std::string, device, "auto",
 ABSL_FLAG(double, gpu_memory_utilization, 0.9,
           "With a GPU --device: the share of the card's memory the coordinator may use (weights, "
           "activations and the KV cache, which gets the rest), as vLLM's flag");
+ABSL_FLAG(bool, enforce_eager, false,
+          "With a GPU --device: run every step eagerly (no CUDA graphs for decode steps), as "
+          "vLLM's flag");
 ABSL_FLAG(double, progress_timeout_s, 30,
           "With requests in flight and no engine step completed for this long, /health/ready "
           "fails and the log names what is stuck");
@@ -188,6 +191,7 @@ int main(int argc, char** argv) {
   o.kv_cache_bytes = absl::GetFlag(FLAGS_kv_cache_bytes);
   o.device = absl::GetFlag(FLAGS_device);
   o.gpu_memory_utilization = absl::GetFlag(FLAGS_gpu_memory_utilization);
+  o.enforce_eager = absl::GetFlag(FLAGS_enforce_eager);
   o.api_key = mxserve::frontends::ApiKeyFromFlagOrEnv(absl::GetFlag(FLAGS_api_key));
   o.grpc_reflection = absl::GetFlag(FLAGS_grpc_reflection);
   o.max_prompt_tokens = absl::GetFlag(FLAGS_max_prompt_tokens);

@@ -53,6 +53,13 @@ absl::StatusOr<std::unique_ptr<GpuModelRunner>> GpuModelRunner::Create(
   r->vocab_size_ = config.vocab_size;
   r->block_size_ = options.block_size;
   RETURN_IF_ERROR(r->SizeKvCache(config, options));
+  r->in_process_experts_ = moe == nullptr;
+  r->max_graph_batch_ = r->in_process_experts_ ? std::min(options.max_graph_batch, T) : 0;
+  r->max_blocks_all_ = (r->max_model_len_ + r->block_size_ - 1) / r->block_size_;
+  if (r->max_graph_batch_ > 0) {
+    RETURN_IF_ERROR(r->graph_meta_.Reserve(size_t(r->max_graph_batch_) * (4 + r->max_blocks_all_)));
+    RETURN_IF_ERROR(r->host_meta_.Reserve(size_t(r->max_graph_batch_) * (4 + r->max_blocks_all_)));
+  }
   return r;
 }
 
@@ -75,7 +82,13 @@ absl::Status GpuModelRunner::SizeKvCache(const ModelConfig& c, const GpuRunnerOp
         "--max-num-batched-tokens",
         device_, GiB(used), GiB(total_b), GiB(model_->weight_bytes()), o.gpu_memory_utilization));
   }
-  num_blocks_ = static_cast<int>(std::min<int64_t>(blocks, 1 << 30));
+  // The last block is the CUDA graphs' scratch (padding tokens), not the scheduler's.
+  num_blocks_ = static_cast<int>(std::min<int64_t>(blocks - 1, 1 << 30));
+  if (num_blocks_ < 1) {
+    return absl::ResourceExhaustedError(absl::StrCat("cuda:", device_,
+                                                     ": room for one KV block only"));
+  }
+  scratch_block_ = num_blocks_;
   const int64_t capacity = int64_t{num_blocks_} * o.block_size;
   const int64_t model_max = c.max_position_embeddings;
   max_model_len_ = o.max_model_len > 0 ? o.max_model_len
@@ -90,7 +103,7 @@ absl::Status GpuModelRunner::SizeKvCache(const ModelConfig& c, const GpuRunnerOp
         max_model_len_, "; raise --gpu-memory-utilization or lower --max-model-len"));
   }
   ASSIGN_OR_RETURN(cache_, GpuKvCache::Create(c.num_hidden_layers, c.num_key_value_heads,
-                                              c.head_dim, num_blocks_, o.block_size));
+                                              c.head_dim, num_blocks_ + 1, o.block_size));
   cudaDeviceProp prop{};
   cudaGetDeviceProperties(&prop, device_);
   description_ = absl::StrFormat(
@@ -106,6 +119,8 @@ GpuModelRunner::~GpuModelRunner() {
     absl::MutexLock lock(&mu_);
     cudaSetDevice(device_);
     if (stream_ != nullptr) cudaStreamSynchronize(stream_);
+    for (auto& [bucket, exec] : graphs_) cudaGraphExecDestroy(exec);
+    graphs_.clear();
     model_.reset();
     cache_.reset();
   }
@@ -168,21 +183,113 @@ absl::StatusOr<GpuStep> GpuModelRunner::Stage(const ForwardBatch& batch, Forward
   return step;
 }
 
-absl::StatusOr<ForwardOutput> GpuModelRunner::Run(const ForwardBatch& batch) {
-  RETURN_IF_ERROR(CheckForwardBatch(
-      batch, RunnerShape{vocab_size_, block_size_, num_blocks_, max_model_len_}));
-  absl::MutexLock lock(&mu_);
-  RETURN_IF_ERROR(CudaCheck(cudaSetDevice(device_), "cudaSetDevice"));
-  ForwardOutput out;
-  ASSIGN_OR_RETURN(GpuStep step, Stage(batch, out));
-  RETURN_IF_ERROR(model_->Forward(step, *cache_, stream_));
-  const size_t floats = size_t(step.num_rows) * vocab_size_;
+absl::Status GpuModelRunner::CopyLogits(int rows, ForwardOutput& out) {
+  const size_t floats = size_t(rows) * vocab_size_;
   RETURN_IF_ERROR(CudaCheck(cudaMemcpyAsync(host_logits_.get(), model_->logits(),
                                             floats * sizeof(float), cudaMemcpyDeviceToHost,
                                             stream_),
                             "copy logits"));
   RETURN_IF_ERROR(CudaCheck(cudaStreamSynchronize(stream_), "step"));
   out.logits.assign(host_logits_.get(), host_logits_.get() + floats);
+  return absl::OkStatus();
+}
+
+bool GpuModelRunner::GraphEligible(const ForwardBatch& batch) const {
+  if (max_graph_batch_ <= 0 || batch.chunks.empty() ||
+      static_cast<int>(batch.chunks.size()) > max_graph_batch_) {
+    return false;
+  }
+  for (const SequenceChunk& ch : batch.chunks) {
+    if (ch.tokens.size() != 1 || ch.all_logits) return false;
+  }
+  return true;
+}
+
+// 1, 2, 4, 8, then multiples of 8 (vLLM's capture sizes), capped at max_graph_batch_.
+int GpuModelRunner::Bucket(int batch) const {
+  int b = batch <= 8 ? 1 : (batch + 7) / 8 * 8;
+  while (b < batch) b *= 2;
+  return std::min(b, max_graph_batch_);
+}
+
+absl::StatusOr<ForwardOutput> GpuModelRunner::RunGraph(const ForwardBatch& batch) {
+  const int B = static_cast<int>(batch.chunks.size()), P = Bucket(B), W = max_blocks_all_;
+  // Layout as Stage's, P tokens wide, block tables W wide; padding sequences use the scratch
+  // block at position 0.
+  int32_t* ids = host_meta_.get();
+  int32_t* pos = ids + P;
+  int32_t* seq = pos + P;
+  int32_t* rows = seq + P;
+  int32_t* tables = rows + P;
+  for (int i = 0; i < P; ++i) {
+    int32_t* table = tables + size_t(i) * W;
+    seq[i] = i;
+    rows[i] = i;
+    if (i < B) {
+      const SequenceChunk& ch = batch.chunks[i];
+      ids[i] = ch.tokens[0];
+      pos[i] = ch.start_pos;
+      const int blocks = ch.start_pos / block_size_ + 1;
+      std::copy(ch.block_table.begin(), ch.block_table.begin() + blocks, table);
+      std::fill(table + blocks, table + W, scratch_block_);
+    } else {
+      ids[i] = 0;
+      pos[i] = 0;
+      std::fill(table, table + W, scratch_block_);
+    }
+  }
+  RETURN_IF_ERROR(CudaCheck(cudaMemcpyAsync(graph_meta_.get(), ids,
+                                            size_t(P) * (4 + W) * sizeof(int32_t),
+                                            cudaMemcpyHostToDevice, stream_),
+                            "copy step metadata"));
+  auto it = graphs_.find(P);
+  if (it == graphs_.end()) {
+    const int32_t* d = graph_meta_.get();
+    GpuStep step;
+    step.num_tokens = P;
+    step.token_ids = d;
+    step.layout.num_tokens = P;
+    step.layout.positions = d + P;
+    step.layout.token_seq = d + 2 * P;
+    step.layout.block_tables = d + 4 * P;
+    step.layout.max_blocks = W;
+    step.layout.block_size = block_size_;
+    step.num_rows = P;
+    step.rows = d + 3 * P;
+    cudaGraph_t graph = nullptr;
+    RETURN_IF_ERROR(CudaCheck(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal),
+                              "cudaStreamBeginCapture"));
+    const absl::Status forward = model_->Forward(step, *cache_, stream_);
+    RETURN_IF_ERROR(CudaCheck(cudaStreamEndCapture(stream_, &graph), "cudaStreamEndCapture"));
+    if (!forward.ok()) {
+      cudaGraphDestroy(graph);
+      return forward;
+    }
+    cudaGraphExec_t exec = nullptr;
+    const cudaError_t e = cudaGraphInstantiate(&exec, graph, 0);
+    cudaGraphDestroy(graph);
+    RETURN_IF_ERROR(CudaCheck(e, "cudaGraphInstantiate"));
+    it = graphs_.emplace(P, exec).first;
+  }
+  RETURN_IF_ERROR(CudaCheck(cudaGraphLaunch(it->second, stream_), "cudaGraphLaunch"));
+  ForwardOutput out;
+  out.vocab_size = vocab_size_;
+  out.row_offset.resize(B);
+  for (int i = 0; i < B; ++i) out.row_offset[i] = i;
+  RETURN_IF_ERROR(CopyLogits(B, out));
+  return out;
+}
+
+absl::StatusOr<ForwardOutput> GpuModelRunner::Run(const ForwardBatch& batch) {
+  RETURN_IF_ERROR(CheckForwardBatch(
+      batch, RunnerShape{vocab_size_, block_size_, num_blocks_, max_model_len_}));
+  absl::MutexLock lock(&mu_);
+  RETURN_IF_ERROR(CudaCheck(cudaSetDevice(device_), "cudaSetDevice"));
+  if (GraphEligible(batch)) return RunGraph(batch);
+  ForwardOutput out;
+  ASSIGN_OR_RETURN(GpuStep step, Stage(batch, out));
+  RETURN_IF_ERROR(model_->Forward(step, *cache_, stream_));
+  RETURN_IF_ERROR(CopyLogits(step.num_rows, out));
   return out;
 }
 

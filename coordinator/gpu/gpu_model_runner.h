@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -31,6 +32,10 @@ struct GpuRunnerOptions {
   int block_size = 16;
   int max_model_len = 0;                 // 0: min(max_position_embeddings, KV capacity)
   int max_num_batched_tokens = 2048;     // activations are sized for steps this large
+  // Decode steps (one token per sequence, in-process experts) of up to this many sequences
+  // replay a CUDA graph captured for their batch-size bucket; 0: always eager (vLLM's
+  // --enforce-eager).
+  int max_graph_batch = 256;
 };
 
 class GpuModelRunner : public ModelRunner {
@@ -59,6 +64,13 @@ class GpuModelRunner : public ModelRunner {
   absl::Status SizeKvCache(const ModelConfig& config, const GpuRunnerOptions& options);
   absl::StatusOr<GpuStep> Stage(const ForwardBatch& batch, ForwardOutput& out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A decode step through the graph of its bucket (captured on first use); logits rows of the
+  // real sequences only.
+  absl::StatusOr<ForwardOutput> RunGraph(const ForwardBatch& batch)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool GraphEligible(const ForwardBatch& batch) const;
+  int Bucket(int batch) const;
+  absl::Status CopyLogits(int rows, ForwardOutput& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   int device_ = 0;
   int vocab_size_ = 0, block_size_ = 0, num_blocks_ = 0, max_model_len_ = 0;
@@ -71,6 +83,13 @@ class GpuModelRunner : public ModelRunner {
   PinnedArray<int32_t> host_meta_ ABSL_GUARDED_BY(mu_);
   DeviceArray<int32_t> meta_ ABSL_GUARDED_BY(mu_);
   PinnedArray<float> host_logits_ ABSL_GUARDED_BY(mu_);
+  // CUDA graphs: one per batch-size bucket, reading their metadata from graph_meta_ (fixed
+  // addresses, block tables max_blocks_all_ wide). Padding tokens write and read KV block
+  // scratch_block_, one block beyond what the scheduler hands out.
+  bool in_process_experts_ = false;
+  int max_graph_batch_ = 0, max_blocks_all_ = 0, scratch_block_ = 0;
+  std::map<int, cudaGraphExec_t> graphs_ ABSL_GUARDED_BY(mu_);
+  DeviceArray<int32_t> graph_meta_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace mxserve::gpu

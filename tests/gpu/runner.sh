@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# On a GPU machine: the GPU model runner's correctness (PASS/FAIL per case) and its decode
+# benchmark. Builds nothing: it runs a bundle (bundle-cuda/, as tests/gpu/run_all.sh explains)
+# holding mxserve-gpu-dense-check, mxserve-gpu-runner-check, mxserve-bench-runner and
+# mxserve-make-model. Models are written under $MODELS (default /tmp/mxserve-models).
+#   tests/gpu/runner.sh [STEP]...      steps: dense check sanitize bench (default: all four)
+# dense: the dense kernels against their CPU twins. check: the runner against HF's golden logits
+# (tests/data/golden) and against the CPU runner on a 2-layer gpt-oss-20b-shaped model, experts
+# in-process and behind the router. sanitize: compute-sanitizer memcheck of the golden check.
+# bench: decode tok/s beside the memory-read floor, gpt-oss-20b-shaped (BENCH_BATCHES,
+# BENCH_CONTEXT, BENCH_STEPS); CSV rows go to $OUT/runner_bench.csv.
+set -uo pipefail
+OUT=${OUT:-/tmp/mxserve-gpu}
+MODELS=${MODELS:-/tmp/mxserve-models}
+mkdir -p "$OUT" "$MODELS"
+source bundle-cuda/env.sh
+B=bundle-cuda/bin
+steps=${*:-dense check sanitize bench}
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/card.txt"
+rc=0
+golden=()
+for g in tests/data/golden/*/; do golden+=(--golden "${g%/}"); done
+make_model() {  # make_model NAME PRESET [LAYERS]
+  [[ -f $MODELS/$1/config.json ]] && return 0
+  local layers=(); [[ -n ${3:-} ]] && layers=(--num-layers "$3")
+  $B/mxserve-make-model --preset "$2" --out "$MODELS/$1" --seed 5 "${layers[@]}" >/dev/null 2>&1
+}
+for step in $steps; do
+  echo "== $step"
+  case $step in
+    dense)
+      $B/mxserve-gpu-dense-check 2>&1 | tee "$OUT/dense.txt" | grep -vE "^PASS" ; grep -c "^PASS" "$OUT/dense.txt"
+      grep -q "^FAIL" "$OUT/dense.txt" && rc=1 ;;
+    check)
+      make_model 20b-2l gpt-oss-20b 2 || { echo "FAIL make-model"; rc=1; }
+      $B/mxserve-gpu-runner-check "${golden[@]}" --model "$MODELS/20b-2l" --workers-moe 2>&1 |
+        tee "$OUT/runner_check.txt" || rc=1 ;;
+    sanitize)
+      compute-sanitizer --tool memcheck --error-exitcode 9 $B/mxserve-gpu-runner-check \
+        --golden tests/data/golden/top4_4l > "$OUT/sanitize.txt" 2>&1
+      s=$?; tail -3 "$OUT/sanitize.txt"; [[ $s -eq 0 ]] && echo "PASS memcheck" || { echo "FAIL memcheck ($s)"; rc=1; } ;;
+    bench)
+      make_model 20b gpt-oss-20b || { echo "FAIL make-model"; rc=1; }
+      $B/mxserve-bench-runner --model "$MODELS/20b" --batches ${BENCH_BATCHES:-1,8,64} \
+        --context ${BENCH_CONTEXT:-1024} --steps ${BENCH_STEPS:-64} --csv 2>&1 | tee "$OUT/runner_bench.txt"
+      grep "^CSV," "$OUT/runner_bench.txt" | sed 's/^CSV,//' > "$OUT/runner_bench.csv" ;;
+    *) echo "unknown step $step"; rc=2 ;;
+  esac
+done
+exit $rc
