@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # On a GPU machine: correctness (PASS/FAIL per case), compute-sanitizer memcheck on small cases,
 # benchmark + same-run baselines. Builds nothing: it runs a bundle built elsewhere,
-#   cmake -S . -B build-cuda && cmake --build build-cuda --target mxserve-gpu-moe-check mxserve-bench-moe-gpu
+#   cmake -S . -B build-cuda && cmake --build build-cuda --target mxserve-gpu-moe-check mxserve-bench-moe-gpu \
+#     mxserve-gpu-dense-check
 # with the binaries in bundle-cuda/bin, the shared libraries they need that the GPU machine lacks
 # in bundle-cuda/lib, and bundle-cuda/env.sh putting those on LD_LIBRARY_PATH (git-ignored:
 # /bundle*/). For the bench step's matmul_ogs baseline bring .triton_kernels too (triton_kernels
@@ -10,9 +11,11 @@
 #   bench/gpu/get_triton_kernels.sh <the bare git dir>
 # Without it the table says "# matmul_ogs not run: ..." and its columns are "-".
 # then, on the GPU machine from the repo root: tests/gpu/run_all.sh [STEP]...
-# Steps: check (PASS/FAIL per case; CHECK_ONLY="<shape> ..." for some), checkdecode (the small shapes
+# Steps: check (PASS/FAIL per case; CHECK_ONLY="<shape> ..." for some; without CHECK_ONLY the
+# dense kernels' check too), dense (the dense kernels against their CPU twins, then PagedAttention's
+# timing table), checkdecode (the small shapes
 # with each other decode kernel pinned), sanitize (compute-sanitizer
-# memcheck on two small shapes), racecheck (fused-k1 fused and unfused, and racecheck_pattern's orderings alone),
+# memcheck on two small shapes and the dense check's small cases), racecheck (fused-k1 fused and unfused, and racecheck_pattern's orderings alone),
 # bench (gpt-oss-120b + same-run baselines incl. triton_kernels'
 # matmul_ogs: one table),
 # paths (each kernel configuration pinned, auto for kAuto; PATH_SHAPE, PATH_TOKENS, PATHS), decode (the decode kernel variants side by side),
@@ -98,7 +101,15 @@ for s in $steps; do
         [ "$shape" = all ] && shape=
         $B/mxserve-gpu-moe-check $shape 2>&1 || echo "FAIL mxserve-gpu-moe-check $shape exited non-zero"
       done | tee "$OUT/check.txt"
+      if [ -z "${CHECK_ONLY:-}" ]; then
+        $B/mxserve-gpu-dense-check small 2>&1 | tee -a "$OUT/check.txt" ||
+          echo "FAIL mxserve-gpu-dense-check small exited non-zero" | tee -a "$OUT/check.txt"
+      fi
       grep -q "^FAIL" "$OUT/check.txt" && rc=1 ;;
+    dense)
+      $B/mxserve-gpu-dense-check 2>&1 | tee "$OUT/dense.txt" ||
+        echo "FAIL mxserve-gpu-dense-check exited non-zero" | tee -a "$OUT/dense.txt"
+      grep -q "^FAIL" "$OUT/dense.txt" && rc=1 ;;
     checkdecode)
       # The check again with each other decode kernel pinned (the default, kst4, ran in check).
       for D in ${CHECK_DECODE:-kst kst4 bulk ring}; do
@@ -113,7 +124,11 @@ for s in $steps; do
       tail -3 "$OUT/memcheck.txt"; echo "memcheck tiny-pad rc=$r"; [ $r -eq 0 ] || rc=1
       compute-sanitizer --tool memcheck --error-exitcode 9 $B/mxserve-gpu-moe-check half-held \
         > "$OUT/memcheck2.txt" 2>&1; r=$?
-      tail -2 "$OUT/memcheck2.txt"; echo "memcheck half-held rc=$r"; [ $r -eq 0 ] || rc=1 ;;
+      tail -2 "$OUT/memcheck2.txt"; echo "memcheck half-held rc=$r"; [ $r -eq 0 ] || rc=1
+      # No leak check: PagedAttention's split workspace lives as long as the process, by design.
+      compute-sanitizer --tool memcheck --error-exitcode 9 $B/mxserve-gpu-dense-check small \
+        > "$OUT/memcheck_dense.txt" 2>&1; r=$?
+      tail -2 "$OUT/memcheck_dense.txt"; echo "memcheck dense small rc=$r"; [ $r -eq 0 ] || rc=1 ;;
     racecheck)
       # racecheck on the fused kernel (host route, kernel route) and the unfused kernels, then on
       # its partial exchange and the kst kernels' stage ring alone (racecheck_pattern.cu: each with
