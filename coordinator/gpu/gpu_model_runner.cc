@@ -57,6 +57,9 @@ absl::StatusOr<std::unique_ptr<GpuModelRunner>> GpuModelRunner::Create(
   r->max_graph_batch_ = r->in_process_experts_ ? std::min(options.max_graph_batch, T) : 0;
   r->max_blocks_all_ = (r->max_model_len_ + r->block_size_ - 1) / r->block_size_;
   if (r->max_graph_batch_ > 0) {
+    if (!kernels::cuda::dense::ReserveAttentionWorkspace(r->stream_)) {
+      return absl::ResourceExhaustedError("no memory for the attention split workspace");
+    }
     RETURN_IF_ERROR(r->graph_meta_.Reserve(size_t(r->max_graph_batch_) * (4 + r->max_blocks_all_)));
     RETURN_IF_ERROR(r->host_meta_.Reserve(size_t(r->max_graph_batch_) * (4 + r->max_blocks_all_)));
   }

@@ -10,7 +10,7 @@ constexpr size_t kWorkspaceBytes = size_t{32} << 20;
 
 absl::Status LtCheck(cublasStatus_t s, const char* what) {
   if (s == CUBLAS_STATUS_SUCCESS) return absl::OkStatus();
-  return absl::InternalError(absl::StrCat(what, ": ", cublasGetStatusString(s)));
+  return absl::InternalError(absl::StrCat(what, ": ", cublasLtGetStatusString(s)));
 }
 
 }  // namespace

@@ -281,7 +281,15 @@ float* SplitWorkspace(cudaStream_t stream, size_t floats_needed) {
   return p;
 }
 
+size_t WorkspaceFloats() {
+  return static_cast<size_t>(2 * kTargetCtasPerSm * SmCount()) * (kMaxGroupElems + 2 * kMaxGs);
+}
+
 }  // namespace
+
+bool ReserveAttentionWorkspace(cudaStream_t stream) {
+  return SplitWorkspace(stream, WorkspaceFloats()) != nullptr;
+}
 
 void PagedAttention(const float* q, int num_q_heads, const TokenLayout& tokens, KvLayer kv,
                     const float* sinks, int window, float scale, bf16_bits* out,
@@ -328,8 +336,7 @@ void PagedAttention(const float* q, int num_q_heads, const TokenLayout& tokens, 
                                 std::max<int64_t>(1, max_ctx / (2 * a.tile_keys))});
   }
   if (nsplit > 1) {
-    const size_t per_part = static_cast<size_t>(kMaxGroupElems + 2 * kMaxGs);
-    float* ws = SplitWorkspace(stream, static_cast<size_t>(2 * target) * per_part);
+    float* ws = SplitWorkspace(stream, WorkspaceFloats());
     if (ws == nullptr) {
       nsplit = 1;
     } else {

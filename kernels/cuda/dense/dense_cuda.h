@@ -77,6 +77,11 @@ void PagedAttention(const float* q, int num_q_heads, const TokenLayout& tokens, 
                     const float* sinks, int window, float scale, bf16_bits* out,
                     cudaStream_t stream);
 
+// Allocates PagedAttention's split workspace for `stream` on the current device now: call it
+// before capturing a graph on the stream (no memory can be allocated during a capture, and a
+// launch captured without the workspace runs unsplit). Returns false if it could not.
+bool ReserveAttentionWorkspace(cudaStream_t stream);
+
 // Router: for each token t, the top_k largest of logits[t, :num_experts] in descending order
 // (equal logits: lower expert id first) into ids [T, top_k], and weights [T, top_k] = softmax
 // over the chosen logits (exp(z - z_max) / sum). num_experts up to 1024, top_k up to 32.
