@@ -1,4 +1,4 @@
-// DeepSeek-V3's chat format (docs/MODELS.md, "DeepSeek-V3"): renders OpenAI messages the way the
+// DeepSeek-V3's chat format (docs/MODELS.md, "Chat formats"): renders OpenAI messages the way the
 // chat_template in deepseek-ai/DeepSeek-V3's tokenizer_config.json does, quirks included (it
 // gathers every system message up front, ignores tools and developer messages, and closes a
 // tool-call list only after a second call).

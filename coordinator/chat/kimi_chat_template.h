@@ -1,4 +1,4 @@
-// Kimi's chat format (docs/MODELS.md, "Kimi K2 and Kimi Linear"): renders OpenAI messages the
+// Kimi's chat format (docs/MODELS.md, "Chat formats"): renders OpenAI messages the
 // way the chat_template.jinja published with Kimi-K2-Instruct-0905 does, under vLLM's inputs;
 // Kimi-Linear-Instruct's is the same without the default system message.
 #pragma once
