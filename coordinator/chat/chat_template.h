@@ -1,6 +1,6 @@
 // Chat templates: render OpenAI-style messages into the model's prompt text, and parse the
-// model's output tokens back into content and reasoning. gpt-oss speaks harmony
-// (docs/MODELS.md, "Harmony chat format").
+// model's output tokens back into content and reasoning. gpt-oss speaks harmony; Kimi K2,
+// Kimi Linear and DeepSeek-V3 their published Jinja templates (docs/MODELS.md, "Chat formats").
 #pragma once
 
 #include <cstdint>
@@ -17,11 +17,12 @@ class Tokenizer;
 struct ChatMessage {
   std::string role;     // system | developer | user | assistant | tool
   std::string content;
-  std::string name;     // tool name for role "tool" (optional)
+  std::string name;     // tool name for role "tool" (optional); Kimi renders any role's name
   // Assistant turns only: the OpenAI "tool_calls" array as JSON text ("" = none), and earlier
   // reasoning (reasoning_content / HF "thinking"), which harmony keeps only across tool calls.
   std::string tool_calls_json;
   std::string reasoning;
+  std::string tool_call_id;  // role "tool": the call answered (Kimi renders it)
 };
 
 struct ChatRenderOptions {
@@ -60,7 +61,10 @@ class ChatOutputParser {
 
 class ChatTemplate {
  public:
-  // Picks the template for the model type ("gpt_oss" -> harmony). Error for unknown types.
+  // Picks the template for the model folder's config.json model_type, told apart further by the
+  // tokenizer's special tokens (tokenizer_config.json): "gpt_oss" -> harmony; "kimi_k2" -> Kimi
+  // K2; "kimi_linear" -> Kimi Linear; "deepseek_v3" -> DeepSeek-V3, or Kimi K2 when the
+  // tokenizer is Kimi's (K2's deployment guide renames its model_type so). Error otherwise.
   static absl::StatusOr<std::unique_ptr<ChatTemplate>> ForModel(const std::string& model_type,
                                                                 const Tokenizer* tokenizer);
   virtual ~ChatTemplate() = default;

@@ -30,6 +30,7 @@ absl::StatusOr<ChatMessage> ToChatMessage(const v1::ChatMessage& m, size_t i) {
     cm.tool_calls_json = calls.dump();
   }
   if (m.role() == "assistant") cm.reasoning = m.reasoning();
+  cm.tool_call_id = m.tool_call_id();
   return cm;
 }
 

@@ -284,6 +284,7 @@ absl::StatusOr<std::vector<ChatMessage>> ReadMessages(const json& j) {
     }
     if (const json* id = Field(msg, "tool_call_id")) {
       if (!id->is_string()) return WrongType(p + ".tool_call_id", "a string", *id);
+      cm.tool_call_id = id->get<std::string>();
     }
     out.push_back(std::move(cm));
   }
