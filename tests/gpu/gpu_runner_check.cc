@@ -84,8 +84,9 @@ void ReportRows(const std::string& name, const RowsCmp& c) {
 absl::StatusOr<std::unique_ptr<gpu::GpuModelRunner>> MakeGpu(const ModelConfig& cfg,
                                                             const Checkpoint& ck,
                                                             MoeExecutor* moe, int block_size,
-                                                            int max_len) {
+                                                            int max_len, bool graphs = true) {
   gpu::GpuRunnerOptions o;
+  o.max_graph_batch = graphs ? 256 : 0;
   o.device = 0;
   o.block_size = block_size;
   o.max_model_len = max_len;
@@ -94,7 +95,7 @@ absl::StatusOr<std::unique_ptr<gpu::GpuModelRunner>> MakeGpu(const ModelConfig& 
   return gpu::GpuModelRunner::Create(cfg, ck, moe, o);
 }
 
-void CheckGolden(const std::string& dir) {
+void CheckGolden(const std::string& dir, bool graphs) {
   const testing::GoldenFixture fx = testing::LoadGolden(dir);
   auto cfg = ModelConfig::Load(fx.dir);
   auto ck = Checkpoint::Open(fx.dir);
@@ -102,7 +103,7 @@ void CheckGolden(const std::string& dir) {
     Report(false, "golden " + dir, "cannot load the fixture");
     return;
   }
-  auto runner = MakeGpu(*cfg, **ck, nullptr, 4, 64);
+  auto runner = MakeGpu(*cfg, **ck, nullptr, 4, 64, graphs);
   if (!runner.ok()) {
     Report(false, "golden " + dir, std::string(runner.status().message()));
     return;
@@ -111,7 +112,8 @@ void CheckGolden(const std::string& dir) {
   const std::vector<int32_t> blocks = {9, 2, 17, 5, 30, 11, 0, 23, 14, 6, 28, 3, 19, 8};
   for (size_t pi = 0; pi < fx.prompts.size(); ++pi) {
     const testing::GoldenPrompt& g = fx.prompts[pi];
-    const std::string name = absl::StrFormat("golden %s prompt %d", dir, pi);
+    const std::string name =
+        absl::StrFormat("golden %s prompt %d%s", dir, pi, graphs ? "" : " (eager)");
     SequenceChunk all;
     all.seq_id = 100 + pi;
     all.tokens = g.Sequence();
@@ -244,7 +246,10 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  for (const auto& g : golden) mxserve::CheckGolden(g);
+  for (const auto& g : golden) {
+    mxserve::CheckGolden(g, /*graphs=*/true);
+    mxserve::CheckGolden(g, /*graphs=*/false);
+  }
   for (const auto& m : models) {
     mxserve::CheckAgainstCpu(m, false);
     if (workers_moe) mxserve::CheckAgainstCpu(m, true);
