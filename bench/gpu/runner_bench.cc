@@ -138,6 +138,7 @@ int Run(int argc, char** argv) {
       }
       seqs[s].start_pos = context;
       seqs[s].tokens = {tok(rng)};
+      seqs[s].argmax_only = true;  // greedy serving: ids, not logits rows, come back
     }
     double secs = 0;
     for (int i = 0; i < steps + 2; ++i) {

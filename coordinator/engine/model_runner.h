@@ -22,6 +22,9 @@ struct SequenceChunk {
   std::vector<int32_t> block_table;
   // false: logits for the last token only; true: for every token (prompt logprobs).
   bool all_logits = false;
+  // The engine needs only the argmax of this chunk's row (greedy, no logprobs): a runner may
+  // answer with ForwardOutput::argmax instead of the row.
+  bool argmax_only = false;
 };
 
 struct ForwardBatch {
@@ -34,6 +37,9 @@ struct ForwardOutput {
   // (1 row, or tokens.size() rows when all_logits).
   std::vector<float> logits;
   std::vector<int> row_offset;
+  // Instead of logits, when every chunk of the batch is argmax_only: per row, the lowest id
+  // among the largest logits (the GPU runner then copies ids, not rows, to the host).
+  std::vector<int32_t> argmax;
 };
 
 class ModelRunner {

@@ -129,6 +129,23 @@ TokenLogprob Sampler::Logprob(std::span<const float> logits, int32_t token, int 
   return out;
 }
 
+absl::StatusOr<std::vector<SampledChunk>> Sampler::FromArgmax(const ScheduledBatch& batch,
+                                                              const ForwardOutput& out) {
+  std::vector<SampledChunk> result(batch.seqs.size());
+  for (size_t i = 0; i < batch.seqs.size(); ++i) {
+    if (!batch.forward.chunks[i].argmax_only) {
+      return absl::InternalError(absl::StrCat("runner returned argmax ids for chunk ", i,
+                                              ", which needs its logits"));
+    }
+    const int row = out.row_offset[i];
+    if (row < 0 || static_cast<size_t>(row) >= out.argmax.size()) {
+      return absl::InternalError(absl::StrCat("runner returned no argmax for chunk ", i));
+    }
+    if (batch.seqs[i].sample) result[i].token = out.argmax[row];
+  }
+  return result;
+}
+
 absl::StatusOr<std::vector<SampledChunk>> Sampler::Sample(const ScheduledBatch& batch,
                                                           const ForwardOutput& out) const {
   const size_t n = batch.seqs.size();
@@ -138,6 +155,7 @@ absl::StatusOr<std::vector<SampledChunk>> Sampler::Sample(const ScheduledBatch& 
     return absl::InternalError(absl::StrCat("runner returned ", out.row_offset.size(),
                                             " row offsets for ", n, " chunks"));
   }
+  if (out.logits.empty() && !out.argmax.empty()) return FromArgmax(batch, out);
   const size_t num_rows = out.logits.size() / static_cast<size_t>(vocab);
   std::vector<SampledChunk> result(n);
   for (size_t i = 0; i < n; ++i) {

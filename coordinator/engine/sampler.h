@@ -24,6 +24,9 @@ class Sampler {
                                                    const ForwardOutput& out) const;
 
   // Building blocks, public for tests.
+  // The tokens of a batch whose runner answered with argmax ids (every chunk argmax_only).
+  static absl::StatusOr<std::vector<SampledChunk>> FromArgmax(const ScheduledBatch& batch,
+                                                             const ForwardOutput& out);
   // Lowest id among the largest logits.
   static int32_t Argmax(std::span<const float> logits);
   // The distribution actually sampled from after temperature, top_k and top_p: (id, prob)

@@ -59,6 +59,8 @@ void Scheduler::AddChunk(const std::shared_ptr<Sequence>& seq, int num_tokens,
   // Rows at prompt positions p < prompt_len - 1 carry the logprob of prompt token p + 1.
   chunk.all_logits = seq->WantsPromptLogprobs() && start < seq->num_prompt_tokens() - 1;
   const bool sample = start + num_tokens == seq->num_tokens();
+  const SamplingParams& p = seq->params();
+  chunk.argmax_only = sample && !chunk.all_logits && p.temperature == 0 && p.logprobs < 0;
   if (num_tokens == 1 && sample) {
     ++batch->num_decode_chunks;
   } else {

@@ -186,7 +186,22 @@ absl::StatusOr<GpuStep> GpuModelRunner::Stage(const ForwardBatch& batch, Forward
   return step;
 }
 
-absl::Status GpuModelRunner::CopyLogits(int rows, ForwardOutput& out) {
+absl::Status GpuModelRunner::CopyOut(const ForwardBatch& batch, int rows, ForwardOutput& out) {
+  bool argmax_only = true;
+  for (const SequenceChunk& ch : batch.chunks) argmax_only = argmax_only && ch.argmax_only;
+  if (argmax_only) {
+    RETURN_IF_ERROR(argmax_.Reserve(rows));
+    RETURN_IF_ERROR(host_argmax_.Reserve(rows));
+    kernels::cuda::dense::ArgmaxRows(model_->logits(), rows, vocab_size_, argmax_.get(), stream_);
+    RETURN_IF_ERROR(CudaCheck(cudaGetLastError(), "argmax"));
+    RETURN_IF_ERROR(CudaCheck(cudaMemcpyAsync(host_argmax_.get(), argmax_.get(),
+                                              rows * sizeof(int32_t), cudaMemcpyDeviceToHost,
+                                              stream_),
+                              "copy argmax"));
+    RETURN_IF_ERROR(CudaCheck(cudaStreamSynchronize(stream_), "step"));
+    out.argmax.assign(host_argmax_.get(), host_argmax_.get() + rows);
+    return absl::OkStatus();
+  }
   const size_t floats = size_t(rows) * vocab_size_;
   RETURN_IF_ERROR(CudaCheck(cudaMemcpyAsync(host_logits_.get(), model_->logits(),
                                             floats * sizeof(float), cudaMemcpyDeviceToHost,
@@ -279,7 +294,7 @@ absl::StatusOr<ForwardOutput> GpuModelRunner::RunGraph(const ForwardBatch& batch
   out.vocab_size = vocab_size_;
   out.row_offset.resize(B);
   for (int i = 0; i < B; ++i) out.row_offset[i] = i;
-  RETURN_IF_ERROR(CopyLogits(B, out));
+  RETURN_IF_ERROR(CopyOut(batch, B, out));
   return out;
 }
 
@@ -292,7 +307,7 @@ absl::StatusOr<ForwardOutput> GpuModelRunner::Run(const ForwardBatch& batch) {
   ForwardOutput out;
   ASSIGN_OR_RETURN(GpuStep step, Stage(batch, out));
   RETURN_IF_ERROR(model_->Forward(step, *cache_, stream_));
-  RETURN_IF_ERROR(CopyLogits(step.num_rows, out));
+  RETURN_IF_ERROR(CopyOut(batch, step.num_rows, out));
   return out;
 }
 

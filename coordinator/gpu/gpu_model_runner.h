@@ -70,7 +70,10 @@ class GpuModelRunner : public ModelRunner {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool GraphEligible(const ForwardBatch& batch) const;
   int Bucket(int batch) const;
-  absl::Status CopyLogits(int rows, ForwardOutput& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The step's result to the host: logits rows, or their argmax ids alone when every chunk is
+  // argmax_only.
+  absl::Status CopyOut(const ForwardBatch& batch, int rows, ForwardOutput& out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   int device_ = 0;
   int vocab_size_ = 0, block_size_ = 0, num_blocks_ = 0, max_model_len_ = 0;
@@ -83,6 +86,8 @@ class GpuModelRunner : public ModelRunner {
   PinnedArray<int32_t> host_meta_ ABSL_GUARDED_BY(mu_);
   DeviceArray<int32_t> meta_ ABSL_GUARDED_BY(mu_);
   PinnedArray<float> host_logits_ ABSL_GUARDED_BY(mu_);
+  DeviceArray<int32_t> argmax_ ABSL_GUARDED_BY(mu_);
+  PinnedArray<int32_t> host_argmax_ ABSL_GUARDED_BY(mu_);
   // CUDA graphs: one per batch-size bucket, reading their metadata from graph_meta_ (fixed
   // addresses, block tables max_blocks_all_ wide). Padding tokens write and read KV block
   // scratch_block_, one block beyond what the scheduler hands out.

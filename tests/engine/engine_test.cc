@@ -131,6 +131,28 @@ TEST(EngineTest, GreedyOutputIsExact) {
   EXPECT_TRUE(runner.violations().empty()) << runner.violations()[0];
 }
 
+// A runner that answers greedy steps with argmax ids (the GPU runner's way) gives the same
+// tokens; a request that samples or wants logprobs in the same step gets its logits rows.
+TEST(EngineTest, GreedyThroughArgmaxIdsIsExact) {
+  FakeRunner runner(kVocab, 4, 64, 256);
+  runner.AnswerArgmax(true);
+  Collector c;
+  auto engine = MakeEngine(Opts(64, 8), &runner);
+  const std::vector<int32_t> p1 = {3, 14, 15, 9, 26}, p2 = {2, 7, 1, 8};
+  ASSERT_TRUE(engine->Submit(Req("a", p1, 12), c.For("a")).ok());
+  ASSERT_TRUE(c.WaitFinished(1));
+  EXPECT_EQ(c.Tokens("a"), ReferenceGreedy(p1, 12, kVocab));
+  const int greedy_steps = runner.argmax_steps();
+  EXPECT_GE(greedy_steps, 11);  // every step that samples a token (the prefill's too)
+  GenerateRequest b = Req("b", p2, 6);
+  b.params.logprobs = 2;
+  ASSERT_TRUE(engine->Submit(b, c.For("b")).ok());
+  ASSERT_TRUE(c.WaitFinished(2));
+  EXPECT_EQ(c.Tokens("b"), ReferenceGreedy(p2, 6, kVocab));
+  EXPECT_EQ(runner.argmax_steps(), greedy_steps);  // logprobs: rows, never ids
+  EXPECT_TRUE(runner.violations().empty()) << runner.violations()[0];
+}
+
 // Many requests of random shapes, a small budget and a pool that forces preemption: every
 // step stays within budget and seat limits, block tables cover their chunks, no block is
 // shared (the fake runner checks each KV read's owner), every output equals the slow twin,

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cmath>
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <set>
@@ -88,6 +89,16 @@ class FakeRunner : public ModelRunner {
     absl::MutexLock l(&mu_);
     fail_next_ = n;
   }
+  // Answer steps whose chunks are all argmax_only with argmax ids instead of logits rows (as
+  // the GPU runner does); counts the steps so answered.
+  void AnswerArgmax(bool on) {
+    absl::MutexLock l(&mu_);
+    answer_argmax_ = on;
+  }
+  int argmax_steps() const {
+    absl::MutexLock l(&mu_);
+    return argmax_steps_;
+  }
 
   absl::StatusOr<ForwardOutput> Run(const ForwardBatch& batch) override {
     absl::MutexLock l(&mu_);
@@ -147,6 +158,17 @@ class FakeRunner : public ModelRunner {
     if (max_seqs_ > 0 && rec.num_chunks > max_seqs_)
       Violation(absl::StrCat("step ran ", rec.num_chunks, " seqs > ", max_seqs_));
     steps_.push_back(std::move(rec));
+    bool all_argmax = answer_argmax_ && !batch.chunks.empty();
+    for (const SequenceChunk& c : batch.chunks) all_argmax = all_argmax && c.argmax_only;
+    if (all_argmax) {
+      const size_t rows = out.logits.size() / vocab_;
+      for (size_t r = 0; r < rows; ++r) {
+        const float* l = &out.logits[r * vocab_];
+        out.argmax.push_back(static_cast<int32_t>(std::max_element(l, l + vocab_) - l));
+      }
+      out.logits.clear();
+      ++argmax_steps_;
+    }
     return out;
   }
 
@@ -180,6 +202,8 @@ class FakeRunner : public ModelRunner {
   int max_tokens_ ABSL_GUARDED_BY(mu_) = 0;
   int max_seqs_ ABSL_GUARDED_BY(mu_) = 0;
   int fail_next_ ABSL_GUARDED_BY(mu_) = 0;
+  bool answer_argmax_ ABSL_GUARDED_BY(mu_) = false;
+  int argmax_steps_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<std::string> violations_ ABSL_GUARDED_BY(mu_);
   std::vector<StepRecord> steps_ ABSL_GUARDED_BY(mu_);
 };

@@ -219,6 +219,19 @@ void CheckAgainstCpu(const std::string& dir, bool workers_moe) {
                        chunk(2, 5 + d, 6 + d, false)}},
          absl::StrFormat("cpu-vs-gpu decode step %d%s", d, tag));
   }
+  // Greedy chunks get argmax ids instead of logits: the same step again (it rewrites the same
+  // KV) must give the argmax of the rows it gave before.
+  {
+    ForwardBatch b{{chunk(0, 307, 308, false), chunk(1, 44, 45, false), chunk(2, 12, 13, false)}};
+    auto rows = (*gpu)->Run(b);
+    for (auto& c : b.chunks) c.argmax_only = true;
+    auto ids = (*gpu)->Run(b);
+    bool same = rows.ok() && ids.ok() && ids->logits.empty() && ids->argmax.size() == 3;
+    for (int i = 0; same && i < 3; ++i) {
+      same = ids->argmax[i] == ArgmaxF(&rows->logits[size_t(i) * V], V);
+    }
+    Report(same, "argmax_only decode" + tag, "ids equal the argmax of the logits rows");
+  }
   // A bad batch is refused, not run: a block id outside the cache.
   SequenceChunk bad = chunk(2, 13, 14, false);
   bad.block_table[0] = 1 << 20;

@@ -88,4 +88,8 @@ bool ReserveAttentionWorkspace(cudaStream_t stream);
 void RouterTopK(const float* logits, int num_tokens, int num_experts, int top_k, int32_t* ids,
                 float* weights, cudaStream_t stream);
 
+// out[r] = the lowest id among the largest values of logits[r, :vocab] (greedy sampling, as
+// Sampler::Argmax); logits [rows, vocab] fp32, out [rows] int32.
+void ArgmaxRows(const float* logits, int rows, int vocab, int32_t* out, cudaStream_t stream);
+
 }  // namespace mxserve::kernels::cuda::dense
