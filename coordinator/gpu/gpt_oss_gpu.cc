@@ -1,5 +1,6 @@
 #include "coordinator/gpu/gpt_oss_gpu.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -171,7 +172,9 @@ absl::Status GptOssGpu::LoadExperts(const Checkpoint& ckpt, cudaStream_t stream)
 
 absl::Status GptOssGpu::Reserve(int max_tokens, int max_rows) {
   const ModelConfig& c = config_;
-  const int64_t T = std::max(1, max_tokens), R = std::max(1, max_rows);
+  // Buffers only grow: the capacity is the largest step reserved so far.
+  const int64_t T = std::max({1, max_tokens, max_tokens_});
+  const int64_t R = std::max({1, max_rows, max_rows_});
   const int64_t H = c.hidden_size, E = c.num_local_experts, K = c.num_experts_per_tok;
   const int64_t qd = int64_t{c.num_attention_heads} * c.head_dim;
   const int64_t qkvd = qd + 2 * int64_t{c.num_key_value_heads} * c.head_dim;

@@ -62,11 +62,14 @@ float Margin(const float* row, int v) {
 struct RowsCmp {
   double worst = 0;
   int argmax_bad = 0, argmax_checked = 0;
+  std::string bad_rows;  // "row:err" of the first rows past the bound
 };
 RowsCmp CompareRows(const float* got, const float* want, int rows, int v) {
   RowsCmp c;
   for (int r = 0; r < rows; ++r) {
-    c.worst = std::max(c.worst, RelL2F(got + size_t(r) * v, want + size_t(r) * v, v));
+    const double e = RelL2F(got + size_t(r) * v, want + size_t(r) * v, v);
+    c.worst = std::max(c.worst, e);
+    if (e > kMaxRelL2 && c.bad_rows.size() < 160) c.bad_rows += absl::StrFormat(" %d:%.2g", r, e);
     if (Margin(want + size_t(r) * v, v) > kMargin) {
       ++c.argmax_checked;
       if (ArgmaxF(got + size_t(r) * v, v) != ArgmaxF(want + size_t(r) * v, v)) ++c.argmax_bad;
@@ -77,8 +80,9 @@ RowsCmp CompareRows(const float* got, const float* want, int rows, int v) {
 
 void ReportRows(const std::string& name, const RowsCmp& c) {
   Report(c.worst <= kMaxRelL2 && c.argmax_bad == 0, name,
-         absl::StrFormat("rel_l2 %.2e (bound %.0e), argmax %d/%d rows differ", c.worst, kMaxRelL2,
-                         c.argmax_bad, c.argmax_checked));
+         absl::StrFormat("rel_l2 %.2e (bound %.0e), argmax %d/%d rows differ%s%s", c.worst,
+                         kMaxRelL2, c.argmax_bad, c.argmax_checked,
+                         c.bad_rows.empty() ? "" : "; rows past the bound:", c.bad_rows));
 }
 
 absl::StatusOr<std::unique_ptr<gpu::GpuModelRunner>> MakeGpu(const ModelConfig& cfg,
