@@ -317,13 +317,14 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(CoordinatorOptio
     lo.startup_timeout = options.worker_startup_timeout;
     lo.auth = options.worker_auth;  // flag or environment: the workers must require it too
     if (options.expert_shared_memory) lo.extra_args.push_back("--allow_shared_memory");
-    // The dense model's GPU is left to it by default: cuda:0 when this host has one.
-    const HostGpus gpus = HostGpus::Probe(/*coordinator_gpu=*/0);
+    // By default the workers take every GPU but the dense model's.
+    const HostGpus gpus =
+        HostGpus::ForThisProcess(VisibleGpuCount(), device.gpu ? device.ordinal : -1);
     ASSIGN_OR_RETURN(lo.devices, AssignWorkerDevices(options.worker_devices, lo.num_workers, gpus));
     Log(absl::StrCat("starting ", lo.num_workers, " local workers (", lo.worker_binary, "), ",
-                     lo.replicas, " replica(s) of each expert; ", gpus.visible,
-                     " GPU(s) visible, devices ", absl::StrJoin(lo.devices, ","),
-                     options.worker_devices.empty() ? " (default)" : " (--worker-devices)"));
+                     lo.replicas, " replica(s) of each expert, on ", absl::StrJoin(lo.devices, ","),
+                     options.worker_devices.empty() ? " (default: " : " (--worker-devices; ",
+                     gpus.ToString(), ")"));
     ASSIGN_OR_RETURN(p.local_workers, LocalWorkerPool::Start(lo));
     ASSIGN_OR_RETURN(ro.placement, Placement::Replicated(lo.num_experts, lo.num_workers, lo.replicas));
     ASSIGN_OR_RETURN(p.router, ConnectToWorkers(p.local_workers->addresses(), p.config, ro));

@@ -30,12 +30,21 @@ std::string Cuda(int ordinal) { return absl::StrCat(kCuda, ordinal); }
 
 }  // namespace
 
-HostGpus HostGpus::Probe(int coordinator_gpu) {
+HostGpus HostGpus::ForThisProcess(int runtime_gpus, int coordinator_gpu) {
   HostGpus h;
-  h.visible = CountVisibleGpus(GpuProbe::FromEnvironment());
   h.cuda_build = BuiltWithCuda();
+  h.visible = h.cuda_build ? runtime_gpus : CountVisibleGpus(GpuProbe::FromEnvironment());
   h.coordinator = coordinator_gpu >= 0 && coordinator_gpu < h.visible ? coordinator_gpu : -1;
   return h;
+}
+
+std::string HostGpus::ToString() const {
+  if (visible <= 0) return "no GPU visible";
+  if (!cuda_build) {
+    return absl::StrCat(visible, " GPU(s) on this host, none for the workers: this build has no CUDA");
+  }
+  return absl::StrCat(visible, " GPU(s) visible, the coordinator on ",
+                      coordinator >= 0 ? Cuda(coordinator) : "cpu");
 }
 
 absl::StatusOr<std::vector<std::string>> ParseWorkerDevices(absl::string_view list) {

@@ -13,12 +13,17 @@ namespace mxserve {
 
 // The GPUs of this host as the coordinator sees them.
 struct HostGpus {
-  int visible = 0;          // cuda:0 .. cuda:visible-1 (core/visible_gpus.h)
+  int visible = 0;          // cuda:0 .. cuda:visible-1
   int coordinator = -1;     // the GPU the coordinator's dense model uses; -1: its CPU
   bool cuda_build = false;  // the workers of this build can run on a GPU (BuiltWithCuda)
-  // This process's view: CountVisibleGpus of its environment and /dev, BuiltWithCuda, and
-  // coordinator_gpu when that GPU is visible (else -1).
-  static HostGpus Probe(int coordinator_gpu);
+  // This process's view. With CUDA, visible is runtime_gpus: the CUDA runtime's count, the one
+  // --device was checked against, so both follow one rule. Without CUDA no worker can use a GPU,
+  // and visible counts the device nodes (CountVisibleGpus) only so that the log can say why
+  // the host's GPUs stay idle. coordinator: coordinator_gpu when visible, else -1.
+  static HostGpus ForThisProcess(int runtime_gpus, int coordinator_gpu);
+  // For the log: "2 GPU(s) visible, the coordinator on cuda:0", "no GPU visible", or "4 GPU(s)
+  // on this host, none for the workers: this build has no CUDA".
+  std::string ToString() const;
 };
 
 // "cuda:0,cuda:1" or "cpu" (spaces around entries allowed) → its entries, cuda:N written

@@ -5,6 +5,7 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "core/visible_gpus.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -91,6 +92,27 @@ TEST(WorkerDevicesTest, GpuTheHostDoesNotShowIsRefused) {
   a = AssignWorkerDevices({"tpu:0"}, 1, {.visible = 2, .coordinator = -1, .cuda_build = true});
   ASSERT_FALSE(a.ok());
   EXPECT_THAT(Message(a.status()), HasSubstr("'tpu:0'"));
+}
+
+TEST(WorkerDevicesTest, HostGpusSayWhereTheWorkersCanGo) {
+  EXPECT_EQ((HostGpus{.visible = 4, .coordinator = 0, .cuda_build = true}).ToString(),
+            "4 GPU(s) visible, the coordinator on cuda:0");
+  EXPECT_EQ((HostGpus{.visible = 2, .coordinator = -1, .cuda_build = true}).ToString(),
+            "2 GPU(s) visible, the coordinator on cpu");
+  EXPECT_EQ((HostGpus{.visible = 0, .coordinator = -1, .cuda_build = true}).ToString(),
+            "no GPU visible");
+  EXPECT_EQ((HostGpus{.visible = 8, .coordinator = -1, .cuda_build = false}).ToString(),
+            "8 GPU(s) on this host, none for the workers: this build has no CUDA");
+  // This process: a coordinator GPU the host does not show is none.
+  const HostGpus here = HostGpus::ForThisProcess(/*runtime_gpus=*/2, /*coordinator_gpu=*/5);
+  EXPECT_EQ(here.cuda_build, BuiltWithCuda());
+  EXPECT_EQ(here.coordinator, -1);
+  if (here.cuda_build) {
+    EXPECT_EQ(here.visible, 2);
+    EXPECT_EQ(HostGpus::ForThisProcess(2, 1).coordinator, 1);
+  } else {
+    EXPECT_EQ(here.visible, CountVisibleGpus(GpuProbe::FromEnvironment()));
+  }
 }
 
 // The assignment against its definition, written out, on random hosts and lists.
