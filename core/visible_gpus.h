@@ -1,5 +1,5 @@
-// How many GPUs this process may run CUDA work on, counted without the CUDA runtime, so that a
-// coordinator built with or without CUDA places its local workers by one rule.
+// How many GPUs this host gives this process, counted without the CUDA runtime: a coordinator
+// built without CUDA says so when its local workers leave the host's GPUs idle.
 #pragma once
 
 #include <optional>

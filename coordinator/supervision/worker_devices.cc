@@ -91,7 +91,7 @@ absl::StatusOr<std::vector<std::string>> AssignWorkerDevices(
       return absl::InvalidArgumentError(absl::StrCat(
           "--worker-devices: ", d, ": this host shows ", host.visible, " GPU(s)",
           host.visible > 0 ? absl::StrCat(" (cuda:0..cuda:", host.visible - 1, ")") : "",
-          "; CUDA_VISIBLE_DEVICES and /dev/nvidiaN decide which"));
+          "; CUDA_VISIBLE_DEVICES decides which"));
     }
   }
   const std::vector<std::string> devices =
