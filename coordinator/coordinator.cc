@@ -34,6 +34,7 @@
 #include "coordinator/router/worker_client.h"
 #include "coordinator/supervision/local_worker_pool.h"
 #include "coordinator/supervision/supervisor.h"
+#include "coordinator/supervision/worker_devices.h"
 #include "coordinator/tokenizer/tokenizer.h"
 #include "core/model_config.h"
 #include "core/safetensors.h"
@@ -294,6 +295,9 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(CoordinatorOptio
   ro.router.down_wait = options.worker_down_wait;
   ro.ready_timeout = options.worker_startup_timeout;
   ro.watcher.probe_timeout = options.health_probe_timeout;
+  if (!options.worker_devices.empty() && options.local_workers == 0)
+    return absl::InvalidArgumentError("--worker-devices needs --local-workers (workers started "
+                                      "elsewhere take their own --device)");
   if (options.expert_replicas > 1 && options.local_workers == 0)
     return absl::InvalidArgumentError("--expert-replicas needs --local-workers (remote workers "
                                       "declare their experts with --experts)");
@@ -313,13 +317,20 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(CoordinatorOptio
     lo.startup_timeout = options.worker_startup_timeout;
     lo.auth = options.worker_auth;  // flag or environment: the workers must require it too
     if (options.expert_shared_memory) lo.extra_args.push_back("--allow_shared_memory");
+    // By default the workers take every GPU but the dense model's.
+    const HostGpus gpus =
+        HostGpus::ForThisProcess(VisibleGpuCount(), device.gpu ? device.ordinal : -1);
+    ASSIGN_OR_RETURN(lo.devices, AssignWorkerDevices(options.worker_devices, lo.num_workers, gpus));
     Log(absl::StrCat("starting ", lo.num_workers, " local workers (", lo.worker_binary, "), ",
-                     lo.replicas, " replica(s) of each expert"));
+                     lo.replicas, " replica(s) of each expert, on ", absl::StrJoin(lo.devices, ","),
+                     options.worker_devices.empty() ? " (default: " : " (--worker-devices; ",
+                     gpus.ToString(), ")"));
     ASSIGN_OR_RETURN(p.local_workers, LocalWorkerPool::Start(lo));
     ASSIGN_OR_RETURN(ro.placement, Placement::Replicated(lo.num_experts, lo.num_workers, lo.replicas));
     ASSIGN_OR_RETURN(p.router, ConnectToWorkers(p.local_workers->addresses(), p.config, ro));
     for (const LocalWorkerPool::Worker& w : p.local_workers->workers())
-      Log(absl::StrCat("local worker pid ", w.pid, " at ", w.address, " holds experts ", w.experts));
+      Log(absl::StrCat("local worker pid ", w.pid, " at ", w.address, " holds experts ", w.experts,
+                       " on ", w.device));
     SupervisorOptions so;
     so.restart = options.restart_workers;
     so.max_restarts = options.max_restarts;

@@ -36,6 +36,9 @@ struct CoordinatorOptions {
   std::vector<std::string> workers;   // host:port of workers started elsewhere
   std::string worker_binary;          // default: mxserve-worker next to this binary
   int worker_threads = 1;             // CPU threads per local worker
+  // Local worker i runs on worker_devices[i % size] ("cpu", "cuda:N"); empty: every GPU of this
+  // host but the coordinator's, else cpu (coordinator/supervision/worker_devices.h).
+  std::vector<std::string> worker_devices;
   absl::Duration worker_startup_timeout = absl::Seconds(120);
   absl::Duration expert_call_timeout = absl::Seconds(5);  // per RunExperts attempt
   // Fault tolerance (coordinator/router, coordinator/supervision).

@@ -19,6 +19,7 @@
 #include "absl/strings/str_split.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/frontends/auth.h"
+#include "coordinator/supervision/worker_devices.h"
 #include "core/exit_codes.h"
 #include "core/flags_util.h"
 
@@ -44,6 +45,11 @@ ABSL_FLAG(int, local_workers, 0,
 ABSL_FLAG(std::string, workers, "", "Comma-separated host:port of workers started elsewhere");
 ABSL_FLAG(std::string, worker_binary, "", "mxserve-worker path (default: next to this binary)");
 ABSL_FLAG(int, worker_threads, 1, "CPU threads per local worker");
+ABSL_FLAG(std::string, worker_devices, "",
+          "Devices of the local workers, comma-separated cuda:N or cpu; worker i runs on entry "
+          "i mod the list's length, restarts too (default: one worker per GPU of this host other "
+          "than the coordinator's, the coordinator's when it is the only one; cpu without a GPU "
+          "or in a build without CUDA)");
 ABSL_FLAG(int, worker_startup_timeout_s, 120, "Bound on waiting for workers to be SERVING");
 ABSL_FLAG(int, expert_call_timeout_ms, 5000,
           "Deadline of each RunExperts attempt; a late call is retried on another replica");
@@ -159,6 +165,14 @@ int main(int argc, char** argv) {
     o.workers.emplace_back(part);
   o.worker_binary = absl::GetFlag(FLAGS_worker_binary);
   o.worker_threads = absl::GetFlag(FLAGS_worker_threads);
+  if (const std::string d = absl::GetFlag(FLAGS_worker_devices); !d.empty()) {
+    absl::StatusOr<std::vector<std::string>> devices = mxserve::ParseWorkerDevices(d);
+    if (!devices.ok()) {
+      fprintf(stderr, "mxserve-coordinator: %s\n", std::string(devices.status().message()).c_str());
+      return kExitConfig;
+    }
+    o.worker_devices = *std::move(devices);
+  }
   o.worker_startup_timeout = absl::Seconds(absl::GetFlag(FLAGS_worker_startup_timeout_s));
   o.expert_call_timeout = absl::Milliseconds(absl::GetFlag(FLAGS_expert_call_timeout_ms));
   o.expert_replicas = absl::GetFlag(FLAGS_expert_replicas);

@@ -6,9 +6,10 @@
 #            that exist
 #   k8s      every manifest in deploy/k8s and deploy/hyperpod against the Kubernetes schemas
 #            (npm kubernetes-models), with a negative control that must fail, and the shell
-#            snippets that derive --workers and each worker's experts
+#            snippets that derive --workers, each worker's experts and its --device
 #   helm     the chart rendered (tools/render-chart.mjs, the subset of Go templates it uses)
-#            with default and non-default values, then the same schema and command checks
+#            with default and non-default values (CPU workers among them), then the same schema
+#            and command checks (each worker's --device and its nvidia.com/gpu request)
 # Usage: deploy/lint.sh [systemd|docker|k8s|helm]...   (default: all)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -59,9 +60,11 @@ lint_helm() {
   node "$tools/render-chart.mjs" "$here/helm/mxserve" > "$out/default.yaml"
   node "$tools/render-chart.mjs" "$here/helm/mxserve" --release prod --set model.source=hostPath \
     --set workers.count=8 --set workers.expertReplicas=2 --set model.numExperts=32 > "$out/replicas.yaml"
-  node "$tools/validate-k8s.mjs" "$out/default.yaml" "$out/replicas.yaml"
-  node "$tools/check-commands.mjs" "$out/default.yaml" 4 1 128 mxserve
-  node "$tools/check-commands.mjs" "$out/replicas.yaml" 8 2 32 prod
+  node "$tools/render-chart.mjs" "$here/helm/mxserve" --set workers.gpu=false > "$out/cpu.yaml"
+  node "$tools/validate-k8s.mjs" "$out/default.yaml" "$out/replicas.yaml" "$out/cpu.yaml"
+  node "$tools/check-commands.mjs" "$out/default.yaml" 4 1 128 mxserve cuda:0
+  node "$tools/check-commands.mjs" "$out/replicas.yaml" 8 2 32 prod cuda:0
+  node "$tools/check-commands.mjs" "$out/cpu.yaml" 4 1 128 mxserve cpu
   grep -q 'hostPath:' "$out/replicas.yaml" || { echo "helm: model.source=hostPath did not select hostPath"; return 1; }
   grep -q 'persistentVolumeClaim:' "$out/default.yaml" || { echo "helm: the default model source is not the PVC"; return 1; }
 }

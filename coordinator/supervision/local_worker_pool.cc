@@ -77,6 +77,11 @@ absl::StatusOr<std::unique_ptr<LocalWorkerPool>> LocalWorkerPool::Start(
   if (options.threads_per_worker < 0) {
     return absl::InvalidArgumentError("local workers: threads_per_worker < 0");
   }
+  if (!options.devices.empty() && options.devices.size() != static_cast<size_t>(options.num_workers)) {
+    return absl::InvalidArgumentError(absl::StrCat("local workers: ", options.devices.size(),
+                                                   " devices for ", options.num_workers,
+                                                   " workers"));
+  }
   if (options.model_dir.empty()) return absl::InvalidArgumentError("local workers: model_dir is empty");
   if (access(options.worker_binary.c_str(), X_OK) != 0) {
     return absl::FailedPreconditionError(absl::StrCat("local workers: worker binary '",
@@ -106,6 +111,26 @@ absl::StatusOr<std::unique_ptr<LocalWorkerPool>> LocalWorkerPool::Start(
   return pool;
 }
 
+std::vector<std::string> LocalWorkerPool::WorkerArgs(const LocalWorkerPoolOptions& options, int i,
+                                                     const std::string& experts,
+                                                     const std::string& port_file) {
+  std::vector<std::string> args = {
+      options.worker_binary,
+      absl::StrCat("--model=", options.model_dir),
+      absl::StrCat("--experts=", experts),
+      absl::StrCat("--host=", options.host),
+      "--port=0",
+      absl::StrCat("--port-file=", port_file),
+      absl::StrCat("--threads=", options.threads_per_worker)};
+  if (!options.devices.empty()) args.push_back(absl::StrCat("--device=", options.devices[i]));
+  const WorkerAuthOptions& auth = options.auth;
+  if (!auth.tls_ca.empty()) args.push_back(absl::StrCat("--tls-ca=", auth.tls_ca));
+  if (!auth.tls_cert.empty()) args.push_back(absl::StrCat("--tls-cert=", auth.tls_cert));
+  if (!auth.tls_key.empty()) args.push_back(absl::StrCat("--tls-key=", auth.tls_key));
+  args.insert(args.end(), options.extra_args.begin(), options.extra_args.end());
+  return args;
+}
+
 absl::Status LocalWorkerPool::Spawn(int i) {
   Worker& w = workers_[i];
   std::tie(w.first_expert, w.end_expert) =
@@ -118,19 +143,9 @@ absl::Status LocalWorkerPool::Spawn(int i) {
   // vfork, not fork: fork runs pthread_atfork handlers, and OpenBLAS's shuts its thread pool
   // down under a GEMM running on the engine thread, which then spins forever (restarts fork
   // while the coordinator serves). vfork runs none, copies nothing and the child execs at once.
-  std::vector<std::string> args = {
-      options_.worker_binary,
-      absl::StrCat("--model=", options_.model_dir),
-      absl::StrCat("--experts=", w.experts),
-      absl::StrCat("--host=", options_.host),
-      "--port=0",
-      absl::StrCat("--port-file=", PortFile(temp_dir_, i)),
-      absl::StrCat("--threads=", options_.threads_per_worker)};
+  w.device = options_.devices.empty() ? "" : options_.devices[i];
+  std::vector<std::string> args = WorkerArgs(options_, i, w.experts, PortFile(temp_dir_, i));
   const WorkerAuthOptions& auth = options_.auth;
-  if (!auth.tls_ca.empty()) args.push_back(absl::StrCat("--tls-ca=", auth.tls_ca));
-  if (!auth.tls_cert.empty()) args.push_back(absl::StrCat("--tls-cert=", auth.tls_cert));
-  if (!auth.tls_key.empty()) args.push_back(absl::StrCat("--tls-key=", auth.tls_key));
-  args.insert(args.end(), options_.extra_args.begin(), options_.extra_args.end());
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -178,7 +193,8 @@ absl::Status LocalWorkerPool::WaitAllServing() {
         return absl::Status(
             config ? absl::StatusCode::kFailedPrecondition : absl::StatusCode::kUnavailable,
             absl::StrCat("local worker ", i, " (pid ", pid, ", experts ", w.first_expert, "-",
-                         w.end_expert - 1, ") ", DescribeExit(wstatus),
+                         w.end_expert - 1, w.device.empty() ? "" : ", on ", w.device, ") ",
+                         DescribeExit(wstatus),
                          " during startup; its log is on stderr above"));
       }
       if (clients[i] == nullptr && !PollAddress(static_cast<int>(i)).empty()) {

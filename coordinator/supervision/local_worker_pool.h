@@ -30,6 +30,9 @@ struct LocalWorkerPoolOptions {
   absl::Duration startup_timeout = absl::Minutes(5);  // port file + SERVING, all workers
   absl::Duration stop_grace = absl::Seconds(5);       // SIGTERM -> SIGKILL
   std::vector<std::string> extra_args;                // appended to every worker's flags
+  // Worker i runs with --device=devices[i] ("cpu", "cuda:N") on every start, restarts too
+  // (worker_devices.h assigns them). Empty: no --device flag (the worker's default, cpu).
+  std::vector<std::string> devices;
   // The coordinator's worker token and TLS files, given to every worker: the token through
   // the child's environment (MXSERVE_WORKER_TOKEN; never on its command line, which every
   // local user can read in /proc), the TLS files (paths, no secret) as --tls-* flags. The
@@ -44,6 +47,7 @@ class LocalWorkerPool {
     pid_t pid = -1;
     int first_expert = 0, end_expert = 0;  // [first, end): its own range
     std::string experts;                   // --experts value ("0-3,4-7" with replicas)
+    std::string device;                    // --device value; "" when none is passed
     int port = 0;
     std::string address;                   // host:port once known
   };
@@ -73,6 +77,11 @@ class LocalWorkerPool {
   // Sends sig to worker i's process if it runs.
   void Signal(int i, int sig);
   const LocalWorkerPoolOptions& options() const { return options_; }
+
+  // The command line of worker i (argv[0] first) with the given --experts value and port file.
+  static std::vector<std::string> WorkerArgs(const LocalWorkerPoolOptions& options, int i,
+                                             const std::string& experts,
+                                             const std::string& port_file);
 
  private:
   explicit LocalWorkerPool(LocalWorkerPoolOptions options) : options_(std::move(options)) {}

@@ -131,8 +131,10 @@ void Supervisor::Tick(int i, absl::Time now) {
         w.phase = Phase::kStarting;
         w.started = now;
         w.reconnected = false;
-        Log(absl::StrCat("worker ", i, " restarted as pid ", w.stats.pid, " (restart ",
-                         w.stats.restarts, ")"));
+        const std::string& device = pool_->workers()[i].device;
+        Log(absl::StrCat("worker ", i, " restarted as pid ", w.stats.pid,
+                         device.empty() ? "" : " on ", device, " (restart ", w.stats.restarts,
+                         ")"));
       }
       break;
     case Phase::kStarting: {

@@ -1,14 +1,16 @@
 // Runs the shell snippets of rendered manifests (the coordinator's --workers list, each worker's
 // expert slice) with stand-in binaries that print their arguments, and checks the result:
-// every expert held by exactly EXPERT_REPLICAS workers, --workers naming every StatefulSet pod.
-// Usage: node check-commands.mjs RENDERED.yaml WORKERS EXPERT_REPLICAS NUM_EXPERTS RELEASE
+// every expert held by exactly EXPERT_REPLICAS workers, --workers naming every StatefulSet pod,
+// every worker on DEVICE (default cuda:0) with one nvidia.com/gpu requested and limited exactly
+// when DEVICE is a GPU.
+// Usage: node check-commands.mjs RENDERED.yaml WORKERS EXPERT_REPLICAS NUM_EXPERTS RELEASE [DEVICE]
 import { execFileSync } from "node:child_process";
 import { chmodSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseAllDocuments } from "yaml";
 
-const [file, workersS, replicasS, expertsS, release] = process.argv.slice(2);
+const [file, workersS, replicasS, expertsS, release, device = "cuda:0"] = process.argv.slice(2);
 const [W, R, E] = [Number(workersS), Number(replicasS), Number(expertsS)];
 const docs = parseAllDocuments(readFileSync(file === "-" ? 0 : file, "utf8")).map((d) => d.toJS());
 const dep = docs.find((d) => d?.kind === "Deployment").spec.template.spec.containers[0];
@@ -35,10 +37,16 @@ const held = new Array(E).fill(0);
 for (let i = 0; i < W; i++) {
   const args = run(wc, { HOSTNAME: `${release}-worker-${i}` });
   const spec = args[args.indexOf("--experts") + 1];
+  const devices = args.flatMap((a, j) => a === "--device" ? [args[j + 1]] : a.startsWith("--device=") ? [a.slice(9)] : []);
+  check(devices.length === 1 && devices[0] === device, `worker ${i}: --device ${devices.join(" ")}, want ${device}`);
   const [a, b] = spec.split("-").map(Number);
   check(Number.isInteger(a) && Number.isInteger(b) && a <= b, `worker ${i}: bad --experts ${spec}`);
   for (let e = a; e <= b; e++) held[e]++;
 }
 check(held.every((n) => n === R), `experts not held exactly ${R} times: ${held.join(",")}`);
-console.log(`check-commands: ${file}: ${W} workers x ${E} experts, replicas ${R}: ${bad ? "FAILED" : "ok"}`);
+const gpus = ["requests", "limits"].map((k) => wc.resources?.[k]?.["nvidia.com/gpu"]);
+const wantGpus = device.startsWith("cuda:") ? 1 : undefined;
+check(gpus.every((g) => g === wantGpus),
+      `worker nvidia.com/gpu requests/limits ${gpus.join("/")}, want ${wantGpus ?? "none"} for ${device}`);
+console.log(`check-commands: ${file}: ${W} workers x ${E} experts, replicas ${R}, on ${device}: ${bad ? "FAILED" : "ok"}`);
 process.exit(bad ? 1 : 0);

@@ -1,9 +1,10 @@
 // Issue-56 hardening against the real binaries: the --worker-token flag locks the local workers
 // the coordinator spawns, and every load or config error exits 78 (EX_CONFIG, which the systemd
-// units do not restart) with a message naming what is wrong.
+// units do not restart) with a message naming what is wrong, --worker-devices among them.
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -77,6 +78,46 @@ TEST(HardeningE2e, WorkerTokenFlagLocksTheLocalWorkers) {
   }
   EXPECT_EQ(workers, 2) << log;
   EXPECT_EQ(c->process->Stop(), 0);
+}
+
+// --worker-devices cpu: every local worker runs with --device=cpu and the log says so.
+TEST(HardeningE2e, WorkerDevicesReachTheLocalWorkers) {
+  TempDir logs;
+  auto c = StartCoordinator(TinyModelDir(), {"--local-workers", "2", "--worker-devices", "cpu"},
+                            logs.path());
+  ASSERT_TRUE(c.has_value());
+  const std::string log = Slurp(c->log_path);
+  std::regex re(R"(local worker pid (\d+) at \S+ holds experts \S+ on (\S+))");
+  int workers = 0;
+  for (auto it = std::sregex_iterator(log.begin(), log.end(), re); it != std::sregex_iterator();
+       ++it, ++workers) {
+    EXPECT_EQ((*it)[2], "cpu");
+    std::string cmdline = Slurp("/proc/" + std::string((*it)[1]) + "/cmdline");
+    std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+    EXPECT_NE(cmdline.find(" --device=cpu "), std::string::npos) << cmdline;
+  }
+  EXPECT_EQ(workers, 2) << log;
+  EXPECT_EQ(c->process->Stop(), 0);
+}
+
+TEST(HardeningE2e, BadWorkerDevicesExit78NamingTheEntry) {
+  TempDir dir;
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--local-workers", "2", "--worker-devices", "cuda:0,gpu1"}, "entry 1 ('gpu1')"},
+      {{"--local-workers", "2", "--worker-devices", "cpu,,cpu"}, "entry 1 ('')"},
+      // A GPU no host here shows: refused whether or not the build has CUDA.
+      {{"--local-workers", "1", "--worker-devices", "cuda:65535"}, "--worker-devices: cuda:65535: "},
+      {{"--local-workers", "0", "--worker-devices", "cpu"}, "--worker-devices needs --local-workers"},
+  };
+  int n = 0;
+  for (const auto& [flags, want] : cases) {
+    const std::string log = dir.path() + "/devices-" + std::to_string(n++) + ".log";
+    std::vector<std::string> args = {"--model", TinyModelDir(), "--host", "127.0.0.1",
+                                     "--http-port", "0", "--grpc-port", "0"};
+    args.insert(args.end(), flags.begin(), flags.end());
+    EXPECT_EQ(RunCommand(BinDir() + "/mxserve-coordinator", args, log), 78) << Slurp(log);
+    EXPECT_NE(Slurp(log).find(want), std::string::npos) << want << ":\n" << Slurp(log);
+  }
 }
 
 // A copy of the tiny model with one file edited.

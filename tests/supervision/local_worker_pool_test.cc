@@ -1,9 +1,11 @@
 // LocalWorkerPool with real mxserve-worker processes (found next to this test binary):
 // two workers start, answer RunExperts through the router like the reference, and are gone
-// after Stop; a worker that cannot start is reported with its exit status.
+// after Stop; a worker that cannot start is reported with its exit status; each worker's
+// --device is the one assigned to it, on its first start and after a restart.
 #include "coordinator/supervision/local_worker_pool.h"
 
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -11,6 +13,7 @@
 #include <fstream>
 #include <iterator>
 
+#include "absl/strings/match.h"
 #include "absl/time/clock.h"
 #include "coordinator/router/expert_router.h"
 #include "coordinator/router/worker_client.h"
@@ -25,6 +28,7 @@
 namespace mxserve {
 namespace {
 
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 std::string WorkerBinary() {
@@ -194,6 +198,115 @@ TEST(LocalWorkerPoolTest, StartupFailureNamesWorkerAndExitStatus) {
 
   opt.worker_binary = "/nonexistent/mxserve-worker";
   EXPECT_EQ(LocalWorkerPool::Start(opt).status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+// The --device arguments among a command line's words.
+std::vector<std::string> DeviceArgs(const std::vector<std::string>& args) {
+  std::vector<std::string> out;
+  for (const std::string& a : args)
+    if (absl::StartsWith(a, "--device")) out.push_back(a);
+  return out;
+}
+
+TEST(LocalWorkerPoolTest, WorkerArgsCarryTheWorkersDevice) {
+  LocalWorkerPoolOptions opt;
+  opt.worker_binary = "/bin/mxserve-worker";
+  opt.model_dir = "/m";
+  opt.num_workers = 3;
+  opt.num_experts = 6;
+  EXPECT_THAT(DeviceArgs(LocalWorkerPool::WorkerArgs(opt, 1, "0-3", "/p")), ::testing::IsEmpty());
+  opt.devices = {"cuda:2", "cpu", "cuda:0"};
+  opt.extra_args = {"--allow_shared_memory"};
+  for (int i = 0; i < 3; ++i) {
+    const std::vector<std::string> args = LocalWorkerPool::WorkerArgs(opt, i, "0-3", "/p");
+    EXPECT_EQ(args.front(), opt.worker_binary);
+    EXPECT_THAT(DeviceArgs(args), ElementsAre("--device=" + opt.devices[i]));
+    EXPECT_EQ(args.back(), "--allow_shared_memory");
+  }
+  opt.devices = {"cpu"};  // one device for three workers: refused before anything starts
+  auto pool = LocalWorkerPool::Start(opt);
+  ASSERT_FALSE(pool.ok());
+  EXPECT_THAT(std::string(pool.status().message()), HasSubstr("1 devices for 3 workers"));
+}
+
+// A stand-in mxserve-worker in dir: appends its command line (one word a line, then an empty
+// line) to dir/<port file name>.argv, then runs the real worker with --device=cpu in place of
+// the device it was given (this build may have no CUDA, this host no GPU), so that the pool
+// sees a worker that serves.
+std::string DeviceRecordingWorker(const std::string& dir) {
+  const std::string path = dir + "/fake-mxserve-worker";
+  std::ofstream f(path);
+  f << "#!/bin/bash\n"
+    << "keep=()\n"
+    << "for a in \"$@\"; do\n"
+    << "  case $a in --port-file=*) name=$(basename \"${a#--port-file=}\") ;; esac\n"
+    << "  case $a in --device=*) ;; *) keep+=(\"$a\") ;; esac\n"
+    << "done\n"
+    << "printf '%s\\n' \"$@\" '' >> '" << dir << "'/\"$name.argv\"\n"
+    << "exec '" << WorkerBinary() << "' \"${keep[@]}\" --device=cpu\n";
+  f.close();
+  chmod(path.c_str(), 0755);
+  return path;
+}
+
+// The command lines worker i was started with, oldest first.
+std::vector<std::vector<std::string>> StartsOf(const std::string& dir, int i) {
+  std::ifstream f(dir + "/worker-" + std::to_string(i) + ".port.argv");
+  std::vector<std::vector<std::string>> starts(1);
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.empty()) {
+      starts.emplace_back();
+    } else {
+      starts.back().push_back(line);
+    }
+  }
+  starts.pop_back();
+  return starts;
+}
+
+TEST(LocalWorkerPoolTest, EachWorkerKeepsItsDeviceAcrossARestart) {
+  testing::ExpertCheckpointSpec spec;
+  const std::string dir = testing::NewTempDir();
+  const std::string bin = testing::NewTempDir();
+  ASSERT_TRUE(testing::WriteExpertCheckpoint(dir, spec).ok());
+  LocalWorkerPoolOptions opt = TwoWorkers(dir, spec);
+  opt.worker_binary = DeviceRecordingWorker(bin);
+  opt.devices = {"cuda:3", "cuda:1"};
+  auto pool = LocalWorkerPool::Start(opt);
+  ASSERT_TRUE(pool.ok()) << pool.status();
+  LocalWorkerPool& p = **pool;
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(p.workers()[i].device, opt.devices[i]);
+    const auto starts = StartsOf(bin, i);
+    ASSERT_EQ(starts.size(), 1u) << "worker " << i;
+    EXPECT_THAT(DeviceArgs(starts[0]), ElementsAre("--device=" + opt.devices[i]));
+  }
+  // Worker 1 dies; the supervisor's path back: reap, respawn, wait for its port.
+  const pid_t old_pid = p.workers()[1].pid;
+  p.Signal(1, SIGKILL);
+  std::optional<int> wstatus;
+  for (const absl::Time until = absl::Now() + absl::Seconds(10); !wstatus && absl::Now() < until;) {
+    wstatus = p.Reap(1);
+    if (!wstatus) absl::SleepFor(absl::Milliseconds(10));
+  }
+  ASSERT_TRUE(wstatus.has_value()) << "worker 1 (pid " << old_pid << ") not reaped";
+  ASSERT_TRUE(p.Respawn(1).ok());
+  for (const absl::Time until = absl::Now() + absl::Seconds(60);
+       p.PollAddress(1).empty() && absl::Now() < until;) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  ASSERT_FALSE(p.PollAddress(1).empty()) << "the restarted worker never listened";
+  EXPECT_NE(p.workers()[1].pid, old_pid);
+  EXPECT_EQ(p.workers()[1].device, "cuda:1");
+  const auto starts = StartsOf(bin, 1);
+  ASSERT_EQ(starts.size(), 2u);
+  EXPECT_THAT(DeviceArgs(starts[1]), ElementsAre("--device=cuda:1"));
+  EXPECT_EQ(starts[1], starts[0]) << "a restart runs the first start's command line";
+  EXPECT_EQ(StartsOf(bin, 0).size(), 1u);
+  pool->reset();
+  std::filesystem::remove_all(dir);
+  std::filesystem::remove_all(bin);
 }
 
 }  // namespace
