@@ -19,12 +19,6 @@ struct ServingContext {
   const Tokenizer* tokenizer = nullptr;      // not owned; outlives the front doors
   const ChatTemplate* chat_template = nullptr;  // not owned; null = chat routes answer 400
   GenerationService* engine = nullptr;       // not owned
-  // The output parser of a chat turn (--tool-call-parser, --reasoning-parser); empty = the chat
-  // template's own (harmony).
-  OutputParserFactory output_parser;
-  // vLLM without --enable-auto-tool-choice: requests whose tool_choice is "auto" (the default
-  // when tools are given) get 400. Harmony models are exempt, as in vLLM.
-  bool refuse_auto_tool_choice = false;
   // True once the engine can take requests (weights resident, workers up). Called from I/O
   // threads, so it must be cheap and thread-safe. Empty = always ready.
   std::function<bool()> ready;
@@ -47,6 +41,12 @@ struct ServingContext {
   std::function<std::string()> not_ready_message;
   // GET /v1/workers: placement and worker states as JSON. Empty = no such route.
   std::function<std::string()> workers;
+  // The output parser of a chat turn (--tool-call-parser, --reasoning-parser); empty = the chat
+  // template's own (harmony).
+  OutputParserFactory output_parser;
+  // vLLM without --enable-auto-tool-choice: requests whose tool_choice is "auto" (the default
+  // when tools are given) get 400. Harmony models are exempt, as in vLLM.
+  bool refuse_auto_tool_choice = false;
 
   std::unique_ptr<ChatOutputParser> NewOutputParser(const ChatRenderOptions& render) const {
     if (output_parser) return output_parser(render);
