@@ -15,6 +15,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "coordinator/chat/chat_template.h"
+#include "coordinator/chat/output_parser_registry.h"
 #include "coordinator/engine/engine.h"
 #include "coordinator/frontends/grpc_frontend.h"
 #include "coordinator/frontends/http_frontend.h"
@@ -63,6 +64,7 @@ struct Coordinator::Parts {
   ModelConfig config;
   std::unique_ptr<Tokenizer> tokenizer;
   std::unique_ptr<ChatTemplate> chat;
+  OutputParserFactory output_parser;  // empty: the chat template's own (harmony)
   std::shared_ptr<ThreadPool> pool;
   std::unique_ptr<LocalWorkerPool> local_workers;
   std::unique_ptr<ExpertRouter> router;
@@ -260,6 +262,9 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(CoordinatorOptio
         "vocab_size (", p.config.vocab_size, "): the model has no embedding row for it"));
   }
   ASSIGN_OR_RETURN(p.chat, ChatTemplate::ForModel(p.config.model_type, p.tokenizer.get()));
+  ASSIGN_OR_RETURN(p.output_parser,
+                   MakeOutputParserFactory({options.tool_call_parser, options.reasoning_parser},
+                                           p.config.model_type, p.tokenizer.get()));
   p.pool = std::make_shared<ThreadPool>(options.threads);
   ASSIGN_OR_RETURN(auto checkpoint, Checkpoint::Open(options.model_dir));
 #ifdef MXSERVE_HAVE_GPU_RUNNER
@@ -398,6 +403,8 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(CoordinatorOptio
   ctx.max_model_len = max_model_len;
   ctx.tokenizer = p.tokenizer.get();
   ctx.chat_template = p.chat.get();
+  ctx.output_parser = p.output_parser;
+  ctx.refuse_auto_tool_choice = p.output_parser && !options.enable_auto_tool_choice;
   p.deadline = std::make_unique<frontends::DeadlineGenerationService>(p.engine.get(),
                                                                       options.request_timeout);
   ctx.engine = p.deadline.get();

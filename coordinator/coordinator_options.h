@@ -14,6 +14,11 @@ struct CoordinatorOptions {
   // Model.
   std::string model_dir;
   std::string served_model_name;      // default: the model folder's name
+  // Output parsers (coordinator/chat/output_parser_registry.h), vLLM's names; "" = from the
+  // model type. Without enable_auto_tool_choice, tool_choice "auto" gets 400 (not on harmony).
+  std::string tool_call_parser;
+  std::string reasoning_parser;
+  bool enable_auto_tool_choice = false;
   // Front doors.
   std::string host = "0.0.0.0";
   int http_port = 8000;               // 0 = pick a free port

@@ -25,6 +25,15 @@
 
 ABSL_FLAG(std::string, model, "", "Model folder (config.json, *.safetensors, tokenizer.json)");
 ABSL_FLAG(std::string, served_model_name, "", "Model id clients send (default: folder name)");
+ABSL_FLAG(std::string, tool_call_parser, "",
+          "Tool-call parser, as vLLM names it: openai (harmony), kimi_k2, kimi_k3, deepseek_v3 "
+          "(default: from the model type)");
+ABSL_FLAG(std::string, reasoning_parser, "",
+          "Reasoning parser, as vLLM names it: openai_gptoss (harmony), kimi_k2, kimi_k3, "
+          "deepseek_r1, deepseek_v3, none (default: from the model type)");
+ABSL_FLAG(bool, enable_auto_tool_choice, false,
+          "Accept tool_choice \"auto\" (vLLM's flag; without it such requests get 400, except "
+          "on harmony models)");
 ABSL_FLAG(std::string, host, "0.0.0.0", "Address the HTTP and gRPC front doors bind");
 ABSL_FLAG(int, http_port, 8000, "OpenAI-compatible HTTP port (0 = pick)");
 ABSL_FLAG(int, grpc_port, 50051, "mxserve.v1.Inference gRPC port (0 = pick)");
@@ -151,6 +160,9 @@ int main(int argc, char** argv) {
     return kExitConfig;
   }
   o.served_model_name = absl::GetFlag(FLAGS_served_model_name);
+  o.tool_call_parser = absl::GetFlag(FLAGS_tool_call_parser);
+  o.reasoning_parser = absl::GetFlag(FLAGS_reasoning_parser);
+  o.enable_auto_tool_choice = absl::GetFlag(FLAGS_enable_auto_tool_choice);
   o.host = absl::GetFlag(FLAGS_host);
   o.http_port = absl::GetFlag(FLAGS_http_port);
   o.grpc_port = absl::GetFlag(FLAGS_grpc_port);

@@ -48,6 +48,7 @@ class ChatOutputParser {
     int index = 0;          // 0, 1, ... in the order the calls appear in this response
     std::string name;       // on the call's first piece only
     std::string arguments;  // JSON text, in pieces
+    std::string id;         // first piece only, where the format names the call (Kimi K2)
   };
   struct Delta {
     std::string content;    // user-visible text (harmony final/commentary channel)

@@ -72,7 +72,7 @@ class GenerateReactor : public grpc::ServerWriteReactor<pb::GenerateResponse> {
     for (const GenerateRequest& q : reqs) {
       Choice c;
       c.engine_id = q.request_id;
-      if (parsed->chat) c.parser = ctx_.chat_template->NewParserFor(parsed->render);
+      if (parsed->chat) c.parser = ctx_.NewOutputParser(parsed->render);
       choices_.push_back(std::move(c));
     }
     multi_ = parsed->n > 1;
@@ -197,7 +197,7 @@ class GenerateReactor : public grpc::ServerWriteReactor<pb::GenerateResponse> {
           p->set_index(t.index);
           if (c.call_ids.size() <= static_cast<size_t>(t.index)) {  // the call's first piece
             c.call_ids.resize(t.index + 1);
-            c.call_ids[t.index] = NewRequestId("call");
+            c.call_ids[t.index] = t.id.empty() ? NewRequestId("call") : t.id;
             p->set_id(c.call_ids[t.index]);
           }
           p->set_name(t.name);

@@ -576,6 +576,12 @@ absl::Status ReadChatTools(const json* tools, const json* choice, const ServingC
       render->forced_tool = forced;
     }
   }
+  // vLLM: tools without tool_choice mean "auto", which needs --enable-auto-tool-choice.
+  const bool auto_choice = !choice || (choice->is_string() && choice->get<std::string>() == "auto");
+  if (ctx.refuse_auto_tool_choice && !tool_names.empty() && auto_choice) {
+    return absl::InvalidArgumentError(
+        "\"auto\" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set");
+  }
   return absl::OkStatus();
 }
 

@@ -84,7 +84,7 @@ ChatCompletionResponder::ChatCompletionResponder(const ServingContext& ctx,
       include_usage_(request.include_usage),
       tokens_as_ids_(request.tokens_as_ids),
       prompt_tokens_(static_cast<int>(request.generate.prompt_tokens.size())),
-      parser_(ctx.chat_template ? ctx.chat_template->NewParserFor(request.render) : nullptr) {}
+      parser_(ctx.NewOutputParser(request.render)) {}
 
 ChatCompletionResponder::Piece ChatCompletionResponder::Parse(const GenerationEvent& event) {
   Piece p;
@@ -112,7 +112,7 @@ json ChatCompletionResponder::TrackToolCalls(
     json piece{{"index", d.index}};
     json fn = json::object();
     if (fresh) {
-      call.id = NewRequestId("call");
+      call.id = d.id.empty() ? NewRequestId("call") : d.id;  // Kimi K2 names its calls
       piece["id"] = call.id;
       piece["type"] = "function";
     }

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "coordinator/chat/chat_template.h"
+#include "coordinator/chat/output_parser_registry.h"
 #include "coordinator/engine/request.h"
 #include "coordinator/tokenizer/tokenizer.h"
 
@@ -40,7 +41,17 @@ struct ServingContext {
   std::function<std::string()> not_ready_message;
   // GET /v1/workers: placement and worker states as JSON. Empty = no such route.
   std::function<std::string()> workers;
+  // The output parser of a chat turn (--tool-call-parser, --reasoning-parser); empty = the chat
+  // template's own (harmony).
+  OutputParserFactory output_parser;
+  // vLLM without --enable-auto-tool-choice: requests whose tool_choice is "auto" (the default
+  // when tools are given) get 400. Harmony models are exempt, as in vLLM.
+  bool refuse_auto_tool_choice = false;
 
+  std::unique_ptr<ChatOutputParser> NewOutputParser(const ChatRenderOptions& render) const {
+    if (output_parser) return output_parser(render);
+    return chat_template ? chat_template->NewParserFor(render) : nullptr;
+  }
   bool IsReady() const { return !ready || ready(); }
   bool IsProbeReady(std::string* json) const {
     if (readiness) return readiness(json);
