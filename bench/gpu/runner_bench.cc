@@ -5,7 +5,9 @@
 // layer, the KV rows it attends) over the card's device-to-device copy bandwidth (a 1 GiB copy
 // reads and writes 1 GiB each). Prints a table and, with --csv, its CSV rows
 // (bench/results/gpu_runner_*.csv).
-//   mxserve-bench-runner --model DIR [--batches 1,8,64] [--context 1024] [--steps 64] [--csv]
+//   mxserve-bench-runner --model DIR [--batches 1,8,64] [--context 1024] [--steps 64] [--eager]
+//                        [--csv]
+// --eager: no CUDA graphs (each kernel launched; what a profiler sees kernel by kernel).
 #include <cuda_runtime.h>
 
 #include <chrono>
@@ -68,7 +70,7 @@ int Run(int argc, char** argv) {
   std::string model;
   std::vector<int> batches = {1, 8, 64};
   int context = 1024, steps = 64;
-  bool csv = false;
+  bool csv = false, eager = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
@@ -86,8 +88,10 @@ int Run(int argc, char** argv) {
       steps = atoi(next().c_str());
     } else if (a == "--csv") {
       csv = true;
+    } else if (a == "--eager") {
+      eager = true;
     } else {
-      fprintf(stderr, "usage: %s --model DIR [--batches 1,8,64] [--context N] [--steps N] [--csv]\n",
+      fprintf(stderr, "usage: %s --model DIR [--batches 1,8,64] [--context N] [--steps N] [--eager] [--csv]\n",
               argv[0]);
       return 2;
     }
@@ -104,6 +108,7 @@ int Run(int argc, char** argv) {
   o.block_size = 16;
   o.max_model_len = context + steps + 16;
   o.max_num_batched_tokens = std::max(context, max_batch);
+  o.max_graph_batch = eager ? 0 : std::max(max_batch, 1);
   auto runner = gpu::GpuModelRunner::Create(*cfg, **ck, nullptr, o);
   if (!runner.ok()) {
     fprintf(stderr, "%s\n", std::string(runner.status().message()).c_str());
@@ -158,8 +163,8 @@ int Run(int argc, char** argv) {
     printf("%-28s %6d %8d %6d %10.1f %12.1f %7.1f%%\n", name.c_str(), B, context, steps, tps,
            B == 1 ? floor_tps : 0.0, B == 1 ? 100 * tps / floor_tps : 0.0);
     if (csv) {
-      printf("CSV,%s,%s,%d,%d,%.1f,%.1f,%.1f\n", prop.name, name.c_str(), B, context, tps,
-             floor_tps, bw);
+      printf("CSV,%s,%s,%s,%d,%d,%.1f,%.1f,%.1f\n", prop.name, name.c_str(),
+             eager ? "eager" : "graphs", B, context, tps, floor_tps, bw);
     }
   }
   return 0;

@@ -46,6 +46,8 @@ absl::StatusOr<std::unique_ptr<GpuModelRunner>> GpuModelRunner::Create(
   RETURN_IF_ERROR(CudaCheck(cudaStreamCreateWithFlags(&r->stream_, cudaStreamNonBlocking),
                             "cudaStreamCreate"));
   absl::MutexLock lock(&r->mu_);
+  size_t total_b = 0;
+  RETURN_IF_ERROR(CudaCheck(cudaMemGetInfo(&r->free_at_start_, &total_b), "cudaMemGetInfo"));
   ASSIGN_OR_RETURN(r->model_, GptOssGpu::Create(config, checkpoint, moe, r->stream_));
   const int T = options.max_num_batched_tokens;
   RETURN_IF_ERROR(r->model_->Reserve(T, T));
@@ -71,7 +73,9 @@ absl::Status GpuModelRunner::SizeKvCache(const ModelConfig& c, const GpuRunnerOp
   RETURN_IF_ERROR(CudaCheck(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo"));
   const int64_t per_block =
       GpuKvCache::BytesPerBlock(c.num_hidden_layers, c.num_key_value_heads, c.head_dim, o.block_size);
-  const int64_t used = static_cast<int64_t>(total_b) - static_cast<int64_t>(free_b);
+  // What this runner holds so far (weights, activations), not what other processes on the
+  // card hold: the utilization is this runner's share, as vLLM's flag is its instance's.
+  const int64_t used = static_cast<int64_t>(free_at_start_) - static_cast<int64_t>(free_b);
   int64_t budget = o.kv_cache_bytes > 0
                        ? o.kv_cache_bytes
                        : static_cast<int64_t>(o.gpu_memory_utilization * total_b) - used -
@@ -80,10 +84,12 @@ absl::Status GpuModelRunner::SizeKvCache(const ModelConfig& c, const GpuRunnerOp
   const int64_t blocks = budget / per_block;
   if (blocks < 1) {
     return absl::ResourceExhaustedError(absl::StrFormat(
-        "cuda:%d: no memory left for the KV cache: %.2f GiB of %.2f GiB in use after weights "
-        "(%.2f GiB) and activations; raise --gpu-memory-utilization (%.2f) or lower "
-        "--max-num-batched-tokens",
-        device_, GiB(used), GiB(total_b), GiB(model_->weight_bytes()), o.gpu_memory_utilization));
+        "cuda:%d: no memory left for the KV cache: weights (%.2f GiB) and activations take "
+        "%.2f GiB of the %.2f GiB that --gpu-memory-utilization %.2f allows (%.2f GiB free on "
+        "the card); raise it, or lower --max-num-batched-tokens",
+        device_, GiB(model_->weight_bytes()), GiB(used),
+        GiB(static_cast<int64_t>(o.gpu_memory_utilization * total_b)), o.gpu_memory_utilization,
+        GiB(free_b)));
   }
   // The last block is the CUDA graphs' scratch (padding tokens), not the scheduler's.
   num_blocks_ = static_cast<int>(std::min<int64_t>(blocks - 1, 1 << 30));

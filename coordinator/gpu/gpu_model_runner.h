@@ -76,6 +76,7 @@ class GpuModelRunner : public ModelRunner {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   int device_ = 0;
+  size_t free_at_start_ = 0;  // free device memory before this runner allocated anything
   int vocab_size_ = 0, block_size_ = 0, num_blocks_ = 0, max_model_len_ = 0;
   std::string description_;
   cudaStream_t stream_ = nullptr;

@@ -44,6 +44,36 @@ for step in $steps; do
       $B/mxserve-bench-runner --model "$MODELS/20b" --batches ${BENCH_BATCHES:-1,8,64} \
         --context ${BENCH_CONTEXT:-1024} --steps ${BENCH_STEPS:-64} --csv 2>&1 | tee "$OUT/runner_bench.txt"
       grep "^CSV," "$OUT/runner_bench.txt" | sed 's/^CSV,//' > "$OUT/runner_bench.csv" ;;
+    profile)
+      # Where a batch-1 decode step's time goes: kernel time totals over PROFILE_STEPS eager
+      # steps (nsys; ncu's per-kernel duration of one step when nsys is absent).
+      make_model 20b gpt-oss-20b || { echo "FAIL make-model"; rc=1; }
+      run=($B/mxserve-bench-runner --model "$MODELS/20b" --batches 1 --context 1024 --eager)
+      if command -v nsys >/dev/null; then
+        nsys profile -o "$OUT/prof" --force-overwrite true "${run[@]}" --steps ${PROFILE_STEPS:-200} > "$OUT/prof_run.txt" 2>&1
+        nsys stats --report cuda_gpu_kern_sum --format csv "$OUT/prof.nsys-rep" > "$OUT/kern_sum.csv" 2>/dev/null
+        python3 -c "
+import csv,sys
+rows=[r for r in csv.reader(open('$OUT/kern_sum.csv')) if len(r)>8]
+h=rows[0]; rows=rows[1:]
+ti=h.index('Total Time (ns)'); ni=h.index('Name'); ci=h.index('Instances')
+tot=sum(float(r[ti]) for r in rows)
+for r in sorted(rows,key=lambda r:-float(r[ti]))[:25]:
+  print('%6.1f%% %8d %10.1f us/inst  %s'%(100*float(r[ti])/tot,int(r[ci]),float(r[ti])/int(r[ci])/1e3,r[ni][:110]))
+"
+      else
+        ncu --metrics gpu__time_duration.sum --csv --launch-skip ${PROFILE_SKIP:-3000} -c ${PROFILE_COUNT:-400} \
+          "${run[@]}" --steps 30 > "$OUT/ncu_kern.csv" 2>&1
+        python3 -c "
+import csv,collections
+t=collections.Counter();n=collections.Counter()
+for r in csv.reader(l for l in open('$OUT/ncu_kern.csv') if l.startswith('\"')):
+  if len(r)>14 and r[-3]=='gpu__time_duration.sum':
+    k=r[4][:100]; v=float(r[-1].replace(',','')); t[k]+=v; n[k]+=1
+tot=sum(t.values())
+for k,v in t.most_common(25): print('%6.1f%% %6d %10.2f us/inst %s'%(100*v/tot,n[k],v/n[k]/1e3,k))
+"
+      fi ;;
     *) echo "unknown step $step"; rc=2 ;;
   esac
 done
