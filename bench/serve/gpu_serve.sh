@@ -31,10 +31,14 @@ for mode in ${*:-inprocess}; do
     --max-num-batched-tokens 8192 --max-model-len 10240 "${extra[@]}" \
     > "$OUT/coordinator_$mode.log" 2>&1 &
   pid=$!
-  for _ in $(seq 600); do [[ -f $OUT/ports.json ]] && break; sleep 0.5; done
+  for _ in $(seq 600); do [[ -f $OUT/ports.json ]] && break; kill -0 $pid 2>/dev/null || break; sleep 0.5; done
   port=$(python3 -c "import json;print(json.load(open('$OUT/ports.json'))['http_port'])" 2>/dev/null)
   if [[ -z $port ]]; then echo "FAIL $mode: the coordinator did not start"; tail -5 "$OUT/coordinator_$mode.log"; rc=1; continue; fi
-  grep -E "dense model on|KV cache" "$OUT/coordinator_$mode.log" | head -3
+  grep -E "dense model on|KV cache|worker" "$OUT/coordinator_$mode.log" | head -4
+  # Ready (the model loaded, the workers up) before any timing.
+  for _ in $(seq 240); do
+    curl -sf http://127.0.0.1:$port/health/ready >/dev/null && break; sleep 0.5
+  done
   for c in ${SERVE_CONCURRENCY:-64 256}; do
     python3 bench/serve/bench_serve.py --base-url http://127.0.0.1:$port --temperature 0 \
       --random-input-len 1024 --random-output-len 1024 --num-prompts $((2 * c)) \

@@ -7,12 +7,17 @@
 //     window, then batched decode steps.
 // The GPU runs bf16 weights and activations with fp32 accumulation and residual; the CPU fp32
 // throughout. Bounds: relative L2 of a logits row <= kMaxRelL2, and equal argmax on every row
-// whose reference top-1 leads its top-2 by more than kMargin.
+// whose reference top-1 leads its top-2 by more than kMargin. Routing is discontinuous: a token
+// whose router logits are nearly tied can choose another expert in bf16 than in fp32, and its
+// row then differs by far more than rounding (measured: up to 0.26). So up to
+// kMaxFlippedShare of a step's rows (at least one) may exceed kMaxRelL2, each still within
+// kMaxFlippedRelL2; the rest must not.
 //   mxserve-gpu-runner-check [--golden DIR]... [--model DIR] [--workers-moe]
 #include <cstdio>
 #include <cstring>
 #include <memory>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -35,6 +40,7 @@ using testing::RelL2F;
 
 constexpr double kMaxRelL2 = 3e-2;  // bf16 activations through every layer
 constexpr float kMargin = 0.5f;
+constexpr double kMaxFlippedShare = 0.03, kMaxFlippedRelL2 = 0.4;
 
 int g_fail = 0;
 
@@ -61,7 +67,7 @@ float Margin(const float* row, int v) {
 // rows with a clear margin in `want`.
 struct RowsCmp {
   double worst = 0;
-  int argmax_bad = 0, argmax_checked = 0;
+  int argmax_bad = 0, argmax_checked = 0, rows = 0, past_bound = 0;
   std::string bad_rows;  // "row:err" of the first rows past the bound
 };
 RowsCmp CompareRows(const float* got, const float* want, int rows, int v) {
@@ -69,7 +75,11 @@ RowsCmp CompareRows(const float* got, const float* want, int rows, int v) {
   for (int r = 0; r < rows; ++r) {
     const double e = RelL2F(got + size_t(r) * v, want + size_t(r) * v, v);
     c.worst = std::max(c.worst, e);
-    if (e > kMaxRelL2 && c.bad_rows.size() < 160) c.bad_rows += absl::StrFormat(" %d:%.2g", r, e);
+    ++c.rows;
+    if (e > kMaxRelL2) {
+      ++c.past_bound;
+      if (c.bad_rows.size() < 160) c.bad_rows += absl::StrFormat(" %d:%.2g", r, e);
+    }
     if (Margin(want + size_t(r) * v, v) > kMargin) {
       ++c.argmax_checked;
       if (ArgmaxF(got + size_t(r) * v, v) != ArgmaxF(want + size_t(r) * v, v)) ++c.argmax_bad;
@@ -79,9 +89,12 @@ RowsCmp CompareRows(const float* got, const float* want, int rows, int v) {
 }
 
 void ReportRows(const std::string& name, const RowsCmp& c) {
-  Report(c.worst <= kMaxRelL2 && c.argmax_bad == 0, name,
-         absl::StrFormat("rel_l2 %.2e (bound %.0e), argmax %d/%d rows differ%s%s", c.worst,
-                         kMaxRelL2, c.argmax_bad, c.argmax_checked,
+  const int allowed = std::max(1, static_cast<int>(kMaxFlippedShare * c.rows));
+  Report(c.worst <= kMaxFlippedRelL2 && c.past_bound <= allowed && c.argmax_bad == 0, name,
+         absl::StrFormat("rel_l2 %.2e (bound %.0e; %d of %d rows past it, %d allowed up to %.1f), "
+                         "argmax %d/%d rows differ%s%s",
+                         c.worst, kMaxRelL2, c.past_bound, c.rows, allowed, kMaxFlippedRelL2,
+                         c.argmax_bad, c.argmax_checked,
                          c.bad_rows.empty() ? "" : "; rows past the bound:", c.bad_rows));
 }
 
@@ -160,6 +173,27 @@ void CheckGolden(const std::string& dir, bool graphs) {
   }
 }
 
+// In front of the router: keeps each layer's chosen experts of the last step, so that a row
+// past the bound can be shown to be a token that chose other experts on the GPU.
+class RecordingMoe : public MoeExecutor {
+ public:
+  explicit RecordingMoe(MoeExecutor* inner) : inner_(inner) {}
+  absl::Status Run(const ExpertBatch& b, float* out) override {
+    if (b.layer >= static_cast<int>(ids_.size())) ids_.resize(b.layer + 1);
+    std::vector<std::set<int32_t>>& layer = ids_[b.layer];
+    layer.assign(b.num_tokens, {});
+    for (int t = 0; t < b.num_tokens; ++t) {
+      layer[t].insert(b.expert_ids + size_t(t) * b.top_k, b.expert_ids + size_t(t + 1) * b.top_k);
+    }
+    return inner_->Run(b, out);
+  }
+  std::vector<std::vector<std::set<int32_t>>> Take() { return std::move(ids_); }
+
+ private:
+  MoeExecutor* inner_;
+  std::vector<std::vector<std::set<int32_t>>> ids_;  // [layer][token]
+};
+
 // CPU runner (oracle) and GPU runner on the same steps.
 void CheckAgainstCpu(const std::string& dir, bool workers_moe) {
   auto cfg = ModelConfig::Load(dir);
@@ -174,10 +208,11 @@ void CheckAgainstCpu(const std::string& dir, bool workers_moe) {
     Report(false, "cpu-vs-gpu " + dir, std::string(router.status().message()));
     return;
   }
-  auto model = CreateCausalLM(*cfg, **ck, router->get(), pool.get());
+  RecordingMoe cpu_moe(router->get()), gpu_moe(router->get());
+  auto model = CreateCausalLM(*cfg, **ck, &cpu_moe, pool.get());
   constexpr int kBlock = 16, kMaxLen = 1024;
   auto cpu = CpuModelRunner::Create(std::move(*model), 256, kBlock, kMaxLen);
-  auto gpu = MakeGpu(*cfg, **ck, workers_moe ? router->get() : nullptr, kBlock, kMaxLen);
+  auto gpu = MakeGpu(*cfg, **ck, workers_moe ? &gpu_moe : nullptr, kBlock, kMaxLen);
   if (!cpu.ok() || !gpu.ok()) {
     Report(false, "cpu-vs-gpu " + dir,
            std::string(cpu.ok() ? gpu.status().message() : cpu.status().message()));
@@ -204,7 +239,40 @@ void CheckAgainstCpu(const std::string& dir, bool workers_moe) {
       return;
     }
     const int rows = static_cast<int>(a->logits.size() / V);
-    ReportRows(name, CompareRows(b->logits.data(), a->logits.data(), rows, V));
+    RowsCmp c = CompareRows(b->logits.data(), a->logits.data(), rows, V);
+    if (!workers_moe) {
+      ReportRows(name, c);
+      return;
+    }
+    // Experts behind the router: both runners' routing is known, so every row past the bound
+    // must be a token whose experts differ in some layer, and no other.
+    std::vector<int> row_token;
+    int t0 = 0;
+    for (const SequenceChunk& ch : batch.chunks) {
+      const int n = static_cast<int>(ch.tokens.size());
+      for (int i = ch.all_logits ? 0 : n - 1; i < n; ++i) row_token.push_back(t0 + i);
+      t0 += n;
+    }
+    const auto cpu_ids = cpu_moe.Take(), gpu_ids = gpu_moe.Take();
+    int unexplained = 0, flipped = 0;
+    std::string list;
+    for (int r = 0; r < rows; ++r) {
+      bool flip = false;
+      for (size_t l = 0; l < cpu_ids.size() && l < gpu_ids.size(); ++l) {
+        flip = flip || cpu_ids[l][row_token[r]] != gpu_ids[l][row_token[r]];
+      }
+      flipped += flip;
+      const double e = RelL2F(b->logits.data() + size_t(r) * V, a->logits.data() + size_t(r) * V, V);
+      if (e > kMaxRelL2 && !flip) {
+        ++unexplained;
+        if (list.size() < 120) list += absl::StrFormat(" %d:%.2g", r, e);
+      }
+    }
+    Report(unexplained == 0 && c.argmax_bad == 0, name,
+           absl::StrFormat("rel_l2 %.2e; %d rows past %.0e, %d of them tokens routed differently "
+                           "(%d such rows in all)%s%s",
+                           c.worst, c.past_bound, kMaxRelL2, c.past_bound - unexplained, flipped,
+                           list.empty() ? "" : "; unexplained:", list));
   };
   auto chunk = [&](int s, int from, int to, bool all) {
     SequenceChunk c;
