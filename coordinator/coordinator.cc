@@ -185,7 +185,8 @@ absl::StatusOr<std::unique_ptr<ModelRunner>> StartCpuRunner(const ModelConfig& c
 absl::StatusOr<std::unique_ptr<ModelRunner>> StartGpuRunner(const ModelConfig& config,
                                                             const CoordinatorOptions& options,
                                                             const Checkpoint& checkpoint,
-                                                            MoeExecutor* moe, int device) {
+                                                            MoeExecutor* moe, int device,
+                                                            int workers_on_device) {
 #ifdef MXSERVE_HAVE_GPU_RUNNER
   gpu::GpuRunnerOptions go;
   go.device = device;
@@ -195,12 +196,20 @@ absl::StatusOr<std::unique_ptr<ModelRunner>> StartGpuRunner(const ModelConfig& c
   go.max_model_len = options.max_model_len;
   go.max_num_batched_tokens = std::max(options.max_num_batched_tokens, options.max_num_seqs);
   go.max_graph_batch = options.enforce_eager ? 0 : std::min(options.max_num_seqs, 512);
+  // A local worker on this GPU grows its scratch with the batch after the KV cache is sized:
+  // per token and expert slot a bf16 operand and activation and an fp32 output row, per token
+  // its fp32 input and output rows, and 256 MiB for its context and kernels.
+  const int64_t T = go.max_num_batched_tokens, H = config.hidden_size;
+  const int64_t per_worker = T * config.num_experts_per_tok * H * (2 + 2 + 4) + T * H * 8 +
+                             (int64_t{256} << 20);
+  go.leave_free_bytes = workers_on_device * per_worker;
   ASSIGN_OR_RETURN(std::unique_ptr<gpu::GpuModelRunner> runner,
                    gpu::GpuModelRunner::Create(config, checkpoint, moe, go));
   Log("dense model on " + runner->description());
   return runner;
 #else
-  (void)config, (void)options, (void)checkpoint, (void)moe, (void)device;
+  (void)config, (void)options, (void)checkpoint, (void)moe, (void)device,
+      (void)workers_on_device;
   return absl::InvalidArgumentError("this build has no CUDA");
 #endif
 }
@@ -371,9 +380,14 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(CoordinatorOptio
         p.router.get(), &p.router->placement(),
         [r = p.router.get()](int b) { return r->backend(b).bytes_received(); });
   }
+  int workers_on_device = 0;
+  if (p.local_workers) {
+    for (const LocalWorkerPool::Worker& w : p.local_workers->workers())
+      workers_on_device += device.gpu && w.device == device.ToString();
+  }
   ASSIGN_OR_RETURN(p.runner,
                    device.gpu ? StartGpuRunner(p.config, options, *checkpoint, p.moe_probe.get(),
-                                               device.ordinal)
+                                               device.ordinal, workers_on_device)
                               : StartCpuRunner(p.config, options, *checkpoint, p.moe_probe.get(),
                                                p.pool.get()));
   checkpoint.reset();  // the weights are copied; unmap the files

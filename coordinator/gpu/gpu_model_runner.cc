@@ -80,7 +80,7 @@ absl::Status GpuModelRunner::SizeKvCache(const ModelConfig& c, const GpuRunnerOp
                        ? o.kv_cache_bytes
                        : static_cast<int64_t>(o.gpu_memory_utilization * total_b) - used -
                              kHeadroomBytes;
-  budget = std::min(budget, static_cast<int64_t>(free_b) - kHeadroomBytes);
+  budget = std::min(budget, static_cast<int64_t>(free_b) - kHeadroomBytes - o.leave_free_bytes);
   const int64_t blocks = budget / per_block;
   if (blocks < 1) {
     return absl::ResourceExhaustedError(absl::StrFormat(

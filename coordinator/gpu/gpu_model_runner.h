@@ -29,6 +29,9 @@ struct GpuRunnerOptions {
   // weights, activations and the KV cache, which gets what the others leave.
   double gpu_memory_utilization = 0.9;
   int64_t kv_cache_bytes = 0;            // > 0: exactly this much KV cache instead
+  // Left free on the card beyond the budget: what worker processes sharing this GPU will still
+  // allocate (their scratch grows with the batch after the KV cache is sized).
+  int64_t leave_free_bytes = 0;
   int block_size = 16;
   int max_model_len = 0;                 // 0: min(max_position_embeddings, KV capacity)
   int max_num_batched_tokens = 2048;     // activations are sized for steps this large

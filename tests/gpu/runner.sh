@@ -3,7 +3,8 @@
 # benchmark. Builds nothing: it runs a bundle (bundle-cuda/, as tests/gpu/run_all.sh explains)
 # holding mxserve-gpu-dense-check, mxserve-gpu-runner-check, mxserve-bench-runner and
 # mxserve-make-model. Models are written under $MODELS (default /tmp/mxserve-models).
-#   tests/gpu/runner.sh [STEP]...      steps: dense check sanitize bench (default: all four)
+#   tests/gpu/runner.sh [STEP]...      steps: dense check sanitize bench chaos profile
+#                                      (default: dense check sanitize bench)
 # dense: the dense kernels against their CPU twins. check: the runner against HF's golden logits
 # (tests/data/golden) and against the CPU runner on a 2-layer gpt-oss-20b-shaped model, experts
 # in-process and behind the router. sanitize: compute-sanitizer memcheck of the golden check.
@@ -44,6 +45,18 @@ for step in $steps; do
       $B/mxserve-bench-runner --model "$MODELS/20b" --batches ${BENCH_BATCHES:-1,8,64} \
         --context ${BENCH_CONTEXT:-1024} --steps ${BENCH_STEPS:-64} --csv 2>&1 | tee "$OUT/runner_bench.txt"
       grep "^CSV," "$OUT/runner_bench.txt" | sed 's/^CSV,//' > "$OUT/runner_bench.csv" ;;
+    chaos)
+      # The CPU suite's chaos test run here: --device auto puts each coordinator's dense model
+      # on cuda:0 and its local workers share that GPU (their default with one GPU), so these
+      # are GPU workers with --expert-replicas 2 SIGKILLed and SIGSTOPped under 24 concurrent
+      # greedy streams, every output equal to the fault-free GPU run. The bundle needs
+      # chaos_test, mxserve-coordinator, mxserve-worker and mxserve-make-model.
+      mkdir -p "$OUT/chaos"
+      TMPDIR="$OUT/chaos" MXSERVE_KEEP_TEST_DIRS=1 $B/chaos_test 2>&1 | tee "$OUT/chaos.txt" |
+        grep -E "^\[ *(OK|FAILED|PASSED) " || rc=1
+      grep -q "FAILED" "$OUT/chaos.txt" && rc=1
+      echo "coordinators on: $(grep -rhoE "dense model on [^ ]+" "$OUT/chaos" | sort | uniq -c | tr '\n' ' ')"
+      echo "workers on: $(grep -rhoE "local workers .*on [^ ]+" "$OUT/chaos" | sort | uniq -c | tr '\n' ' ')" ;;
     profile)
       # Where a batch-1 decode step's time goes: kernel time totals over PROFILE_STEPS eager
       # steps (nsys; ncu's per-kernel duration of one step when nsys is absent).
