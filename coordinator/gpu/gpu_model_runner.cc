@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "coordinator/gpu/runner_sizing.h"
 #include "coordinator/models/forward_batch_check.h"
 #include "core/status.h"
 
@@ -73,15 +74,17 @@ absl::Status GpuModelRunner::SizeKvCache(const ModelConfig& c, const GpuRunnerOp
   RETURN_IF_ERROR(CudaCheck(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo"));
   const int64_t per_block =
       GpuKvCache::BytesPerBlock(c.num_hidden_layers, c.num_key_value_heads, c.head_dim, o.block_size);
-  // What this runner holds so far (weights, activations), not what other processes on the
-  // card hold: the utilization is this runner's share, as vLLM's flag is its instance's.
-  const int64_t used = static_cast<int64_t>(free_at_start_) - static_cast<int64_t>(free_b);
-  int64_t budget = o.kv_cache_bytes > 0
-                       ? o.kv_cache_bytes
-                       : static_cast<int64_t>(o.gpu_memory_utilization * total_b) - used -
-                             kHeadroomBytes;
-  budget = std::min(budget, static_cast<int64_t>(free_b) - kHeadroomBytes - o.leave_free_bytes);
-  const int64_t blocks = budget / per_block;
+  KvBudget kb;
+  kb.total_bytes = static_cast<int64_t>(total_b);
+  kb.free_bytes = static_cast<int64_t>(free_b);
+  kb.free_at_start = static_cast<int64_t>(free_at_start_);
+  kb.utilization = o.gpu_memory_utilization;
+  kb.kv_cache_bytes = o.kv_cache_bytes;
+  kb.leave_free_bytes = o.leave_free_bytes;
+  kb.headroom_bytes = kHeadroomBytes;
+  kb.bytes_per_block = per_block;
+  const int64_t used = kb.free_at_start - kb.free_bytes;
+  const int64_t blocks = KvCacheBlocks(kb);
   if (blocks < 1) {
     return absl::ResourceExhaustedError(absl::StrFormat(
         "cuda:%d: no memory left for the KV cache: weights (%.2f GiB) and activations take "
@@ -229,15 +232,9 @@ bool GpuModelRunner::GraphEligible(const ForwardBatch& batch) const {
   return true;
 }
 
-// 1, 2, 4, 8, then multiples of 8 (vLLM's capture sizes), capped at max_graph_batch_.
-int GpuModelRunner::Bucket(int batch) const {
-  int b = batch <= 8 ? 1 : (batch + 7) / 8 * 8;
-  while (b < batch) b *= 2;
-  return std::min(b, max_graph_batch_);
-}
-
 absl::StatusOr<ForwardOutput> GpuModelRunner::RunGraph(const ForwardBatch& batch) {
-  const int B = static_cast<int>(batch.chunks.size()), P = Bucket(B), W = max_blocks_all_;
+  const int B = static_cast<int>(batch.chunks.size());
+  const int P = GraphBucket(B, max_graph_batch_), W = max_blocks_all_;
   // Layout as Stage's, P tokens wide, block tables W wide; padding sequences use the scratch
   // block at position 0.
   int32_t* ids = host_meta_.get();

@@ -72,7 +72,6 @@ class GpuModelRunner : public ModelRunner {
   absl::StatusOr<ForwardOutput> RunGraph(const ForwardBatch& batch)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool GraphEligible(const ForwardBatch& batch) const;
-  int Bucket(int batch) const;
   // The step's result to the host: logits rows, or their argmax ids alone when every chunk is
   // argmax_only.
   absl::Status CopyOut(const ForwardBatch& batch, int rows, ForwardOutput& out)
