@@ -4,6 +4,8 @@ BUILD     ?= build
 JOBS      ?= $(shell nproc)
 MODEL     ?=
 WORKERS   ?= 2
+# Where the dense model runs (--device): auto (the first GPU if there is one), cpu or cuda:N.
+DEVICE    ?= auto
 # Devices of the workers (--worker-devices), e.g. cuda:1,cuda:2 or cpu; empty: one per GPU of
 # this host other than the coordinator's, cpu when there is none or the build has no CUDA.
 WORKER_DEVICES ?=
@@ -33,7 +35,7 @@ tiny-model: build
 
 serve: build $(if $(MODEL),,tiny-model)
 	@scripts/serve.sh "$(BUILD)" "$(or $(MODEL),$(BUILD)/models/tiny)" "$(WORKERS)" \
-	  "$(HOST)" "$(HTTP_PORT)" "$(GRPC_PORT)" "$(WORKER_DEVICES)"
+	  "$(HOST)" "$(HTTP_PORT)" "$(GRPC_PORT)" "$(WORKER_DEVICES)" "$(DEVICE)"
 
 client-deps: deps
 	@cd tests/client && (test -d node_modules/openai -a -d node_modules/@grpc/grpc-js || npm install --no-audit --no-fund --loglevel=error)
