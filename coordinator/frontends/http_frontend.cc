@@ -19,6 +19,7 @@
 #include "coordinator/frontends/handler_pool.h"
 #include "coordinator/frontends/openai_response.h"
 #include "coordinator/frontends/prompt_limit.h"
+#include "coordinator/frontends/responses_response.h"
 #include "core/status_map.h"
 #include "nlohmann/json.hpp"
 
@@ -97,6 +98,14 @@ struct Generation {
   void OnEvent(GenerationEvent ev) {
     if (finished.load()) return;
     if (ev.finished) finished.store(true);
+    if constexpr (requires { Builder::kFramesOwnEvents; }) {
+      // The Responses API: the builder frames every event, errors included; no "[DONE]".
+      if (stream) {
+        for (std::string& c : builder->Chunks(ev)) Emit(std::move(c));
+        if (ev.finished) EndStream();
+        return;
+      }
+    }
     if (stream) {
       if (ev.finish_reason == FinishReason::kError) {
         absl::Status err = ev.error.ok() ? absl::InternalError("generation failed") : ev.error;
@@ -179,7 +188,9 @@ struct HttpFrontend::Routes {
   HandlerPool pool;
 
   Routes(ServingContext c, int handler_threads) : ctx(std::move(c)), pool(handler_threads) {
-    heavy = {"/v1/chat/completions", "/v1/completions", "/tokenize", "/detokenize"};
+    heavy = {"/v1/chat/completions", "/v1/completions", "/v1/responses", "/tokenize",
+             "/detokenize"};
+    table["/v1/responses"]["POST"] = [this](auto& q, auto& r) { Responses(q, r); };
     table["/v1/chat/completions"]["POST"] = [this](auto& q, auto& r) { Chat(q, r); };
     table["/v1/completions"]["POST"] = [this](auto& q, auto& r) { Completions(q, r); };
     table["/v1/models"]["GET"] = [this](auto& q, auto& r) { Models(q, r); };
@@ -348,6 +359,14 @@ struct HttpFrontend::Routes {
     if (absl::Status s = CheckReady(); !s.ok()) return SendError(r, s);
     if (parsed->n > 1) return RunChoices<CompletionResponder>(r, *parsed);
     auto b = std::make_unique<CompletionResponder>(ctx, *parsed, std::time(nullptr));
+    Run(r, std::move(parsed->generate), parsed->stream, std::move(b));
+  }
+
+  void Responses(const HttpRequest& req, const Responder& r) {
+    absl::StatusOr<ResponsesRequest> parsed = ParseResponsesRequest(req.body, ctx);
+    if (!parsed.ok()) return SendError(r, parsed.status());
+    if (absl::Status s = CheckReady(); !s.ok()) return SendError(r, s);
+    auto b = std::make_unique<ResponsesResponder>(ctx, *parsed, std::time(nullptr));
     Run(r, std::move(parsed->generate), parsed->stream, std::move(b));
   }
 
