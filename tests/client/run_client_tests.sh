@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Starts a coordinator (tiny model, 2 local workers) on free ports and runs the client tests: the
-# openai SDK over HTTP and an independent gRPC client (@grpc/grpc-js) over mxserve.v1.Inference.
+# openai SDK over HTTP (chat, completions, the Responses API) and an independent gRPC client
+# (@grpc/grpc-js) over mxserve.v1.Inference.
 # Usage: run_client_tests.sh BIN_DIR
 set -euo pipefail
 BIN=$1
@@ -26,5 +27,5 @@ done
 GRPC_PORT=$(node -e "console.log(JSON.parse(require('fs').readFileSync('$TMP/ports.json')).grpc_port)")
 MXSERVE_BASE_URL="http://127.0.0.1:$PORT/v1" MXSERVE_GRPC_TARGET="127.0.0.1:$GRPC_PORT" \
   MXSERVE_PROTO_DIR="$HERE/../../proto" MXSERVE_MODEL=tiny \
-  node --test "$HERE/openai_sdk.test.mjs" "$HERE/grpc_client.test.mjs" ||
+  node --test "$HERE/openai_sdk.test.mjs" "$HERE/responses.test.mjs" "$HERE/grpc_client.test.mjs" ||
   { echo "--- coordinator log"; tail -50 "$TMP/coordinator.log"; exit 1; }
