@@ -1,5 +1,6 @@
-// The OpenAI-compatible HTTP front door: routes /v1/chat/completions, /v1/completions (SSE or
-// whole), /v1/models, /health, /tokenize and /detokenize onto the engine, on an HttpServer.
+// The OpenAI-compatible HTTP front door: routes /v1/chat/completions, /v1/completions,
+// /v1/responses (SSE or whole), /v1/models, /health, /tokenize and /detokenize onto the engine,
+// on an HttpServer.
 #pragma once
 
 #include <memory>
