@@ -342,22 +342,29 @@ class InputReader {
       return Unsupported(p + ".encrypted_content", "is not supported (send the reasoning text "
                          "as content)");
     }
+    // The reasoning itself when given; its summary only stands in for it.
     std::vector<std::string> texts;
-    for (const char* key : {"content", "summary"}) {
+    for (const auto& [key, part_type] : {std::pair{"content", "reasoning_text"},
+                                         std::pair{"summary", "summary_text"}}) {
       const json* parts = Field(item, key);
       if (!parts) continue;
       const std::string pk = absl::StrCat(p, ".", key);
       if (!parts->is_array()) return WrongType(pk, "an array", *parts);
+      std::vector<std::string> these;
       for (size_t k = 0; k < parts->size(); ++k) {
         const json& part = (*parts)[k];
         const std::string pp = absl::StrCat(pk, "[", k, "]");
         if (!part.is_object()) return WrongType(pp, "an object", part);
         RETURN_IF_ERROR(OnlyKnownKeys(part, {"type", "text"}, pp, "a reasoning part"));
+        ASSIGN_OR_RETURN(std::string type, RequiredString(part, "type", pp));
+        if (type != part_type) {
+          return InvalidParam(pp + ".type", absl::StrCat("'", pp, ".type' must be '", part_type,
+                                                         "', got '", type, "'"));
+        }
         ASSIGN_OR_RETURN(std::string text, RequiredString(part, "text", pp));
-        // The reasoning itself when given; its summary only stands in for it.
-        if (std::string(key) == "content" || texts.empty()) texts.push_back(std::move(text));
+        these.push_back(std::move(text));
       }
-      if (!texts.empty()) break;
+      if (texts.empty()) texts = std::move(these);
     }
     if (!reasoning_.empty() && !texts.empty()) reasoning_ += "\n";
     reasoning_ += absl::StrJoin(texts, "\n");

@@ -211,6 +211,31 @@ TEST_F(ResponsesApiTest, InputItemsBecomeChatMessages) {
   EXPECT_EQ(m[5].content, "Thanks");
 }
 
+TEST_F(ResponsesApiTest, ReasoningSummaryStandsInForMissingContent) {
+  json input = json::array({
+      {{"role", "user"}, {"content", "Q"}},
+      {{"type", "reasoning"}, {"summary", json::array({{{"type", "summary_text"}, {"text", "a"}},
+                                                     {{"type", "summary_text"}, {"text", "b"}}})}},
+      {{"type", "function_call"}, {"call_id", "c"}, {"name", "f"}, {"arguments", "{}"}},
+      {{"type", "reasoning"},
+       {"content", json::array({{{"type", "reasoning_text"}, {"text", "kept"}}})},
+       {"summary", json::array({{{"type", "summary_text"}, {"text", "dropped"}}})}},
+      {{"type", "function_call"}, {"call_id", "d"}, {"name", "f"}, {"arguments", "{}"}},
+  });
+  HttpResult r = Post("/v1/responses", Req({{"input", input}}));
+  ASSERT_EQ(r.status, 200) << r.body;
+  std::vector<ChatMessage> m = tmpl_.last_messages();
+  ASSERT_EQ(m.size(), 3u);
+  EXPECT_EQ(m[1].reasoning, "a\nb");
+  EXPECT_EQ(m[2].reasoning, "kept");
+
+  input = json::array({{{"type", "reasoning"},
+                        {"content", json::array({{{"type", "output_text"}, {"text", "x"}}})}}});
+  r = Post("/v1/responses", Req({{"input", input}}));
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_EQ(json::parse(r.body)["error"]["param"], "input[0].content[0].type") << r.body;
+}
+
 TEST_F(ResponsesApiTest, RefusedFieldsAreNamed) {
   const json fn_tool = json::array({{{"type", "function"}, {"name", "lookup"}}});
   struct Case {
