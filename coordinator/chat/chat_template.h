@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,16 @@ struct ChatRenderOptions {
   // inside the call's header, so the model can only write the (rest of the) call, and
   // NewParserFor(options) starts as if it had read that header.
   std::string forced_tool;
+  // The request's tool_choice when it is a string ("auto", "none", "required"; "" = absent or a
+  // named function). Kimi K3 tells the model of none and required in a system message.
+  std::string tool_choice;
+  // The request's response_format object as JSON text ("" = none). Kimi K3 renders json_object
+  // and json_schema as a system message.
+  std::string response_format_json;
+  // chat_template_kwargs (only those the template lists in TemplateKwargs()): "thinking"
+  // (nullopt = the template's default) and "thinking_effort" ("" = the template's default).
+  std::optional<bool> thinking;
+  std::string thinking_effort;
 };
 
 // Streaming parser of the model's output tokens into OpenAI fields.
@@ -64,8 +75,9 @@ class ChatTemplate {
  public:
   // Picks the template for the model folder's config.json model_type, told apart further by the
   // tokenizer's special tokens (tokenizer_config.json): "gpt_oss" -> harmony; "kimi_k2" -> Kimi
-  // K2; "kimi_linear" -> Kimi Linear; "deepseek_v3" -> DeepSeek-V3, or Kimi K2 when the
-  // tokenizer is Kimi's (K2's deployment guide renames its model_type so). Error otherwise.
+  // K2; "kimi_linear" -> Kimi Linear, or Kimi K3 when the tokenizer has K3's XTML markers;
+  // "kimi_k3" -> Kimi K3; "deepseek_v3" -> DeepSeek-V3, or Kimi K2 when the tokenizer is Kimi's
+  // (K2's deployment guide renames its model_type so). Error otherwise.
   static absl::StatusOr<std::unique_ptr<ChatTemplate>> ForModel(const std::string& model_type,
                                                                 const Tokenizer* tokenizer);
   virtual ~ChatTemplate() = default;
@@ -87,6 +99,8 @@ class ChatTemplate {
   virtual std::unique_ptr<ChatOutputParser> NewParserFor(const ChatRenderOptions& options) const {
     return NewParser();
   }
+  // The chat_template_kwargs keys this template reads; the front doors refuse any other.
+  virtual std::vector<std::string> TemplateKwargs() const { return {}; }
 };
 
 }  // namespace mxserve

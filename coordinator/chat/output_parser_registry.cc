@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "coordinator/chat/deepseek_output_parser.h"
 #include "coordinator/chat/kimi_k2_output_parser.h"
+#include "coordinator/chat/kimi_k3_chat_template.h"
 #include "coordinator/chat/kimi_k3_output_parser.h"
 #include "coordinator/chat/staged_output_parser.h"
 #include "core/status.h"
@@ -12,8 +13,10 @@ namespace {
 
 enum class Family { kHarmony, kKimiK2, kKimiK3, kDeepSeekV3 };
 
-absl::StatusOr<Family> FamilyOf(const std::string& model_type) {
+absl::StatusOr<Family> FamilyOf(const std::string& model_type, const Tokenizer* tok) {
   if (model_type == "gpt_oss") return Family::kHarmony;
+  // A K3 text model exported as "kimi_linear" speaks K3's format (ChatTemplate::ForModel).
+  if (model_type == "kimi_linear" && HasXtmlMarkers(tok)) return Family::kKimiK3;
   if (model_type == "kimi_k2" || model_type == "kimi_linear") return Family::kKimiK2;
   if (model_type == "kimi_k3") return Family::kKimiK3;
   if (model_type == "deepseek_v3") return Family::kDeepSeekV3;
@@ -42,7 +45,7 @@ absl::StatusOr<OutputParserFactory> MakeOutputParserFactory(const OutputParserCh
                                                             const Tokenizer* tok,
                                                             OutputParserChoice* resolved) {
   if (tok == nullptr) return absl::InvalidArgumentError("output parsers: no tokenizer");
-  auto family = FamilyOf(model_type);
+  auto family = FamilyOf(model_type, tok);
   if (!family.ok()) return family.status();
   std::string tool = choice.tool_call_parser, reasoning = choice.reasoning_parser;
   if (tool == "deepseekv3") tool = "deepseek_v3";  // vLLM's older name
@@ -98,7 +101,9 @@ absl::StatusOr<OutputParserFactory> MakeOutputParserFactory(const OutputParserCh
     const bool tools_active = !render.tools_json.empty();
     std::unique_ptr<ReasoningStage> r;
     if (reasoning == "kimi_k2") r = std::make_unique<KimiK2Reasoning>();
-    else if (reasoning == "kimi_k3") r = std::make_unique<KimiK3Reasoning>();
+    // K3 with thinking off: the prompt opens the response channel, no reasoning comes.
+    else if (reasoning == "kimi_k3" && render.thinking.value_or(true))
+      r = std::make_unique<KimiK3Reasoning>();
     else if (reasoning == "deepseek_r1") r = std::make_unique<DeepSeekR1Reasoning>();
     else r = std::make_unique<NoReasoning>();  // deepseek_v3 without thinking, none
     std::unique_ptr<ToolStage> t;

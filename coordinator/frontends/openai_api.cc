@@ -7,6 +7,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "coordinator/frontends/api_error.h"
 #include "coordinator/frontends/prompt_limit.h"
 #include "core/bounded_json.h"
@@ -487,7 +488,8 @@ absl::StatusOr<std::vector<int32_t>> RenderChatPrompt(const std::vector<ChatMess
     if (ParamOf(s)) return s;
     absl::string_view m = s.message();
     size_t colon = m.find(": ");
-    if ((absl::StartsWith(m, "messages") || absl::StartsWith(m, "tools")) &&
+    if ((absl::StartsWith(m, "messages") || absl::StartsWith(m, "tools") ||
+         absl::StartsWith(m, "chat_template_kwargs")) &&
         colon != absl::string_view::npos && m.substr(0, colon).find(' ') == absl::string_view::npos) {
       return WithParam(s, m.substr(0, colon));
     }
@@ -548,6 +550,7 @@ absl::Status ReadChatTools(const json* tools, const json* choice, const ServingC
                                                         "\"function\", \"function\": {\"name\": "
                                                         "...}}, got \"", c, "\""));
       }
+      render->tool_choice = c;
     } else if (choice->is_object()) {
       const json* type = Field(*choice, "type");
       const json* fn = Field(*choice, "function");
@@ -592,6 +595,32 @@ absl::Status ReadReasoningEffort(const std::optional<std::string>& effort, ChatR
                                                          "medium or high, got '", *effort, "'"));
   }
   render->reasoning_effort = *effort;
+  return absl::OkStatus();
+}
+
+// chat_template_kwargs: only the keys the model's chat template reads (ChatTemplate::
+// TemplateKwargs), each of its type; the template judges the values.
+absl::Status ReadTemplateKwargs(const json& j, const ServingContext& ctx, ChatRenderOptions* render) {
+  const json* kw = Field(j, "chat_template_kwargs");
+  if (!kw) return absl::OkStatus();
+  if (!kw->is_object()) return WrongType("chat_template_kwargs", "an object", *kw);
+  const std::vector<std::string> known =
+      ctx.chat_template ? ctx.chat_template->TemplateKwargs() : std::vector<std::string>{};
+  for (auto it = kw->begin(); it != kw->end(); ++it) {
+    const std::string p = absl::StrCat("chat_template_kwargs.", it.key());
+    if (std::find(known.begin(), known.end(), it.key()) == known.end()) {
+      const std::string reads = known.empty() ? "none" : absl::StrJoin(known, ", ");
+      return InvalidParam(p, absl::StrCat("'", p, "' is not read by this model's chat template "
+                                          "(it reads: ", reads, ")"), "unsupported_parameter");
+    }
+    if (it.key() == "thinking") {
+      if (!it.value().is_boolean()) return WrongType(p, "a boolean", it.value());
+      render->thinking = it.value().get<bool>();
+    } else if (it.key() == "thinking_effort") {
+      if (!it.value().is_string()) return WrongType(p, "a string", it.value());
+      render->thinking_effort = it.value().get<std::string>();
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -652,6 +681,7 @@ absl::StatusOr<ChatCompletionRequest> ParseChatCompletionRequest(absl::string_vi
 
   ASSIGN_OR_RETURN(auto effort, GetString(j, "reasoning_effort"));
   RETURN_IF_ERROR(ReadReasoningEffort(effort, &render));
+  RETURN_IF_ERROR(ReadTemplateKwargs(j, ctx, &render));
 
   SamplingFields f;
   RETURN_IF_ERROR(ReadCommonSampling(j, &f));

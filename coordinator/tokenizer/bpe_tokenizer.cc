@@ -83,6 +83,12 @@ void BpeTokenizer::EncodeOrdinary(std::string_view text, std::vector<int32_t>* o
   for (std::string_view p : pieces) bpe_.Encode(p, out);
 }
 
+std::vector<int32_t> BpeTokenizer::EncodeOrdinary(std::string_view text) const {
+  std::vector<int32_t> out;
+  EncodeOrdinary(text, &out);
+  return out;
+}
+
 std::vector<int32_t> BpeTokenizer::Encode(std::string_view text, bool allow_special) const {
   std::vector<int32_t> out;
   if (added_.empty()) {

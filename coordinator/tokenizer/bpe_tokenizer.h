@@ -35,6 +35,7 @@ class BpeTokenizer : public Tokenizer {
   static absl::StatusOr<std::unique_ptr<BpeTokenizer>> Create(BpeTokenizerParts parts);
 
   std::vector<int32_t> Encode(std::string_view text, bool allow_special) const override;
+  std::vector<int32_t> EncodeOrdinary(std::string_view text) const override;
   std::vector<int32_t> EncodePrompt(std::string_view text, bool add_special_tokens) const override;
   absl::StatusOr<std::string> DecodeBytes(std::span<const int32_t> ids,
                                           bool skip_special) const override;

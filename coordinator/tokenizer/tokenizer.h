@@ -42,6 +42,12 @@ class Tokenizer {
   // allow_special: text equal to a special token's content becomes that token; otherwise
   // special-token text is encoded as ordinary text.
   virtual std::vector<int32_t> Encode(std::string_view text, bool allow_special) const = 0;
+  // Text as ordinary text only: no added token is recognized, special or not (tiktoken's
+  // encode(text, disallowed_special=())); Encode(text, false) still splits off added tokens
+  // marked "special": false, as HF does.
+  virtual std::vector<int32_t> EncodeOrdinary(std::string_view text) const {
+    return Encode(text, /*allow_special=*/false);
+  }
   // A text prompt as vLLM's /tokenize and completions encode it: special-token strings are
   // recognized either way; add_special_tokens adds the model's BOS/EOS template only.
   virtual std::vector<int32_t> EncodePrompt(std::string_view text, bool add_special_tokens) const {
