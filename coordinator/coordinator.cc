@@ -160,7 +160,7 @@ absl::StatusOr<std::unique_ptr<ModelRunner>> StartCpuRunner(const ModelConfig& c
   ASSIGN_OR_RETURN(std::unique_ptr<CausalLM> model,
                    CreateCausalLM(config, checkpoint, moe, pool));
   const int64_t kv_bytes = options.kv_cache_bytes > 0 ? options.kv_cache_bytes : int64_t{1} << 30;
-  const int64_t bytes_per_block = int64_t{2} * model->num_layers() * options.block_size *
+  const int64_t bytes_per_block = int64_t{model->kv_planes()} * model->num_layers() * options.block_size *
                                   model->num_kv_heads() * model->head_dim() * sizeof(float);
   const int num_blocks = static_cast<int>(std::max<int64_t>(1, kv_bytes / bytes_per_block));
   const int64_t model_max = model->max_position_embeddings();

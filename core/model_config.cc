@@ -1,4 +1,4 @@
-// config.json parsing for gpt-oss (HF GptOssConfig). Every field used is checked; HF defaults
+// config.json parsing for gpt-oss (HF GptOssConfig) and DeepSeek-V3 / Kimi K2 (DeepseekV3Config). Every field used is checked; HF defaults
 // apply only where GptOssConfig has a default that does not silently pick a model size.
 #include "core/model_config.h"
 
@@ -159,8 +159,36 @@ absl::Status ParseRopeScaling(const json& root, const std::string& source, Model
   ASSIGN_OR_RETURN(r.original_max_position_embeddings,
                    f.Int("original_max_position_embeddings", 1, L::kMaxPositions, c.max_position_embeddings));
   ASSIGN_OR_RETURN(r.truncate, f.Bool("truncate", true));
+  ASSIGN_OR_RETURN(r.mscale, f.Number("mscale", 0.0, false, 0.0));
+  ASSIGN_OR_RETURN(r.mscale_all_dim, f.Number("mscale_all_dim", 0.0, false, 0.0));
+  ASSIGN_OR_RETURN(r.attention_factor, f.Number("attention_factor", 0.0, false, 0.0));
   return absl::OkStatus();
 }
+
+// eos_token_id (an int or a list) and pad_token_id, each a token id of the vocabulary.
+absl::Status ParseSpecialIds(const Fields& f, ModelConfig& c) {
+  if (const json* eos = f.Find("eos_token_id"); eos != nullptr && !eos->is_null()) {
+    auto check = [&](const json& v, const std::string& name) -> absl::Status {
+      if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= c.vocab_size) {
+        return f.Error(name, absl::StrCat("must be a token id in [0, ", c.vocab_size, "), got ", v.dump()));
+      }
+      c.eos_token_ids.push_back(v.get<int>());
+      return absl::OkStatus();
+    };
+    if (eos->is_array()) {
+      if (eos->empty()) return f.Error("eos_token_id", "must not be an empty list");
+      for (size_t i = 0; i < eos->size(); ++i) {
+        RETURN_IF_ERROR(check((*eos)[i], absl::StrCat("eos_token_id[", i, "]")));
+      }
+    } else {
+      RETURN_IF_ERROR(check(*eos, "eos_token_id"));
+    }
+  }
+  ASSIGN_OR_RETURN(c.pad_token_id, f.Int32("pad_token_id", 0, c.vocab_size - 1, -1));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ModelConfig> ParseDeepseekV3(const json& root, const std::string& source, ModelConfig c);
 
 absl::StatusOr<ModelConfig> Parse(const std::string& text, const std::string& source) {
   // Bounded like client JSON: error messages dump values, and a deep one would recurse.
@@ -172,8 +200,11 @@ absl::StatusOr<ModelConfig> Parse(const std::string& text, const std::string& so
   ModelConfig c;
 
   ASSIGN_OR_RETURN(c.model_type, f.String("model_type"));
+  if (c.model_type == "deepseek_v3" || c.model_type == "kimi_k2") {
+    return ParseDeepseekV3(root, source, std::move(c));
+  }
   if (c.model_type != "gpt_oss") {
-    return f.Error("model_type", "'" + c.model_type + "' is not supported (supported: \"gpt_oss\")");
+    return f.Error("model_type", "'" + c.model_type + "' is not supported (supported: \"gpt_oss\", \"deepseek_v3\", \"kimi_k2\")");
   }
   if (const json* a = f.Find("architectures"); a != nullptr && !a->is_null()) {
     if (!a->is_array() || a->empty() || !(*a)[0].is_string()) {
@@ -263,24 +294,7 @@ absl::StatusOr<ModelConfig> Parse(const std::string& text, const std::string& so
     }
   }
 
-  if (const json* eos = f.Find("eos_token_id"); eos != nullptr && !eos->is_null()) {
-    auto check = [&](const json& v, const std::string& name) -> absl::Status {
-      if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= c.vocab_size) {
-        return f.Error(name, absl::StrCat("must be a token id in [0, ", c.vocab_size, "), got ", v.dump()));
-      }
-      c.eos_token_ids.push_back(v.get<int>());
-      return absl::OkStatus();
-    };
-    if (eos->is_array()) {
-      if (eos->empty()) return f.Error("eos_token_id", "must not be an empty list");
-      for (size_t i = 0; i < eos->size(); ++i) {
-        RETURN_IF_ERROR(check((*eos)[i], absl::StrCat("eos_token_id[", i, "]")));
-      }
-    } else {
-      RETURN_IF_ERROR(check(*eos, "eos_token_id"));
-    }
-  }
-  ASSIGN_OR_RETURN(c.pad_token_id, f.Int32("pad_token_id", 0, c.vocab_size - 1, -1));
+  RETURN_IF_ERROR(ParseSpecialIds(f, c));
 
   if (const json* q = f.Find("quantization_config"); q != nullptr && !q->is_null()) {
     if (!q->is_object()) return f.Error("quantization_config", "must be an object, got " + q->dump());
@@ -295,6 +309,95 @@ absl::StatusOr<ModelConfig> Parse(const std::string& text, const std::string& so
     if (c.intermediate_size % 32 != 0) {
       return f.Error("intermediate_size", absl::StrCat("must be a multiple of 32 for mxfp4 experts, got ", c.intermediate_size));
     }
+  }
+  return c;
+}
+
+
+// DeepseekV3Config (model_type deepseek_v3, and kimi_k2 which is the same architecture). As for
+// gpt-oss, every size and routing constant is required: HF's defaults are DeepSeek-V3's own
+// sizes, a silent wrong answer for any other checkpoint. Only what this runner implements is
+// accepted (sigmoid noaux_tc routing, silu experts, MoE in every layer after the dense ones).
+absl::StatusOr<ModelConfig> ParseDeepseekV3(const json& root, const std::string& source,
+                                            ModelConfig c) {
+  const Fields f(root, source);
+  c.architecture = "DeepseekV3ForCausalLM";
+  if (const json* a = f.Find("architectures"); a != nullptr && !a->is_null()) {
+    if (!a->is_array() || a->empty() || !(*a)[0].is_string()) {
+      return f.Error("architectures", "must be a non-empty list of strings, got " + a->dump());
+    }
+    if ((*a)[0].get<std::string>() != c.architecture) {
+      return f.Error("architectures", "'" + (*a)[0].get<std::string>() + "' is not supported for model_type " + c.model_type + " (expected \"DeepseekV3ForCausalLM\")");
+    }
+  }
+  auto must_be = [&](std::string_view name, const std::string& want) -> absl::Status {
+    if (!f.Has(name) || f.IsNull(name)) return absl::OkStatus();
+    ASSIGN_OR_RETURN(std::string v, f.String(name));
+    if (v != want) return f.Error(name, "'" + v + "' is not supported (supported: \"" + want + "\")");
+    return absl::OkStatus();
+  };
+  RETURN_IF_ERROR(must_be("scoring_func", "sigmoid"));
+  RETURN_IF_ERROR(must_be("topk_method", "noaux_tc"));
+  RETURN_IF_ERROR(must_be("hidden_act", "silu"));
+  ASSIGN_OR_RETURN(c.num_hidden_layers, f.Int32("num_hidden_layers", 1, L::kMaxLayers));
+  ASSIGN_OR_RETURN(c.hidden_size, f.Int32("hidden_size", 1, L::kMaxHiddenSize));
+  ASSIGN_OR_RETURN(c.dense_intermediate_size, f.Int32("intermediate_size", 1, L::kMaxIntermediateSize));
+  ASSIGN_OR_RETURN(c.intermediate_size, f.Int32("moe_intermediate_size", 1, L::kMaxIntermediateSize));
+  ASSIGN_OR_RETURN(c.num_local_experts, f.Int32("n_routed_experts", 1, L::kMaxExperts));
+  ASSIGN_OR_RETURN(c.num_experts_per_tok, f.Int32("num_experts_per_tok", 1, c.num_local_experts));
+  ASSIGN_OR_RETURN(c.n_shared_experts, f.Int32("n_shared_experts", 0, 64));
+  ASSIGN_OR_RETURN(c.n_group, f.Int32("n_group", 1, c.num_local_experts));
+  if (c.num_local_experts % c.n_group != 0) {
+    return f.Error("n_group", absl::StrCat("(", c.n_group, ") must divide n_routed_experts (", c.num_local_experts, ")"));
+  }
+  if (c.n_group > 1 && c.num_local_experts / c.n_group < 2) {
+    return f.Error("n_group", absl::StrCat("(", c.n_group, ") leaves fewer than 2 experts per group (a group scores by its top 2)"));
+  }
+  ASSIGN_OR_RETURN(c.topk_group, f.Int32("topk_group", 1, c.n_group));
+  if (c.num_experts_per_tok > c.topk_group * (c.num_local_experts / c.n_group)) {
+    return f.Error("num_experts_per_tok", absl::StrCat("(", c.num_experts_per_tok, ") exceeds the experts of topk_group (", c.topk_group, ") groups"));
+  }
+  ASSIGN_OR_RETURN(c.first_k_dense_replace, f.Int32("first_k_dense_replace", 0, c.num_hidden_layers));
+  ASSIGN_OR_RETURN(int freq, f.Int32("moe_layer_freq", 1, L::kMaxLayers, 1));
+  if (freq != 1) return f.Error("moe_layer_freq", absl::StrCat("must be 1 (HF ignores it; every layer after the dense ones is MoE), got ", freq));
+  ASSIGN_OR_RETURN(c.norm_topk_prob, f.Bool("norm_topk_prob", true));
+  ASSIGN_OR_RETURN(c.routed_scaling_factor, f.Number("routed_scaling_factor", 0.0, true));
+  ASSIGN_OR_RETURN(c.num_attention_heads, f.Int32("num_attention_heads", 1, L::kMaxHeads));
+  c.num_key_value_heads = c.num_attention_heads;  // MLA: every head has its own K/V after kv_b_proj
+  if (!f.Has("q_lora_rank")) return f.Error("q_lora_rank", "is required (a positive integer, or null for a plain q_proj)");
+  ASSIGN_OR_RETURN(c.q_lora_rank, f.Int32("q_lora_rank", 1, L::kMaxHiddenSize, 0));
+  ASSIGN_OR_RETURN(c.kv_lora_rank, f.Int32("kv_lora_rank", 1, L::kMaxHiddenSize));
+  ASSIGN_OR_RETURN(c.qk_nope_head_dim, f.Int32("qk_nope_head_dim", 1, L::kMaxHeadDim));
+  ASSIGN_OR_RETURN(c.qk_rope_head_dim, f.Int32("qk_rope_head_dim", 1, L::kMaxHeadDim));
+  if (c.qk_rope_head_dim % 2 != 0) return f.Error("qk_rope_head_dim", absl::StrCat("must be even (RoPE rotates pairs), got ", c.qk_rope_head_dim));
+  ASSIGN_OR_RETURN(c.v_head_dim, f.Int32("v_head_dim", 1, L::kMaxHeadDim));
+  c.head_dim = c.qk_rope_head_dim;
+  ASSIGN_OR_RETURN(c.vocab_size, f.Int32("vocab_size", 1, L::kMaxVocab));
+  ASSIGN_OR_RETURN(c.max_position_embeddings, f.Int("max_position_embeddings", 1, L::kMaxPositions, 4096));
+  ASSIGN_OR_RETURN(c.rope_theta, f.Number("rope_theta", 0.0, true, 10000.0));
+  if (f.Has("rope_scaling") && !f.IsNull("rope_scaling")) {
+    RETURN_IF_ERROR(ParseRopeScaling(root, source, c));
+  } else {
+    c.rope_scaling = RopeScaling{};
+    c.rope_scaling.rope_type = "default";
+  }
+  ASSIGN_OR_RETURN(c.rope_interleave, f.Bool("rope_interleave", true));
+  ASSIGN_OR_RETURN(c.rms_norm_eps, f.Number("rms_norm_eps", 0.0, true, 1e-6));
+  ASSIGN_OR_RETURN(c.attention_bias, f.Bool("attention_bias", false));
+  if (c.attention_bias) return f.Error("attention_bias", "must be false (DeepSeek-V3 attention has no biases)");
+  ASSIGN_OR_RETURN(c.tie_word_embeddings, f.Bool("tie_word_embeddings", false));
+  c.sliding_window = 0;
+  c.layer_types.assign(c.num_hidden_layers, "full_attention");
+  RETURN_IF_ERROR(ParseSpecialIds(f, c));
+  if (const json* q = f.Find("quantization_config"); q != nullptr && !q->is_null()) {
+    return f.Error("quantization_config", "is not supported for " + c.model_type + " yet (routed experts are read as bf16 and quantized to MXFP4 at load)");
+  }
+  // Routed experts become MXFP4 at load: rows of 32-element blocks.
+  if (c.hidden_size % 32 != 0) {
+    return f.Error("hidden_size", absl::StrCat("must be a multiple of 32 for mxfp4 experts, got ", c.hidden_size));
+  }
+  if (c.intermediate_size % 32 != 0) {
+    return f.Error("moe_intermediate_size", absl::StrCat("must be a multiple of 32 for mxfp4 experts, got ", c.intermediate_size));
   }
   return c;
 }

@@ -1,6 +1,7 @@
 #include "experts/expert_shard.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 
@@ -59,10 +60,24 @@ absl::StatusOr<std::unique_ptr<ExpertShard>> ExpertShard::Load(const Checkpoint&
   shard->intermediate_ = config.intermediate_size;
   shard->alpha_ = static_cast<float>(config.swiglu_alpha);
   shard->limit_ = static_cast<float>(config.swiglu_limit);
+  shard->bf16_experts_ = config.IsDeepseekV3();
+  shard->activation_ = shard->bf16_experts_ ? kernels::MoeActivation::kSwiGlu
+                                            : kernels::MoeActivation::kClampedSwiGlu;
+  shard->first_moe_layer_ = shard->bf16_experts_ ? config.first_k_dense_replace : 0;
   shard->experts_ = std::move(experts);
   shard->layers_.resize(config.num_hidden_layers);
   for (int l = 0; l < config.num_hidden_layers; ++l) {
-    RETURN_IF_ERROR(shard->LoadLayer(ckpt, l, shard->layers_[l]));
+    Layer& layer = shard->layers_[l];
+    if (l < shard->first_moe_layer_) {  // a dense layer: no experts
+      layer.moe.hidden = shard->hidden_;
+      layer.moe.intermediate = shard->intermediate_;
+      layer.moe.activation = shard->activation_;
+      layer.moe.experts.assign(E, nullptr);
+    } else if (shard->bf16_experts_) {
+      RETURN_IF_ERROR(shard->LoadLayerBf16(ckpt, l, layer));
+    } else {
+      RETURN_IF_ERROR(shard->LoadLayer(ckpt, l, layer));
+    }
     if (progress) progress(l + 1, config.num_hidden_layers);
   }
   return shard;
@@ -131,16 +146,7 @@ absl::Status ExpertShard::LoadLayer(const Checkpoint& ckpt, int l, Layer& layer)
   RETURN_IF_ERROR(CheckScales(gus, experts_, gus_per, H / 32));
   RETURN_IF_ERROR(CheckScales(dns, experts_, dns_per, I / 32));
 
-  layer.gate_up_blocks = AlignedBytes(n * gub_per);
-  layer.gate_up_scales = AlignedBytes(n * gus_per);
-  layer.down_blocks = AlignedBytes(n * dnb_per);
-  layer.down_scales = AlignedBytes(n * dns_per);
-  if (layer.gate_up_blocks.data() == nullptr || layer.gate_up_scales.data() == nullptr ||
-      layer.down_blocks.data() == nullptr || layer.down_scales.data() == nullptr) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "expert shard: out of memory for layer ", l, " (", n, " experts, ",
-        n * (gub_per + gus_per + dnb_per + dns_per) >> 20, " MiB)"));
-  }
+  RETURN_IF_ERROR(AllocateOrFail(l, n, layer));
   CopyExperts(gub, experts_, gub_per, layer.gate_up_blocks.data());
   CopyExperts(gus, experts_, gus_per, layer.gate_up_scales.data());
   CopyExperts(dnb, experts_, dnb_per, layer.down_blocks.data());
@@ -151,9 +157,26 @@ absl::Status ExpertShard::LoadLayer(const Checkpoint& ckpt, int l, Layer& layer)
   BiasToFloat(dnbias, experts_, H, layer.down_bias.data());
   resident_bytes_ += n * (gub_per + gus_per + dnb_per + dns_per) + 4 * n * (GU + H);
 
+  Describe(layer, /*biases=*/true);
+  return absl::OkStatus();
+}
+
+void ExpertShard::Allocate(size_t n, Layer& layer) {
+  const size_t H = hidden_, I = intermediate_;
+  layer.gate_up_blocks = AlignedBytes(n * 2 * I * (H / 2));
+  layer.gate_up_scales = AlignedBytes(n * 2 * I * (H / 32));
+  layer.down_blocks = AlignedBytes(n * H * (I / 2));
+  layer.down_scales = AlignedBytes(n * H * (I / 32));
+}
+
+void ExpertShard::Describe(Layer& layer, bool biases) {
+  const size_t n = experts_.size(), H = hidden_, I = intermediate_, GU = 2 * I;
+  const size_t gub_per = GU * (H / 2), gus_per = GU * (H / 32);
+  const size_t dnb_per = H * (I / 2), dns_per = H * (I / 32);
   layer.weights.resize(n);
   layer.moe.hidden = hidden_;
   layer.moe.intermediate = intermediate_;
+  layer.moe.activation = activation_;
   layer.moe.swiglu_alpha = alpha_;
   layer.moe.swiglu_limit = limit_;
   layer.moe.experts.assign(num_experts_, nullptr);
@@ -161,11 +184,76 @@ absl::Status ExpertShard::LoadLayer(const Checkpoint& ckpt, int l, Layer& layer)
     kernels::ExpertWeights& w = layer.weights[i];
     w.gate_up = {layer.gate_up_blocks.data() + i * gub_per, layer.gate_up_scales.data() + i * gus_per,
                  static_cast<int>(GU), static_cast<int>(H)};
-    w.gate_up_bias = layer.gate_up_bias.data() + i * GU;
+    w.gate_up_bias = biases ? layer.gate_up_bias.data() + i * GU : nullptr;
     w.down = {layer.down_blocks.data() + i * dnb_per, layer.down_scales.data() + i * dns_per,
               static_cast<int>(H), static_cast<int>(I)};
-    w.down_bias = layer.down_bias.data() + i * H;
+    w.down_bias = biases ? layer.down_bias.data() + i * H : nullptr;
     layer.moe.experts[experts_[i]] = &w;
+  }
+}
+
+namespace {
+
+// Reads a bf16 [rows, cols] expert matrix and quantizes row r into packed/scales row
+// dst_row(r) (interleaving gate and up rows into gate_up).
+template <typename RowFn>
+absl::Status QuantizeBf16(const Checkpoint& ckpt, const std::string& name, int64_t rows,
+                          int64_t cols, uint8_t* packed, uint8_t* scales, RowFn dst_row) {
+  const int64_t shape[] = {rows, cols};
+  ASSIGN_OR_RETURN(TensorView t, ckpt.Get(name, DType::kBF16, shape));
+  std::vector<float> row(cols);
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint8_t* src = t.data + r * cols * 2;
+    for (int64_t c = 0; c < cols; ++c) {
+      uint16_t h;
+      std::memcpy(&h, src + 2 * c, 2);
+      row[c] = Bf16ToFloat(h);
+      if (!std::isfinite(row[c])) {
+        return absl::InvalidArgumentError(absl::StrCat("tensor '", name, "' in ", t.file,
+                                                       ": row ", r, " column ", c,
+                                                       " is not finite"));
+      }
+    }
+    const int64_t d = dst_row(r);
+    mxfp4::EncodeRow(row.data(), cols, packed + d * (cols / 2), scales + d * (cols / 32));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ExpertShard::LoadLayerBf16(const Checkpoint& ckpt, int l, Layer& layer) {
+  const int64_t H = hidden_, I = intermediate_;
+  const size_t n = experts_.size();
+  RETURN_IF_ERROR(AllocateOrFail(l, n, layer));
+  const size_t gub_per = 2 * I * (H / 2), gus_per = 2 * I * (H / 32);
+  const size_t dnb_per = H * (I / 2), dns_per = H * (I / 32);
+  for (size_t i = 0; i < n; ++i) {
+    const std::string p = absl::StrCat("model.layers.", l, ".mlp.experts.", experts_[i], ".");
+    uint8_t* gub = layer.gate_up_blocks.data() + i * gub_per;
+    uint8_t* gus = layer.gate_up_scales.data() + i * gus_per;
+    RETURN_IF_ERROR(QuantizeBf16(ckpt, p + "gate_proj.weight", I, H, gub, gus,
+                                 [](int64_t r) { return 2 * r; }));
+    RETURN_IF_ERROR(QuantizeBf16(ckpt, p + "up_proj.weight", I, H, gub, gus,
+                                 [](int64_t r) { return 2 * r + 1; }));
+    RETURN_IF_ERROR(QuantizeBf16(ckpt, p + "down_proj.weight", H, I,
+                                 layer.down_blocks.data() + i * dnb_per,
+                                 layer.down_scales.data() + i * dns_per,
+                                 [](int64_t r) { return r; }));
+  }
+  resident_bytes_ += n * (gub_per + gus_per + dnb_per + dns_per);
+  Describe(layer, /*biases=*/false);
+  return absl::OkStatus();
+}
+
+absl::Status ExpertShard::AllocateOrFail(int l, size_t n, Layer& layer) {
+  Allocate(n, layer);
+  if (layer.gate_up_blocks.data() == nullptr || layer.gate_up_scales.data() == nullptr ||
+      layer.down_blocks.data() == nullptr || layer.down_scales.data() == nullptr) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "expert shard: out of memory for layer ", l, " (", n, " experts, ",
+        (layer.gate_up_blocks.size() + layer.gate_up_scales.size() + layer.down_blocks.size() +
+         layer.down_scales.size()) >> 20, " MiB)"));
   }
   return absl::OkStatus();
 }

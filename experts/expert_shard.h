@@ -1,6 +1,6 @@
 // The expert weights one process holds (a worker, or the coordinator in single-process mode): for
-// every MoE layer, only its own experts, copied straight from the checkpoint's MXFP4
-// blocks/scales into owned, aligned, resident buffers.
+// every MoE layer, only its own experts in owned, aligned, resident MXFP4 buffers: copied straight
+// from gpt-oss's blocks/scales, or quantized at load from DeepSeek-V3 / Kimi K2's bf16 weights.
 #pragma once
 
 #include <cstddef>
@@ -42,7 +42,11 @@ class ExpertShard {
   using ProgressFn = std::function<void(int done, int total)>;
 
   // Loads `experts` (global ids, any order, no duplicates, each in [0, num_local_experts)) for
-  // every layer from model.layers.N.mlp.experts.{gate_up_proj,down_proj}_{blocks,scales,bias}.
+  // every layer from model.layers.N.mlp.experts.{gate_up_proj,down_proj}_{blocks,scales,bias}
+  // (gpt-oss), or for every MoE layer (l >= first_k_dense_replace) from the bf16
+  // model.layers.N.mlp.experts.E.{gate,up,down}_proj.weight (DeepSeek-V3 / Kimi K2), quantized
+  // here to MXFP4 (core/mxfp4 EncodeRow; gate and up rows interleaved into gate_up). A dense
+  // layer's MoeLayer holds no expert: a batch for it is an error.
   // Errors name the tensor (dtype/shape mismatch, missing, a 0xFF scale with its expert).
   // The checkpoint may be closed afterwards: every byte used is copied.
   static absl::StatusOr<std::unique_ptr<ExpertShard>> Load(const Checkpoint& ckpt,
@@ -55,6 +59,7 @@ class ExpertShard {
   absl::Status Run(const ExpertBatch& batch, float* out, ThreadPool* pool) const;
 
   const kernels::MoeLayer& layer(int l) const { return layers_[l].moe; }
+  kernels::MoeActivation activation() const { return activation_; }
   int num_layers() const { return static_cast<int>(layers_.size()); }
   int num_experts() const { return num_experts_; }  // in the model
   int hidden() const { return hidden_; }
@@ -73,9 +78,16 @@ class ExpertShard {
     kernels::MoeLayer moe;
   };
   absl::Status LoadLayer(const Checkpoint& ckpt, int l, Layer& layer);
+  absl::Status LoadLayerBf16(const Checkpoint& ckpt, int l, Layer& layer);
+  void Allocate(size_t n, Layer& layer);
+  absl::Status AllocateOrFail(int l, size_t n, Layer& layer);
+  void Describe(Layer& layer, bool biases);  // layer.weights and layer.moe from the buffers
 
   int num_experts_ = 0, hidden_ = 0, intermediate_ = 0;
   float alpha_ = 1.702f, limit_ = 7.0f;
+  kernels::MoeActivation activation_ = kernels::MoeActivation::kClampedSwiGlu;
+  bool bf16_experts_ = false;  // DeepSeek-V3 / Kimi K2 layout
+  int first_moe_layer_ = 0;
   std::vector<int> experts_;
   std::vector<Layer> layers_;
   size_t resident_bytes_ = 0;

@@ -223,6 +223,7 @@ grpc::Status ExpertService::Describe(grpc::ServerContext* ctx, const v1::Describ
   resp->set_num_experts(info_.num_experts);
   resp->set_hidden_size(info_.hidden_size);
   resp->set_intermediate_size(info_.intermediate_size);
+  resp->set_activation(info_.activation);
   for (int e : info_.experts) resp->add_experts(e);
   resp->set_device(info_.device);
   resp->set_ready(ready());

@@ -203,6 +203,7 @@ int Main(const WorkerOptions& opt) {
   info.num_experts = config->num_local_experts;
   info.hidden_size = config->hidden_size;
   info.intermediate_size = config->intermediate_size;
+  info.activation = ExpertActivationName(*config);
   info.experts = experts;
   auto service = std::make_shared<ExpertService>(info, opt.allow_shared_memory);
   WorkerServerOptions sopt;

@@ -15,7 +15,8 @@ absl::StatusOr<std::unique_ptr<CpuModelRunner>> CpuModelRunner::Create(
         model->max_position_embeddings(), "]"));
   }
   ASSIGN_OR_RETURN(auto cache, KvCache::Create(model->num_layers(), model->num_kv_heads(),
-                                               model->head_dim(), num_blocks, block_size));
+                                               model->head_dim(), num_blocks, block_size,
+                                               model->kv_planes()));
   std::unique_ptr<CpuModelRunner> r(new CpuModelRunner());
   r->vocab_size_ = model->vocab_size();
   r->block_size_ = block_size;

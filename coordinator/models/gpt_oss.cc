@@ -80,6 +80,7 @@ absl::Status CheckGptOssConfig(const ModelConfig& c) {
   auto bad = [](const std::string& field, auto value, const char* why) {
     return absl::InvalidArgumentError(absl::StrCat("config field '", field, "' = ", value, ": ", why));
   };
+  if (c.model_type != "gpt_oss") return bad("model_type", c.model_type, "is not gpt_oss");
   if (c.num_hidden_layers <= 0) return bad("num_hidden_layers", c.num_hidden_layers, "must be > 0");
   if (c.hidden_size <= 0) return bad("hidden_size", c.hidden_size, "must be > 0");
   if (c.num_attention_heads <= 0) return bad("num_attention_heads", c.num_attention_heads, "must be > 0");

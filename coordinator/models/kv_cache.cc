@@ -12,7 +12,10 @@ namespace mxserve {
 
 absl::StatusOr<std::unique_ptr<KvCache>> KvCache::Create(int num_layers, int num_kv_heads,
                                                          int head_dim, int num_blocks,
-                                                         int block_size) {
+                                                         int block_size, int planes) {
+  if (planes != 1 && planes != 2) {
+    return absl::InvalidArgumentError(absl::StrCat("KV cache planes must be 1 or 2, got ", planes));
+  }
   if (num_layers <= 0 || num_kv_heads <= 0 || head_dim <= 0 || num_blocks <= 0 ||
       block_size <= 0) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -31,16 +34,17 @@ absl::StatusOr<std::unique_ptr<KvCache>> KvCache::Create(int num_layers, int num
   c->head_dim_ = head_dim;
   c->num_blocks_ = num_blocks;
   c->block_size_ = block_size;
+  c->planes_ = planes;
   c->row_ = row;
   c->layer_bytes_ = per_layer * sizeof(float);
-  for (int l = 0; l < 2 * num_layers; ++l) {
+  for (int l = 0; l < planes * num_layers; ++l) {
     void* p = mmap(nullptr, c->layer_bytes_, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED) {
       return absl::ResourceExhaustedError(absl::StrCat("KV cache: mmap of ", c->layer_bytes_,
                                                        " bytes failed: ", std::strerror(errno)));
     }
-    (l % 2 == 0 ? c->k_ : c->v_).push_back(static_cast<float*>(p));
+    (l % planes == 0 ? c->k_ : c->v_).push_back(static_cast<float*>(p));
   }
   return c;
 }

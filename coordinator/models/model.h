@@ -26,6 +26,9 @@ class CausalLM {
   // What the KV cache must hold per layer and position.
   virtual int num_kv_heads() const = 0;
   virtual int head_dim() const = 0;
+  // 2: a K and a V row of num_kv_heads x head_dim per layer and position; 1: one row only
+  // (MLA's latent cache).
+  virtual int kv_planes() const { return 2; }
   virtual int64_t max_position_embeddings() const = 0;
 
   // Runs one step: every chunk's tokens at positions [start_pos, start_pos + n), reading KV of
@@ -35,7 +38,7 @@ class CausalLM {
   virtual absl::StatusOr<ForwardOutput> Forward(const ForwardBatch& batch, KvCache& cache) = 0;
 };
 
-// Builds the model named by config.architecture ("GptOssForCausalLM"). The checkpoint is read
+// Builds the model named by config.architecture ("GptOssForCausalLM", "DeepseekV3ForCausalLM"). The checkpoint is read
 // during the call only (weights are copied); `moe` and `pool` must outlive the model (`pool`
 // may be null: single-threaded).
 absl::StatusOr<std::unique_ptr<CausalLM>> CreateCausalLM(const ModelConfig& config,

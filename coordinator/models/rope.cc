@@ -21,6 +21,10 @@ double CorrectionDim(double num_rotations, int dim, double base, double max_pos)
 
 }  // namespace
 
+double YarnMscale(double factor, double mscale) {
+  return factor <= 1.0 ? 1.0 : 0.1 * mscale * std::log(factor) + 1.0;
+}
+
 absl::StatusOr<RopeParams> ComputeRopeParams(const ModelConfig& config) {
   const int dim = config.head_dim;
   if (dim <= 0 || dim % 2 != 0) {
@@ -61,7 +65,15 @@ absl::StatusOr<RopeParams> ComputeRopeParams(const ModelConfig& config) {
     return absl::InvalidArgumentError(
         "rope_scaling: factor, original_max_position_embeddings, beta_fast and beta_slow must be > 0");
   }
-  p.concentration = factor <= 1.0 ? 1.0f : F(0.1 * std::log(factor) + 1.0);
+  // HF: attention_factor when given; else get_mscale(f, mscale) / get_mscale(f, mscale_all_dim)
+  // when both are set (DeepSeek-V3: 1 when they are equal); else get_mscale(f) (gpt-oss).
+  if (rs.attention_factor > 0.0) {
+    p.concentration = F(rs.attention_factor);
+  } else if (rs.mscale > 0.0 && rs.mscale_all_dim > 0.0) {
+    p.concentration = F(YarnMscale(factor, rs.mscale) / YarnMscale(factor, rs.mscale_all_dim));
+  } else {
+    p.concentration = F(YarnMscale(factor, 1.0));
+  }
   double low = CorrectionDim(rs.beta_fast, dim, base, orig);
   double high = CorrectionDim(rs.beta_slow, dim, base, orig);
   if (rs.truncate) {
@@ -95,6 +107,15 @@ void RopeCosSin(const RopeParams& rope, int64_t position, float* cos_out, float*
     const float freq = t * rope.inv_freq[i];
     cos_out[i] = static_cast<float>(std::cos(static_cast<double>(freq))) * rope.concentration;
     sin_out[i] = static_cast<float>(std::sin(static_cast<double>(freq))) * rope.concentration;
+  }
+}
+
+void ApplyRopeInterleaved(const float* cos, const float* sin, int rotary_dim, float* x) {
+  for (int i = 0; i < rotary_dim / 2; ++i) {
+    const float a = x[2 * i];
+    const float b = x[2 * i + 1];
+    x[2 * i] = a * cos[i] - b * sin[i];
+    x[2 * i + 1] = b * cos[i] + a * sin[i];
   }
 }
 

@@ -20,6 +20,9 @@ struct RopeParams {
   std::vector<float> inv_freq;   // [rotary_dim / 2], in fp32 as HF computes it
 };
 
+// YaRN's get_mscale: 0.1 * mscale * ln(factor) + 1, or 1 when factor <= 1.
+double YarnMscale(double factor, double mscale);
+
 // From the config's head_dim, rope_theta and rope_scaling ("yarn" or "default").
 absl::StatusOr<RopeParams> ComputeRopeParams(const ModelConfig& config);
 
@@ -30,5 +33,9 @@ void RopeCosSin(const RopeParams& rope, int64_t position, float* cos_out, float*
 // Rotates one head vector x[rotary_dim] in place (half-split: x1 = x[:d/2], x2 = x[d/2:];
 // [x1*cos - x2*sin, x2*cos + x1*sin]).
 void ApplyRope(const float* cos, const float* sin, int rotary_dim, float* x);
+
+// The same rotation on the interleaved layout DeepSeek-V3 checkpoints use: pairs (x[2i], x[2i+1]).
+// (HF's rope_interleave permutes to half-split and back; the dot products are identical.)
+void ApplyRopeInterleaved(const float* cos, const float* sin, int rotary_dim, float* x);
 
 }  // namespace mxserve

@@ -54,6 +54,12 @@ absl::StatusOr<std::unique_ptr<ExpertRouter>> ConnectToWorkers(
     if (d.num_experts() != config.num_local_experts) return mismatch("num_experts", d.num_experts(), config.num_local_experts);
     if (d.hidden_size() != config.hidden_size) return mismatch("hidden_size", d.hidden_size(), config.hidden_size);
     if (d.intermediate_size() != config.intermediate_size) return mismatch("intermediate_size", d.intermediate_size(), config.intermediate_size);
+    const std::string activation = d.activation().empty() ? "swiglu_clamped" : d.activation();
+    if (activation != ExpertActivationName(config)) {
+      return absl::FailedPreconditionError(absl::StrCat(who, " runs expert activation '", activation,
+                                                        "', this model needs '",
+                                                        ExpertActivationName(config), "'"));
+    }
     if (d.model_type() != config.model_type) {
       return absl::FailedPreconditionError(absl::StrCat(who, " serves model_type '", d.model_type(),
                                                         "', this model is '", config.model_type, "'"));

@@ -83,6 +83,12 @@ absl::StatusOr<std::unique_ptr<CudaMoeLayer>> CudaMoeLayer::Upload(const MoeLaye
     return absl::InvalidArgumentError(absl::StrCat("CudaMoeLayer: hidden ", H, " / intermediate ", I,
                                                    " must be positive multiples of 32"));
   }
+  if (host.activation != MoeActivation::kClampedSwiGlu) {
+    return absl::UnimplementedError(absl::StrCat(
+        "CudaMoeLayer: expert activation '", MoeActivationName(host.activation),
+        "' is not implemented by the CUDA kernels (only swiglu_clamped, gpt-oss's); run these "
+        "experts on CPU workers"));
+  }
   std::unique_ptr<CudaMoeLayer> L(new CudaMoeLayer());
   L->hidden_ = H;
   L->intermediate_ = I;

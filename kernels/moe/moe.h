@@ -1,8 +1,10 @@
-// The MoE expert computation behind one interface (gpt-oss experts; docs/MODELS.md):
+// The MoE expert computation behind one interface (docs/MODELS.md):
 //   for each token t and slot j with expert e = expert_ids[t*k+j] >= 0:
 //     gu = W_gate_up[e] x_t + b_gate_up[e]          (MXFP4 weights, rows = 2I interleaved g/u)
-//     g = min(gu[0::2], limit); u = clamp(gu[1::2], -limit, limit)
-//     a = (u + 1) * g * sigmoid(alpha * g)
+//     g = gu[0::2]; u = gu[1::2]
+//     a = (u' + 1) * g' * sigmoid(alpha * g')       kClampedSwiGlu (gpt-oss): g' = min(g, limit),
+//                                                   u' = clamp(u, -limit, limit)
+//     a = silu(g) * u = g * sigmoid(g) * u          kSwiGlu (DeepSeek-V3, Kimi K2; no biases)
 //     y = W_down[e] a + b_down[e]                   (MXFP4 weights, rows = H)
 //     out_t += weights[t*k+j] * y
 // out is overwritten (zero for tokens with no slot). Slots with expert id -1 are skipped.
@@ -28,6 +30,10 @@ struct Mxfp4Matrix {
   int cols = 0;
 };
 
+// The expert MLP's activation. Every kernel takes both; the CUDA kernels refuse kSwiGlu.
+enum class MoeActivation { kClampedSwiGlu, kSwiGlu };
+const char* MoeActivationName(MoeActivation a);  // "swiglu_clamped" / "swiglu"
+
 // A null bias pointer means a zero bias (DeepSeek/Kimi experts have none).
 struct ExpertWeights {
   Mxfp4Matrix gate_up;              // [2I, H]
@@ -41,8 +47,9 @@ struct ExpertWeights {
 struct MoeLayer {
   int hidden = 0;        // H
   int intermediate = 0;  // I
-  float swiglu_alpha = 1.702f;
-  float swiglu_limit = 7.0f;
+  MoeActivation activation = MoeActivation::kClampedSwiGlu;
+  float swiglu_alpha = 1.702f;  // kClampedSwiGlu only
+  float swiglu_limit = 7.0f;    // kClampedSwiGlu only
   std::vector<const ExpertWeights*> experts;  // indexed by global expert id
 };
 

@@ -434,6 +434,7 @@ void ForwardChunk(const MoeLayer& layer, const MoeBatch& batch, float* out, Thre
   }
 
   const float alpha = layer.swiglu_alpha, limit = layer.swiglu_limit;
+  const bool plain = layer.activation == MoeActivation::kSwiGlu;
   RunTasks(pool, static_cast<int64_t>(gu_tasks.size()), [&](int64_t i) {
     const Task task = gu_tasks[i];
     const ExpertWeights& w = *layer.experts[task.expert];
@@ -450,8 +451,9 @@ void ForwardChunk(const MoeLayer& layer, const MoeBatch& batch, float* out, Thre
       const float bu = w.gate_up_bias ? w.gate_up_bias[rg + 1] : 0.0f;
       const int dst = (rg / 2 & ~31) + ks.perm[rg / 2 & 31];
       for (int j = 0; j < n; ++j) {
+        const float g = res[(2 * p) * n + j] + bg, u = res[(2 * p + 1) * n + j] + bu;
         act[static_cast<int64_t>(a0 + j) * I + dst] =
-            SwiGlu(res[(2 * p) * n + j] + bg, res[(2 * p + 1) * n + j] + bu, alpha, limit);
+            plain ? SiluMul(g, u) : SwiGlu(g, u, alpha, limit);
       }
     }
   });

@@ -31,8 +31,10 @@ absl::Status MoeForwardReference(const MoeLayer& layer, const MoeBatch& batch, f
         gu[r] = acc + (w.gate_up_bias ? w.gate_up_bias[r] : 0.0f);
       }
       for (int i = 0; i < I; ++i) {
-        act[i] = internal::SwiGlu(gu[2 * i], gu[2 * i + 1], layer.swiglu_alpha,
-                                  layer.swiglu_limit);
+        act[i] = layer.activation == MoeActivation::kSwiGlu
+                     ? internal::SiluMul(gu[2 * i], gu[2 * i + 1])
+                     : internal::SwiGlu(gu[2 * i], gu[2 * i + 1], layer.swiglu_alpha,
+                                        layer.swiglu_limit);
       }
       for (int r = 0; r < H; ++r) {
         internal::DecodeMxfp4Row(w.down.blocks + static_cast<int64_t>(r) * (I / 2),

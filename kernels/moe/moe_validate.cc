@@ -29,6 +29,10 @@ absl::Status CheckExpert(const MoeLayer& layer, int e) {
 
 }  // namespace
 
+const char* MoeActivationName(MoeActivation a) {
+  return a == MoeActivation::kSwiGlu ? "swiglu" : "swiglu_clamped";
+}
+
 absl::Status ValidateMoeBatch(const MoeLayer& layer, const MoeBatch& batch) {
   if (layer.hidden <= 0 || layer.hidden % 32 != 0) {
     return absl::InvalidArgumentError(

@@ -39,4 +39,7 @@ inline float SwiGlu(float g, float u, float alpha, float limit) {
   return (u + 1.0f) * g * sig;
 }
 
+// Plain SwiGLU (DeepSeek-V3 / Kimi K2 experts): silu(g) * u.
+inline float SiluMul(float g, float u) { return g / (1.0f + __builtin_expf(-g)) * u; }
+
 }  // namespace mxserve::kernels::internal
