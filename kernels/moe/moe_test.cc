@@ -127,16 +127,19 @@ Oracle Float64Oracle(const RandomLayer& rl, const MoeBatch& b) {
       if (e < 0) continue;
       const RandomExpert& ex = *rl.storage[e];
       for (int i = 0; i < I; ++i) {
-        double g = ex.gate_up_bias[2 * i], u = ex.gate_up_bias[2 * i + 1];
+        const bool bias = ex.w.gate_up_bias != nullptr;
+        double g = bias ? ex.gate_up_bias[2 * i] : 0.0, u = bias ? ex.gate_up_bias[2 * i + 1] : 0.0;
         for (int c = 0; c < H; ++c) {
           g += ex.gate_up.At(2 * i, c) * b.x[t * H + c];
           u += ex.gate_up.At(2 * i + 1, c) * b.x[t * H + c];
         }
-        act[i] = SwiGlu64(g, u, L.swiglu_alpha, L.swiglu_limit);
+        act[i] = L.activation == MoeActivation::kSwiGlu ? g / (1.0 + std::exp(-g)) * u
+                                                        : SwiGlu64(g, u, L.swiglu_alpha, L.swiglu_limit);
       }
       const double wt = b.weights[t * k + j];
       for (int h = 0; h < H; ++h) {
-        double y = ex.down_bias[h], m = std::fabs(ex.down_bias[h]);
+        const double db = ex.w.down_bias != nullptr ? ex.down_bias[h] : 0.0;
+        double y = db, m = std::fabs(db);
         for (int i = 0; i < I; ++i) {
           const double w = ex.down.At(h, i);
           y += w * act[i];
@@ -216,6 +219,34 @@ INSTANTIATE_TEST_SUITE_P(
       return "H" + std::to_string(s.H) + "_I" + std::to_string(s.I) + "_E" +
              std::to_string(s.E) + "_T" + std::to_string(s.T) + "_k" + std::to_string(s.k);
     });
+
+// DeepSeek-V3 / Kimi K2 experts: plain SwiGLU (silu(g) * u), no biases, in every kernel. Gate
+// values reach past gpt-oss's clamp limit, so the clamped activation would differ.
+TEST(MoeKernels, PlainSwiGluWithoutBiasesMatchesFloat64) {
+  const Shape s{128, 64, 8, 37, 3};
+  RandomLayer rl(s.H, s.I, s.E, 77);
+  rl.layer.activation = MoeActivation::kSwiGlu;
+  for (auto& e : rl.storage) e->w.gate_up_bias = e->w.down_bias = nullptr;
+  std::vector<int> all(s.E);
+  for (int e = 0; e < s.E; ++e) all[e] = e;
+  RandomBatch rb(s.T, s.H, s.k, all, 78, /*p_skip=*/0.1);
+  for (float& v : rb.x) v *= 8.0f;
+  const Oracle o = Float64Oracle(rl, rb.batch);
+  std::vector<float> ref(static_cast<size_t>(s.T) * s.H, -1.0f);
+  ASSERT_TRUE(MoeForwardReference(rl.layer, rb.batch, ref.data()).ok());
+  EXPECT_LE(MaxScaledError(ref, o.out, o.mag), 5e-6) << "reference vs float64";
+  ThreadPool pool(2);
+  for (MoeIsa isa : Isas()) {
+    std::vector<float> fast(ref.size(), -1.0f);
+    ASSERT_TRUE(internal::MoeForwardFastIsa(rl.layer, rb.batch, fast.data(), &pool, isa).ok());
+    EXPECT_LE(MaxScaledError(fast, o.out, o.mag), 5e-6) << internal::MoeIsaName(isa);
+  }
+  // The same weights under the clamped activation give a different answer (the kind matters).
+  rl.layer.activation = MoeActivation::kClampedSwiGlu;
+  std::vector<float> clamped(ref.size());
+  ASSERT_TRUE(MoeForwardReference(rl.layer, rb.batch, clamped.data()).ok());
+  EXPECT_GT(MaxScaledError(clamped, o.out, o.mag), 1e-2);
+}
 
 TEST(MoeKernels, NoTokensIsOkAndTouchesNothing) {
   RandomLayer rl(64, 64, 4, 7);

@@ -194,6 +194,7 @@ TEST_F(ExpertServiceTest, DescribeReportsTheShard) {
   EXPECT_EQ(d.num_experts(), spec_.experts);
   EXPECT_EQ(d.hidden_size(), spec_.hidden);
   EXPECT_EQ(d.intermediate_size(), spec_.intermediate);
+  EXPECT_EQ(d.activation(), "swiglu_clamped");
   EXPECT_THAT(d.experts(), ::testing::ElementsAre(0, 1, 2, 3));
   EXPECT_EQ(d.device(), "cpu");
   EXPECT_TRUE(d.ready());
