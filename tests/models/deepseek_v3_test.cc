@@ -3,6 +3,7 @@
 // with plain SwiGLU, through the in-process router), both MLA forms, decode through the latent
 // cache, the engine's greedy ids, and the config/checkpoint errors.
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <string>
@@ -13,6 +14,7 @@
 #include "coordinator/models/deepseek_v3.h"
 #include "coordinator/models/model.h"
 #include "coordinator/router/router_factory.h"
+#include "coordinator/supervision/local_worker_pool.h"
 #include "core/model_config.h"
 #include "core/safetensors.h"
 #include "core/thread_pool.h"
@@ -60,13 +62,14 @@ struct Harness {
   ModelConfig config;
   std::unique_ptr<Checkpoint> ckpt;
   std::shared_ptr<ThreadPool> pool = std::make_shared<ThreadPool>(2);
+  std::unique_ptr<LocalWorkerPool> workers;  // set: experts in 2 mxserve-worker processes
   std::unique_ptr<ExpertRouter> router;
   DeepseekV3Model* model = nullptr;  // owned by runner
   std::unique_ptr<CpuModelRunner> runner;
   std::unique_ptr<ReferenceDeepseek> ref;
 };
 
-void Build(const TinyDsSpec& spec, uint32_t seed, Harness& h) {
+void Build(const TinyDsSpec& spec, uint32_t seed, Harness& h, bool two_workers = false) {
   ASSERT_TRUE(WriteTinyDeepseek(h.dir.path(), spec, seed).ok());
   auto cfg = ModelConfig::Load(h.dir.path());
   ASSERT_TRUE(cfg.ok()) << cfg.status();
@@ -74,9 +77,27 @@ void Build(const TinyDsSpec& spec, uint32_t seed, Harness& h) {
   auto ck = Checkpoint::Open(h.dir.path());
   ASSERT_TRUE(ck.ok()) << ck.status();
   h.ckpt = std::move(*ck);
-  auto router = MakeInProcessRouter(*h.ckpt, h.config, h.pool);
-  ASSERT_TRUE(router.ok()) << router.status();
-  h.router = std::move(*router);
+  if (two_workers) {
+    LocalWorkerPoolOptions wo;
+    wo.worker_binary =
+        (std::filesystem::read_symlink("/proc/self/exe").parent_path() / "mxserve-worker").string();
+    wo.model_dir = h.dir.path();
+    wo.num_workers = 2;
+    wo.num_experts = spec.experts;
+    wo.startup_timeout = absl::Seconds(60);
+    auto pool = LocalWorkerPool::Start(wo);
+    ASSERT_TRUE(pool.ok()) << pool.status();
+    h.workers = std::move(*pool);
+    RemoteWorkersOptions ro;
+    ro.ready_timeout = absl::Seconds(60);
+    auto router = ConnectToWorkers(h.workers->addresses(), h.config, ro);
+    ASSERT_TRUE(router.ok()) << router.status();
+    h.router = std::move(*router);
+  } else {
+    auto router = MakeInProcessRouter(*h.ckpt, h.config, h.pool);
+    ASSERT_TRUE(router.ok()) << router.status();
+    h.router = std::move(*router);
+  }
   auto m = DeepseekV3Model::Create(h.config, *h.ckpt, h.router.get(), h.pool.get());
   ASSERT_TRUE(m.ok()) << m.status();
   h.model = m->get();
@@ -163,18 +184,18 @@ TEST_P(DeepseekVsReference, DecodeThroughLatentCacheMatchesFloat64) {
 }
 
 // The engine (chunked prefill of 8 tokens, two sequences batched, greedy) generates exactly the
-// twin's greedy ids.
-TEST_P(DeepseekVsReference, EngineGreedyIdsEqualTheTwins) {
+// twin's greedy ids: experts in this process, or in two mxserve-worker processes over gRPC.
+void EngineGreedy(const TinyDsSpec& spec, uint32_t seed, bool two_workers) {
   Harness h;
-  ASSERT_NO_FATAL_FAILURE(Build(spec(), 31 + GetParam(), h));
+  ASSERT_NO_FATAL_FAILURE(Build(spec, seed, h, two_workers));
   EngineOptions o;
   o.start_loop = false;
   o.scheduler.max_num_batched_tokens = 8;
   o.scheduler.max_num_seqs = 2;
   auto engine = Engine::Create(o, h.runner.get(), nullptr, {});
   ASSERT_TRUE(engine.ok()) << engine.status();
-  const std::vector<std::vector<int32_t>> prompts = {Tokens(13, spec().vocab, 7),
-                                                     Tokens(21, spec().vocab, 9)};
+  const std::vector<std::vector<int32_t>> prompts = {Tokens(13, spec.vocab, 7),
+                                                     Tokens(21, spec.vocab, 9)};
   constexpr int kNew = 14;  // the longer one ends at 35: past the YaRN original length
   std::vector<std::vector<int32_t>> got(prompts.size());
   std::vector<bool> done(prompts.size(), false);
@@ -198,6 +219,14 @@ TEST_P(DeepseekVsReference, EngineGreedyIdsEqualTheTwins) {
   for (size_t i = 0; i < prompts.size(); ++i) {
     EXPECT_EQ(got[i], h.ref->Greedy(prompts[i], kNew)) << "request " << i;
   }
+}
+
+TEST_P(DeepseekVsReference, EngineGreedyIdsEqualTheTwins) {
+  EngineGreedy(spec(), 31 + GetParam(), /*two_workers=*/false);
+}
+
+TEST_P(DeepseekVsReference, EngineGreedyThroughTwoWorkersEqualsTheTwins) {
+  EngineGreedy(spec(), 41 + GetParam(), /*two_workers=*/true);
 }
 
 INSTANTIATE_TEST_SUITE_P(Configs, DeepseekVsReference, ::testing::Values(0, 1),
