@@ -22,6 +22,7 @@
 #include "nlohmann/json.hpp"
 #include "tests/models/tiny_deepseek.h"
 #include "tests/models/tiny_gpt_oss.h"
+#include "tools/make_model/make_model.h"
 
 namespace mxserve::testing {
 namespace {
@@ -231,6 +232,79 @@ TEST_P(DeepseekVsReference, EngineGreedyThroughTwoWorkersEqualsTheTwins) {
 
 INSTANTIATE_TEST_SUITE_P(Configs, DeepseekVsReference, ::testing::Values(0, 1),
                          [](const auto& info) { return info.param == 0 ? "DeepseekV3" : "KimiK2"; });
+
+// mxserve-make-model's presets write the hub layout the twin reads, with experts exact in MXFP4:
+// the model (experts quantized at load) matches the twin built from the preset's numbers.
+TEST(DeepseekV3Model, MakeModelPresetsMatchTheTwin) {
+  for (const std::string preset : {"deepseek-tiny", "kimi-k2-tiny"}) {
+    SCOPED_TRACE(preset);
+    TempDir dir;
+    make_model::MakeModelOptions mo;
+    mo.preset = preset;
+    mo.out_dir = dir.path();
+    mo.seed = 5;
+    mo.threads = 1;
+    ASSERT_TRUE(make_model::MakeModel(mo).ok());
+    auto cfg = ModelConfig::Load(dir.path());
+    ASSERT_TRUE(cfg.ok()) << cfg.status();
+    TinyDsSpec s;  // the preset's numbers (tools/make_model/model_presets.cc), for the twin
+    s.model_type = cfg->model_type;
+    s.layers = 3;
+    s.first_dense = 1;
+    s.hidden = 64;
+    s.dense_inter = 96;
+    s.moe_inter = 32;
+    s.experts = 8;
+    s.top_k = 3;
+    s.n_shared = 1;
+    s.heads = 4;
+    s.kv_lora = 32;
+    s.nope = 16;
+    s.rope = 8;
+    s.v = 16;
+    s.vocab = cfg->vocab_size;
+    s.rms_norm_eps = 1e-6;
+    s.original_max_position = 128;
+    if (preset == "deepseek-tiny") {
+      s.q_lora = 32;
+      s.n_group = 4;
+      s.topk_group = 2;
+      s.rope_theta = 10000.0;
+      s.factor = 4.0;
+      s.routed_scaling = 2.5;
+    } else {
+      EXPECT_EQ(cfg->model_type, "kimi_k2");
+      s.q_lora = 0;
+      s.n_group = 1;
+      s.topk_group = 1;
+      s.rope_theta = 50000.0;
+      s.factor = 32.0;
+      s.beta_fast = s.beta_slow = 1.0;
+      s.routed_scaling = 2.827;
+    }
+    auto ck = Checkpoint::Open(dir.path());
+    ASSERT_TRUE(ck.ok()) << ck.status();
+    auto pool = std::make_shared<ThreadPool>(2);
+    auto router = MakeInProcessRouter(**ck, *cfg, pool);
+    ASSERT_TRUE(router.ok()) << router.status();
+    auto m = CreateCausalLM(*cfg, **ck, router->get(), pool.get());
+    ASSERT_TRUE(m.ok()) << m.status();
+    auto r = CpuModelRunner::Create(std::move(*m), 48, 4, 64);
+    ASSERT_TRUE(r.ok()) << r.status();
+    auto ref = ReferenceDeepseek::Load(s, **ck);
+    ASSERT_TRUE(ref.ok()) << ref.status();
+    const std::vector<int32_t> toks = Tokens(24, 900, 13);
+    const auto want = ref->Logits(toks);
+    SequenceChunk ch;
+    ch.seq_id = 1;
+    ch.tokens = toks;
+    ch.block_table = Blocks(0, 6);
+    ch.all_logits = true;
+    auto out = (*r)->Run(ForwardBatch{{ch}});
+    ASSERT_TRUE(out.ok()) << out.status();
+    for (int t = 0; t < 24; ++t) EXPECT_LE(RelL2D(Row(*out, t), want[t]), kMaxRelL2) << "row " << t;
+  }
+}
 
 TEST(DeepseekV3Config, ReadsTheFamilysFields) {
   auto a = ModelConfig::FromJsonText(TinyDsConfigJson(SpecA()));

@@ -3,10 +3,12 @@
 
 Usage: tools/golden/make_checkpoints.py BIN_DIR [OUT_ROOT]   (OUT_ROOT: tests/data/golden)
 
-Each config is `mxserve-make-model --preset tiny --seed S [--num-layers L]` (seeded random
-weights in the exact hub layout: BF16/F32 dense tensors, MXFP4 expert blocks/scales with BF16
-biases, tokenizer files), then config.json edits that change no tensor shape (top-k, sliding
-window, layer order, RoPE), plus prompts.json (seeded prompt token ids). The bytes are committed;
+Each config is `mxserve-make-model --preset P --seed S [--num-layers L]` (seeded random
+weights in the exact hub layout, tokenizer files; preset tiny: gpt-oss, BF16/F32 dense tensors,
+MXFP4 expert blocks/scales with BF16 biases; deepseek-tiny / kimi-k2-tiny: DeepSeek-V3 / Kimi K2,
+bf16 per-expert tensors whose values are exact in MXFP4), then config.json edits that change no
+tensor shape (top-k, sliding window, layer order, RoPE), plus prompts.json (seeded prompt token
+ids). The bytes are committed;
 rerunning this reproduces them bit for bit as long as the generator is unchanged (the committed
 sha256 in prompts.json says which bytes the HF records were made from).
 Then tools/golden/hf_golden.py records HF transformers' logits and greedy generations on them.
@@ -36,6 +38,18 @@ CONFIGS = [
                "rope_scaling": {"rope_type": "yarn", "factor": 8.0, "beta_fast": 32.0,
                                 "beta_slow": 1.0, "original_max_position_embeddings": 512,
                                 "truncate": False}}},
+    # DeepSeek-V3 / Kimi K2 (not yet recorded, not yet in tests/models/golden): YaRN x4 over an
+    # original length of 16, so that every prompt + its 20 new tokens crosses it.
+    {"name": "dsv3_qlora_g4", "preset": "deepseek-tiny", "seed": 31, "layers": None,
+     "edits": {"max_position_embeddings": 64,
+               "rope_scaling": {"type": "yarn", "factor": 4.0, "beta_fast": 32.0,
+                                "beta_slow": 1.0, "original_max_position_embeddings": 16,
+                                "mscale": 1.0, "mscale_all_dim": 1.0}}},
+    {"name": "k2_plain_q", "preset": "kimi-k2-tiny", "seed": 37, "layers": 4,
+     "edits": {"max_position_embeddings": 64, "first_k_dense_replace": 2,
+               "rope_scaling": {"type": "yarn", "factor": 4.0, "beta_fast": 1.0,
+                                "beta_slow": 1.0, "original_max_position_embeddings": 16,
+                                "mscale": 1.0, "mscale_all_dim": 1.0}}},
 ]
 PROMPT_LENGTHS = [26, 9, 3]  # the first is longer than every sliding window above (x3 or more)
 NEW_TOKENS = 20
@@ -49,7 +63,8 @@ def main():
         out = os.path.join(root, cfg["name"])
         if os.path.isdir(out):
             shutil.rmtree(out)
-        cmd = [os.path.join(bin_dir, "mxserve-make-model"), "--preset", "tiny", "--out", out,
+        cmd = [os.path.join(bin_dir, "mxserve-make-model"), "--preset", cfg.get("preset", "tiny"),
+               "--out", out,
                "--seed", str(cfg["seed"]), "--threads", "1"]
         if cfg["layers"]:
             cmd += ["--num-layers", str(cfg["layers"])]

@@ -28,7 +28,9 @@ using json = nlohmann::json;
 
 // One generated unit: a BF16 tensor, or an MXFP4 weight that yields *_blocks and *_scales.
 struct Group {
-  enum Kind { kNormal, kUniform, kOnePlusNoise, kMxfp4 } kind;
+  // kMxfp4Bf16: a BF16 [rows, cols] tensor whose rows are MXFP4-exact (normal values through
+  // the MXFP4 codec and back), so quantizing it at load loses nothing.
+  enum Kind { kNormal, kUniform, kOnePlusNoise, kMxfp4, kMxfp4Bf16 } kind;
   std::string name;             // tensor name; for kMxfp4 the prefix ("...gate_up_proj")
   std::vector<int64_t> shape;   // BF16 shape; for kMxfp4 [E, rows, K]
   float a = 0, b = 0;           // std (normal, noise) or [lo, hi) (uniform)
@@ -46,7 +48,61 @@ struct Group {
   }
 };
 
+// DeepSeek-V3 / Kimi K2 (docs/MODELS.md): MLA, dense first layers, per-expert bf16 experts.
+std::vector<Group> PlanDeepseek(const ModelConfig& c) {
+  const int64_t H = c.hidden_size, V = c.vocab_size, E = c.num_local_experts;
+  const int64_t nh = c.num_attention_heads, qhd = c.qk_nope_head_dim + c.qk_rope_head_dim;
+  const int64_t Rq = c.q_lora_rank, Rkv = c.kv_lora_rank, R = c.qk_rope_head_dim;
+  const int64_t Vd = c.v_head_dim, Im = c.intermediate_size;
+  auto inv_sqrt = [](int64_t n) { return 1.0f / std::sqrt(static_cast<float>(n)); };
+  const float noise = 0.05f;
+  std::vector<Group> g;
+  g.push_back({Group::kNormal, "model.embed_tokens.weight", {V, H}, 1.0f});
+  for (int l = 0; l < c.num_hidden_layers; ++l) {
+    const std::string p = absl::StrCat("model.layers.", l, ".");
+    g.push_back({Group::kOnePlusNoise, p + "input_layernorm.weight", {H}, noise, 0, l});
+    if (Rq > 0) {
+      g.push_back({Group::kNormal, p + "self_attn.q_a_proj.weight", {Rq, H}, inv_sqrt(H), 0, l});
+      g.push_back({Group::kOnePlusNoise, p + "self_attn.q_a_layernorm.weight", {Rq}, noise, 0, l});
+      g.push_back({Group::kNormal, p + "self_attn.q_b_proj.weight", {nh * qhd, Rq}, inv_sqrt(Rq), 0, l});
+    } else {
+      g.push_back({Group::kNormal, p + "self_attn.q_proj.weight", {nh * qhd, H}, inv_sqrt(H), 0, l});
+    }
+    g.push_back({Group::kNormal, p + "self_attn.kv_a_proj_with_mqa.weight", {Rkv + R, H}, inv_sqrt(H), 0, l});
+    g.push_back({Group::kOnePlusNoise, p + "self_attn.kv_a_layernorm.weight", {Rkv}, noise, 0, l});
+    g.push_back({Group::kNormal, p + "self_attn.kv_b_proj.weight", {nh * (c.qk_nope_head_dim + Vd), Rkv},
+                 inv_sqrt(Rkv), 0, l});
+    g.push_back({Group::kNormal, p + "self_attn.o_proj.weight", {H, nh * Vd}, inv_sqrt(nh * Vd), 0, l});
+    g.push_back({Group::kOnePlusNoise, p + "post_attention_layernorm.weight", {H}, noise, 0, l});
+    if (!c.IsMoeLayer(l)) {
+      const int64_t I = c.dense_intermediate_size;
+      g.push_back({Group::kNormal, p + "mlp.gate_proj.weight", {I, H}, inv_sqrt(H), 0, l});
+      g.push_back({Group::kNormal, p + "mlp.up_proj.weight", {I, H}, inv_sqrt(H), 0, l});
+      g.push_back({Group::kNormal, p + "mlp.down_proj.weight", {H, I}, inv_sqrt(I), 0, l});
+      continue;
+    }
+    g.push_back({Group::kNormal, p + "mlp.gate.weight", {E, H}, inv_sqrt(H), 0, l});
+    g.push_back({Group::kNormal, p + "mlp.gate.e_score_correction_bias", {E}, 0.1f, 0, l});
+    for (int64_t e = 0; e < E; ++e) {
+      const std::string x = absl::StrCat(p, "mlp.experts.", e, ".");
+      g.push_back({Group::kMxfp4Bf16, x + "gate_proj.weight", {Im, H}, inv_sqrt(H), 0, l});
+      g.push_back({Group::kMxfp4Bf16, x + "up_proj.weight", {Im, H}, inv_sqrt(H), 0, l});
+      g.push_back({Group::kMxfp4Bf16, x + "down_proj.weight", {H, Im}, inv_sqrt(Im), 0, l});
+    }
+    if (c.n_shared_experts > 0) {
+      const int64_t I = Im * c.n_shared_experts;
+      g.push_back({Group::kNormal, p + "mlp.shared_experts.gate_proj.weight", {I, H}, inv_sqrt(H), 0, l});
+      g.push_back({Group::kNormal, p + "mlp.shared_experts.up_proj.weight", {I, H}, inv_sqrt(H), 0, l});
+      g.push_back({Group::kNormal, p + "mlp.shared_experts.down_proj.weight", {H, I}, inv_sqrt(I), 0, l});
+    }
+  }
+  g.push_back({Group::kOnePlusNoise, "model.norm.weight", {H}, noise});
+  g.push_back({Group::kNormal, "lm_head.weight", {V, H}, 4.0f * inv_sqrt(H)});
+  return g;
+}
+
 std::vector<Group> Plan(const ModelConfig& c) {
+  if (c.IsDeepseekV3()) return PlanDeepseek(c);
   const int64_t H = c.hidden_size, I = c.intermediate_size, E = c.num_local_experts;
   const int64_t V = c.vocab_size, Hq = int64_t{c.num_attention_heads} * c.head_dim;
   const int64_t Hkv = int64_t{c.num_key_value_heads} * c.head_dim;
@@ -105,9 +161,25 @@ void Generate(const Group& g, uint64_t seed, ThreadPool& pool, SafetensorsWriter
   }
   std::vector<uint8_t> bytes(static_cast<size_t>(rows * cols * 2));
   pool.ParallelFor(chunks, [&](int64_t ch) {
+    std::vector<float> exact;
+    std::vector<uint8_t> packed, scales;
     for (int64_t r = ch * kChunk; r < std::min(rows, (ch + 1) * kChunk); ++r) {
       RowRng rng(seed, g.name, r);
       uint8_t* out = bytes.data() + r * cols * 2;
+      if (g.kind == Group::kMxfp4Bf16) {
+        exact.resize(cols);
+        packed.resize(cols / 2);
+        scales.resize(cols / 32);
+        for (auto& v : exact) v = g.a * rng.Normal();
+        mxfp4::EncodeRow(exact.data(), cols, packed.data(), scales.data());
+        mxfp4::DecodeRow(packed.data(), scales.data(), cols, exact.data());
+        for (int64_t i = 0; i < cols; ++i) {
+          const uint16_t h = FloatToBf16(exact[i]);  // exact: E2M1 times a power of two
+          out[2 * i] = static_cast<uint8_t>(h);
+          out[2 * i + 1] = static_cast<uint8_t>(h >> 8);
+        }
+        continue;
+      }
       for (int64_t i = 0; i < cols; ++i) {
         float v;
         switch (g.kind) {
@@ -168,7 +240,9 @@ absl::StatusOr<ModelConfig> ResolveConfig(const MakeModelOptions& opts) {
   if (opts.num_layers < 0) return absl::InvalidArgumentError("--num-layers must be >= 0");
   if (opts.num_layers > 0) {
     c.num_hidden_layers = opts.num_layers;
-    c.layer_types = AlternatingLayerTypes(opts.num_layers);
+    c.layer_types = c.IsDeepseekV3() ? std::vector<std::string>(opts.num_layers, "full_attention")
+                                     : AlternatingLayerTypes(opts.num_layers);
+    c.first_k_dense_replace = std::min(c.first_k_dense_replace, opts.num_layers);
   }
   ASSIGN_OR_RETURN(TokenizerFiles tok, MakeTinyTokenizer(p.num_merges));
   if (p.vocab_from_tokenizer) {
@@ -180,7 +254,67 @@ absl::StatusOr<ModelConfig> ResolveConfig(const MakeModelOptions& opts) {
   return c;
 }
 
+namespace {
+
+// HF DeepseekV3Config fields (the hub's config.json of DeepSeek-V3 / Kimi K2).
+std::string DeepseekConfigJsonText(const ModelConfig& c) {
+  json j;
+  j["architectures"] = {c.architecture};
+  j["model_type"] = c.model_type;
+  j["attention_bias"] = false;
+  j["attention_dropout"] = 0.0;
+  j["eos_token_id"] = c.eos_token_ids.size() == 1 ? json(c.eos_token_ids[0]) : json(c.eos_token_ids);
+  j["pad_token_id"] = c.pad_token_id;
+  j["first_k_dense_replace"] = c.first_k_dense_replace;
+  j["hidden_act"] = "silu";
+  j["hidden_size"] = c.hidden_size;
+  j["intermediate_size"] = c.dense_intermediate_size;
+  j["kv_lora_rank"] = c.kv_lora_rank;
+  j["max_position_embeddings"] = c.max_position_embeddings;
+  j["moe_intermediate_size"] = c.intermediate_size;
+  j["moe_layer_freq"] = 1;
+  j["n_group"] = c.n_group;
+  j["n_routed_experts"] = c.num_local_experts;
+  j["n_shared_experts"] = c.n_shared_experts;
+  j["norm_topk_prob"] = c.norm_topk_prob;
+  j["num_attention_heads"] = c.num_attention_heads;
+  j["num_experts_per_tok"] = c.num_experts_per_tok;
+  j["num_hidden_layers"] = c.num_hidden_layers;
+  j["num_key_value_heads"] = c.num_attention_heads;
+  j["num_nextn_predict_layers"] = 0;
+  j["q_lora_rank"] = c.q_lora_rank > 0 ? json(c.q_lora_rank) : json(nullptr);
+  j["qk_nope_head_dim"] = c.qk_nope_head_dim;
+  j["qk_rope_head_dim"] = c.qk_rope_head_dim;
+  j["rms_norm_eps"] = c.rms_norm_eps;
+  j["rope_interleave"] = true;
+  if (c.rope_scaling.rope_type == "yarn") {
+    j["rope_scaling"] = {{"type", "yarn"},
+                         {"factor", c.rope_scaling.factor},
+                         {"original_max_position_embeddings", c.rope_scaling.original_max_position_embeddings},
+                         {"beta_fast", c.rope_scaling.beta_fast},
+                         {"beta_slow", c.rope_scaling.beta_slow},
+                         {"mscale", c.rope_scaling.mscale},
+                         {"mscale_all_dim", c.rope_scaling.mscale_all_dim}};
+  } else {
+    j["rope_scaling"] = nullptr;
+  }
+  j["rope_theta"] = c.rope_theta;
+  j["routed_scaling_factor"] = c.routed_scaling_factor;
+  j["scoring_func"] = "sigmoid";
+  j["tie_word_embeddings"] = false;
+  j["topk_group"] = c.topk_group;
+  j["topk_method"] = "noaux_tc";
+  j["torch_dtype"] = "bfloat16";
+  j["use_cache"] = true;
+  j["v_head_dim"] = c.v_head_dim;
+  j["vocab_size"] = c.vocab_size;
+  return j.dump(2) + "\n";
+}
+
+}  // namespace
+
 std::string ConfigJsonText(const ModelConfig& c) {
+  if (c.IsDeepseekV3()) return DeepseekConfigJsonText(c);
   json j;
   j["architectures"] = {c.architecture};
   j["attention_bias"] = c.attention_bias;

@@ -10,7 +10,8 @@
 namespace {
 
 constexpr char kUsage[] =
-    "usage: mxserve-make-model --preset {tiny,gpt-oss-20b,gpt-oss-120b} --out DIR\n"
+    "usage: mxserve-make-model --preset {tiny,gpt-oss-20b,gpt-oss-120b,deepseek-tiny,kimi-k2-tiny}\n"
+    "                          --out DIR\n"
     "                          [--seed N] [--shards N] [--num-layers N] [--threads N]\n"
     "  --shards 1: model.safetensors; N>1: ~N shards + model.safetensors.index.json;\n"
     "  0: one shard per layer (default for the real shapes).\n";

@@ -1,5 +1,6 @@
-// Named model shapes for mxserve-make-model: "tiny" (CPU tests) and the real gpt-oss-20b and
-// gpt-oss-120b shapes (docs/MODELS.md, gpt-oss config), as ModelConfig values.
+// Named model shapes for mxserve-make-model: "tiny" (CPU tests), the real gpt-oss-20b and
+// gpt-oss-120b shapes (docs/MODELS.md, gpt-oss config), and "deepseek-tiny" / "kimi-k2-tiny"
+// (DeepSeek-V3 / Kimi K2 layout, bf16 experts exact in MXFP4), as ModelConfig values.
 #pragma once
 
 #include <string>
