@@ -24,9 +24,9 @@ struct WorkerModelInfo {
   int num_experts = 0;     // in the model
   int hidden_size = 0;
   int intermediate_size = 0;
-  std::string activation = "swiglu_clamped";  // MoeActivationName of the held experts
   std::vector<int> experts;  // global ids held here (sorted, unique)
   std::string device = "cpu";
+  std::string activation = "swiglu_clamped";  // MoeActivationName of the held experts
 };
 
 class ExpertService final : public v1::ExpertWorker::Service {
