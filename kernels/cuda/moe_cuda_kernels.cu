@@ -593,7 +593,7 @@ int LaunchGemm(const GemmArgs& a, bool gate_up, int path, bool one_mul, int max_
   switch (path) {
     case kPathDecode: LaunchDecodeGemm(a, gate_up, false, one_mul, max_tiles, stream); break;
     case kPathDecode16: LaunchDecodeGemm(a, gate_up, true, one_mul, max_tiles, stream); break;
-    case kPathMid:       // 32-row tiles
+    case kPathMid:       // 32-row tiles: the lab's kst kernel (Variant::lab_kst), else as 24
     case kPathDecode24: {  // 24: the K-streamed TMA kernel unless another decode kernel is pinned,
                            // else (or where it cannot run) the mma.sync kernel of 32-row tiles
       if (const int slice = KstSlice();

@@ -134,9 +134,6 @@ int LaunchDecodeKstPair(const GemmArgs& g, const GemmArgs& d, bool one_mul, int 
 int64_t KstPairLaunches();
 // One row of a probe's table: "| name | min | median | max |" of v (not empty), two decimals.
 std::string PhaseRow(const char* name, std::vector<double> v);
-// With Variant::pair_stamps: when each phase of the last paired launch (queue form) ended per
-// CTA, over the grid, and how many items the CTAs took (a table for the bench).
-std::string PairStampsReport();
 // Test seam: 1 pairs, 2 pairs through a queue, 0 does not, -1 (the start) follows
 // Variant::kst_pair. The plan does not follow it: the GPU check's unpaired rerun takes the same
 // tile heights.

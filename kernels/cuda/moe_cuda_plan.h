@@ -10,7 +10,8 @@
 namespace mxserve::kernels::cuda::internal {
 
 // The kernel configurations a plan names (LaunchGemm's `path`): the K-streamed decode kernel at
-// 8, 16, 24 rows (decode, decode16, decode24) and 32 rows (mid), the mma.sync GEMM at 64 rows
+// 8, 16, 24 rows (decode, decode16, decode24) and 32 rows (mid: kernels/cuda/lab builds it; else
+// the mma.sync GEMM at 32-row tiles runs it), the mma.sync GEMM at 64 rows
 // (prefill: the fallback without tensor maps), the TMA-fed register-A wgmma kernel at 8 ... 256
 // rows, and the weights-through-shared-memory wgmma kernel (ss paths: built by kernels/cuda/lab
 // only). The wgmma paths (>= kPathWgmma) read the gate_up operand in plain K order.
