@@ -73,10 +73,16 @@ def elf_sections(elf):
     return {name(h[0]): (h[1], elf[h[4]:h[4] + h[5]]) for h in hdrs}
 
 
+def elf_sm(elf):
+    """The sm of a CUDA ELF image: e_flags bits 8-15 from ABI version 8 (CUDA 12.8+), else 0-7."""
+    flags, = struct.unpack_from("<I", elf, 0x30)
+    return (flags >> 8) & 0xFF if elf[8] >= 8 else flags & 0xFF
+
+
 def kernel_code(elf):
     """{(sm, kernel name as kernel_sizes gives it): code bytes with relocated words zeroed}."""
     secs = elf_sections(elf)
-    sm = struct.unpack_from("<I", elf, 0x30)[0] & 0xFF  # e_flags: the image's sm
+    sm = elf_sm(elf)
     code = {}
     for n, (_, data) in secs.items():
         if not n.startswith(".text."):
@@ -140,7 +146,7 @@ def build_kernels(build, target, tmp, tag):
             for n, elf in enumerate(elf_cubins(open(fb, "rb").read())):
                 cubin = os.path.join(tmp, f"{tag}-{f}-{n}.cubin")
                 open(cubin, "wb").write(elf)
-                sm = struct.unpack_from("<I", elf, 0x30)[0] & 0xFF
+                sm = elf_sm(elf)
                 sizes.update({(sm, k): v for k, v in kernel_sizes(cubin).items()})
                 code.update(kernel_code(elf))
     return sizes, code

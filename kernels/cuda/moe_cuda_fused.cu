@@ -59,6 +59,7 @@ FusedPlan Plan(const GemmArgs& g, const GemmArgs& d, int tokens) {
   const FusedPinned& pin = FusedPin();
   if (pin.off) return pl;
   const DeviceLimits& lim = Device();
+  if (lim.cc < 90) return pl;  // mbarriers with transaction counts, bulk copies: sm_90a only
   pl.parts = pin.parts;
   pl.f.slot_bytes = std::max(MaxPieceBytes(g, pl.parts), MaxPieceBytes(d, pl.parts));
   pl.f.a_stride = 2 * std::max(g.kp, d.kp) + 16;

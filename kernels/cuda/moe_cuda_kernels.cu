@@ -549,7 +549,8 @@ void LaunchGemmT(const GemmArgs& a, bool gate_up, int max_tiles, cudaStream_t st
   }
 }
 
-bool PdlEnabled() { return CurrentVariant().pdl; }
+// Programmatic dependent launch is an sm_90 feature (the portable kernels' PdlWait is empty below).
+bool PdlEnabled() { return CurrentVariant().pdl && Device().cc >= 90; }
 
 std::string PhaseRow(const char* name, std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -567,6 +568,10 @@ const DeviceLimits& Device() {
     cudaGetDevice(&dev);
     cudaDeviceGetAttribute(&r.sms, cudaDevAttrMultiProcessorCount, dev);
     cudaDeviceGetAttribute(&r.smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+    int major = 0, minor = 0;
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+    r.cc = 10 * major + minor;
     r.sms = std::max(r.sms, 1);
     if (cudaDeviceGetAttribute(&khz, cudaDevAttrMemoryClockRate, dev) == cudaSuccess &&
         cudaDeviceGetAttribute(&bits, cudaDevAttrGlobalMemoryBusWidth, dev) == cudaSuccess) {

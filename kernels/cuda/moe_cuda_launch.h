@@ -47,11 +47,13 @@ void RaiseSmemOnce(int bytes) {
   (void)raised;
 }
 // What the kernels' launch plans read of the current device, once per process (one device per
-// process: the worker's): its SMs (at least 1), the most shared memory a block may opt in to, and
-// its peak memory bandwidth in GB/s (memory clock x 2 x bus width; 0 when the driver does not say).
+// process: the worker's): its SMs (at least 1), the most shared memory a block may opt in to, its
+// peak memory bandwidth in GB/s (memory clock x 2 x bus width; 0 when the driver does not say) and
+// its compute capability (major x 10 + minor: below 90 no sm_90a kernel is launched).
 struct DeviceLimits {
   int sms = 1, smem_optin = 0;
   double peak_gbps = 0;
+  int cc = 0;
 };
 const DeviceLimits& Device();
 // Blocks of a persistent grid over `items` work items: one per SM (Device().sms), fewer when there
