@@ -33,6 +33,10 @@ using LabPairFn = int (*)(const GemmArgs& g, const GemmArgs& d, bool one_mul, in
 using LabFusedFn = int (*)(const GemmArgs& g, const GemmArgs& d, const SelfRoute& sr, const FusedPlan& pl,
                            bool one_mul, void* stream);
 using LabFusedStampsFn = std::string (*)(const int (&plan)[4]);
+// The TMA-fed wgmma GEMM in the forms only the lab builds (LaunchWgmmaTmaGemm's contract: tile
+// height bn, persistent or one CTA per item).
+using LabWgmmaFn = int (*)(const GemmArgs& a, bool gate_up, bool one_mul, int bn, int max_tiles, bool persist,
+                           void* stream);
 
 struct Variant {
   int forced_spec = -1;          // kAuto pinned to this path spec (moe_cuda_plan.h); -1: none
@@ -65,6 +69,7 @@ struct Variant {
   LabGemmFn lab_gemm = nullptr;  // the lab's GEMMs (wgmma ss paths, ldg configurations)
   LabKstFn lab_kst = nullptr;    // the lab's kst configurations
   LabPairFn lab_pair = nullptr;  // the lab's paired launches
+  LabWgmmaFn lab_wgmma = nullptr;  // the lab's wgmma forms
   LabFusedFn lab_fused = nullptr;              // the lab's fused configurations
   LabFusedStampsFn lab_fused_stamps = nullptr;  // and their stamps
 };

@@ -36,11 +36,17 @@ int LabFused(const internal::GemmArgs& g, const internal::GemmArgs& d, const int
   return int(internal::LaunchFusedLab(g, d, sr, pl, one_mul, static_cast<cudaStream_t>(stream)));
 }
 
+int LabWgmma(const internal::GemmArgs& a, bool gate_up, bool one_mul, int bn, int max_tiles, bool persist,
+             void* stream) {
+  return internal::LaunchWgmmaTmaLab(a, gate_up, one_mul, bn, max_tiles, persist, static_cast<cudaStream_t>(stream));
+}
+
 // The lab's launchers, reachable from the production dispatch.
 void SetLabHooks(internal::Variant& v) {
   v.lab_gemm = LabGemm;
   v.lab_kst = LabKst;
   v.lab_pair = LabPair;
+  v.lab_wgmma = LabWgmma;
   v.lab_fused = LabFused;
   v.lab_fused_stamps = internal::FusedStampsReportLab;
 }

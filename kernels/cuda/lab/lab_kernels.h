@@ -36,6 +36,9 @@ std::string PairStampsReport();
 cudaError_t LaunchFusedLab(const GemmArgs& g, const GemmArgs& d, const SelfRoute& sr, const FusedPlan& pl,
                            bool one_mul, cudaStream_t stream);
 std::string FusedStampsReportLab(const int (&plan)[4]);
+// The TMA-fed wgmma GEMM in the forms kAuto never runs (wgmma_tma_variants.cu): Variant::lab_wgmma.
+int LaunchWgmmaTmaLab(const GemmArgs& a, bool gate_up, bool one_mul, int bn, int max_tiles, bool persist,
+                      cudaStream_t stream);
 int LaunchWgmmaSsGemm(const GemmArgs& a, bool gate_up, bool one_mul, int tokens, int max_tiles, cudaStream_t stream);
 
 }  // namespace mxserve::kernels::cuda::internal
