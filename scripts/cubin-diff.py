@@ -12,13 +12,17 @@ usage: scripts/cubin-diff.py [--rename-b REGEX REPL] FILE.cu [REV_A [REV_B]]
   change that adds a template parameter, e.g. --rename-b 'ELb0EEEv' 'EEEv' when a last bool
   parameter is added whose false keeps the old code.
 
-Prints each kernel whose text section differs in size between the two builds, then a count. The
+Prints each kernel whose text section differs in size between the two builds, then a count;
+--builds also compares each kernel's code bytes with the words its relocations patch masked
+(symbol and constant addresses, filled in at load), and counts the kernels whose code is not
+byte-identical: the proof that a change left a kernel's machine code as it was. Kernels are
+matched by name and architecture (a multi-architecture build has one image per sm). The
 check for a refactor that should not change the kernels: the PTX can stay the same (modulo
 register numbers) while ptxas emits different code: a helper refactor once left the PTX equal
 but for a few prologue instructions, changed the size of 66 of the 96 wgmma kernels, and made
 4096 tokens 4.5 % slower. Equal sizes are not proof of equal code (the bytes
 always differ: embedded addresses), but a size change is proof of a different schedule.
-Needs nvcc (CUDA_HOME or /usr/local/cuda) and readelf; builds nothing else.
+Needs nvcc (CUDA_HOME or /usr/local/cuda), readelf and objcopy; builds nothing else.
 """
 import os
 import re
@@ -57,6 +61,42 @@ def kernel_sizes(cubin):
     return sizes
 
 
+def elf_sections(elf):
+    """{section name: (type, bytes)} of an ELF64 image."""
+    shoff, = struct.unpack_from("<Q", elf, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", elf, 0x3A)
+    hdrs = [struct.unpack_from("<IIQQQQIIQQ", elf, shoff + i * shentsize) for i in range(shnum)]
+    names = hdrs[shstrndx][4]
+
+    def name(off):
+        return elf[names + off:elf.index(b"\0", names + off)].decode()
+    return {name(h[0]): (h[1], elf[h[4]:h[4] + h[5]]) for h in hdrs}
+
+
+def elf_sm(elf):
+    """The sm of a CUDA ELF image: e_flags bits 8-15 from ABI version 8 (CUDA 12.8+), else 0-7."""
+    flags, = struct.unpack_from("<I", elf, 0x30)
+    return (flags >> 8) & 0xFF if elf[8] >= 8 else flags & 0xFF
+
+
+def kernel_code(elf):
+    """{(sm, kernel name as kernel_sizes gives it): code bytes with relocated words zeroed}."""
+    secs = elf_sections(elf)
+    sm = elf_sm(elf)
+    code = {}
+    for n, (_, data) in secs.items():
+        if not n.startswith(".text."):
+            continue
+        masked = bytearray(data)
+        for rel, entry in ((".rel" + n, 16), (".rela" + n, 24)):
+            table = secs.get(rel, (0, b""))[1]
+            for i in range(0, len(table), entry):
+                off, = struct.unpack_from("<Q", table, i)
+                masked[off:off + 8] = bytes(len(masked[off:off + 8]))
+        code[(sm, re.sub(r"\d*_GLOBAL__N__\w+?_cu_[0-9a-f]+", "_GN_", n[6:]))] = bytes(masked)
+    return code
+
+
 def build(src_root, rel, tmp, tag):
     cubin = os.path.join(tmp, tag + ".cubin")
     includes = ["-I" + src_root, "-isystem=" + os.path.join(os.path.dirname(os.path.dirname(NVCC)), "include")]
@@ -90,11 +130,12 @@ def elf_cubins(blob):
 
 
 def build_kernels(build, target, tmp, tag):
-    """{kernel: text bytes} over the objects of `target` in CMake build tree `build`."""
+    """{(sm, kernel): text bytes} and {(sm, kernel): masked code} over the objects of `target` in
+    CMake build tree `build`."""
     objdir = next((os.path.join(r, d) for r, ds, _ in os.walk(build) for d in ds if d == target + ".dir"), None)
     if objdir is None:
         sys.exit(f"no {target}.dir under {build}")
-    sizes = {}
+    sizes, code = {}, {}
     for root, _, files in os.walk(objdir):
         for f in sorted(files):
             if not f.endswith(".cu.o"):
@@ -105,24 +146,31 @@ def build_kernels(build, target, tmp, tag):
             for n, elf in enumerate(elf_cubins(open(fb, "rb").read())):
                 cubin = os.path.join(tmp, f"{tag}-{f}-{n}.cubin")
                 open(cubin, "wb").write(elf)
-                sizes.update(kernel_sizes(cubin))
-    return sizes
+                sm = elf_sm(elf)
+                sizes.update({(sm, k): v for k, v in kernel_sizes(cubin).items()})
+                code.update(kernel_code(elf))
+    return sizes, code
 
 
 def compare_builds(old, new, target, old_target):
     with tempfile.TemporaryDirectory() as tmp:
-        a = build_kernels(old, old_target, tmp, "old")
-        b = build_kernels(new, target, tmp, "new")
+        a, ca = build_kernels(old, old_target, tmp, "old")
+        b, cb = build_kernels(new, target, tmp, "new")
     changed = [n for n in sorted(b) if n in a and a[n] != b[n]]
     added = [n for n in sorted(b) if n not in a]
+    recoded = [n for n in sorted(cb) if n in ca and ca[n] != cb[n]]
     for n in changed:
-        print(f"{a[n]:>8} {b[n]:>8}  {n}")
+        print(f"{a[n]:>8} {b[n]:>8}  sm_{n[0]} {n[1]}")
     for n in added:
-        print(f"       - {b[n]:>8}  {n}")
+        print(f"       - {b[n]:>8}  sm_{n[0]} {n[1]}")
+    for n in recoded:
+        if n not in changed:
+            print(f"  code differs (same size)  sm_{n[0]} {n[1]}")
     gone = len(set(a) - set(b))
     print(f"{new}'s {target}: {len(b)} kernels; {len(changed)} differ in size from {old}'s {old_target}, "
-          f"{len(added)} are not there; {gone} of its {len(a)} kernels are not in {new}'s {target}")
-    return 1 if changed or added else 0
+          f"{len(recoded)} in code bytes, {len(added)} are not there; "
+          f"{gone} of its {len(a)} kernels are not in {new}'s {target}")
+    return 1 if changed or added or recoded else 0
 
 
 def main():

@@ -37,7 +37,8 @@
 #include "kernels/cuda/lab/lab.h"
 #include "kernels/cuda/lab/plan_option.h"
 #include "kernels/cuda/moe_cuda.h"
-#include "kernels/cuda/moe_cuda_launch.h"  // FusedStampsReport, PairStampsReport (benchmark probes)
+#include "kernels/cuda/lab/lab_kernels.h"  // PairStampsReport
+#include "kernels/cuda/moe_cuda_launch.h"  // FusedStampsReport
 #include "kernels/cuda/moe_cuda_plan.h"
 #include "kernels/cuda/moe_cuda_variant.h"
 #include "tests/gpu/random_moe.h"

@@ -102,7 +102,8 @@ struct CudaMoeBatch {
 };
 
 // Which kernel configuration to run (kAuto picks by token-slots per expert hit): decode =
-// 8-row tiles, decode16 = 16-row tiles (both the weight-streaming kernel), mid = 32, prefill = 64,
+// 8-row tiles, decode16 = 16-row tiles (both the weight-streaming kernel), mid = 32 (the
+// weight-streaming kernel where kernels/cuda/lab is linked, else the mma.sync one), prefill = 64,
 // wgmma = 128 (Hopper tensor-core kernel, moe_cuda_wgmma_tma.cu). README.md has the plan.
 enum class CudaMoePath { kAuto, kDecode, kDecode16, kMid, kPrefill, kWgmma };
 

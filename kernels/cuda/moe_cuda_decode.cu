@@ -195,6 +195,7 @@ __global__ void __launch_bounds__(32 * kWarps, kMinBlocks) DecodeGemmKernel(cons
 // although it kept 6-8 chunks per warp in flight.
 template <bool kGateUp, bool kOneMul>
 __global__ void __launch_bounds__(128) DecodeBulkKernel(const GemmArgs p) {
+#if MXSERVE_SM90  // bulk copies, transaction mbarriers: not launched before sm_90
   extern __shared__ __align__(128) uint8_t smem[];
   __shared__ uint64_t bars[9];  // [warp][half], then the activations'
   if constexpr (kGateUp) PdlWait();
@@ -274,6 +275,7 @@ __global__ void __launch_bounds__(128) DecodeBulkKernel(const GemmArgs p) {
   } else {
     *reinterpret_cast<float2*>(p.y + int64_t(pair_lo) * p.n + n) = make_float2(w_lo * v0, w_lo * v1);
   }
+#endif  // MXSERVE_SM90
 }
 
 size_t DecodeBulkSmem(const GemmArgs& a) {
@@ -322,7 +324,7 @@ void LaunchDecodeGemm(const GemmArgs& a, bool gate_up, bool rows16, bool one_mul
   if (!rows16 && pinned != 3) {
     const bool bulk_fits = DecodeBulkSmem(a) <= (113 << 10);
     const bool want_bulk = pinned == 2 || (pinned == 0 && a.rows <= 4);
-    if (want_bulk && bulk_fits) {
+    if (want_bulk && bulk_fits && Device().cc >= 90) {  // bulk copies: sm_90
       if (one_mul) LaunchDecodeBulk<true>(a, gate_up, max_tiles, stream);
       else LaunchDecodeBulk<false>(a, gate_up, max_tiles, stream);
       return;

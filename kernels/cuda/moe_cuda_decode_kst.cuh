@@ -1,7 +1,8 @@
 // The K-streamed decode kernels' shared pieces (moe_cuda_decode_kst.cu: one GEMM per launch;
 // moe_cuda_decode_kst_pair.cu: a layer's gate_up and down GEMMs in one launch): the stage
 // geometry, one chunk's multiply, the producer's activation-row copies and a consumer warp's
-// work on one item. Device code only; included by those two files.
+// work on one item; the one-GEMM kernel (DecodeKstKernel) and its launchers, templates that
+// moe_cuda_decode_kst.cu instantiates at kAuto's configurations and kernels/cuda/lab at the others.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -11,7 +12,9 @@
 #include <cstdint>
 
 #include "kernels/cuda/moe_cuda_gemm.cuh"
+#include "kernels/cuda/moe_cuda_launch.h"
 #include "kernels/cuda/moe_cuda_tma.h"
+#include "kernels/cuda/moe_cuda_variant.h"
 
 namespace mxserve::kernels::cuda::internal {
 namespace {
@@ -253,6 +256,135 @@ __device__ __forceinline__ void KstConsumeItem(const GemmArgs& p, const KsGeom& 
       StoreTileA<kGateUp>(p, v, ba[m], bb[m], fa[m], fb[m], b_ok[m], g, t,
                           TileSlotsA{row0 + 8 * j, rows - 8 * j, pair0[j], pair1[j], w0[j], w1[j]});
     }
+  }
+}
+
+
+// wmap: 2D [all groups][4 * kp / 8] of u64 (box kCs * 64 x kGroups); smap: [all groups][chunks * 4]
+// of u64 (box kCs * 4 x kGroups). Boxes past a row's end (the tail slice) arrive zero-filled.
+// Tiles of up to 8 * kNb token rows (the routing's bm); each consumer warp owns kMt m16 tiles
+// (2 * kMt groups) of an item.
+template <bool kGateUp, bool kOneMul, int kCs, int kNb, int kMt, int kW, int kCb, bool kLate>
+__global__ void __launch_bounds__(32 * kW + 32, kCb) DecodeKstKernel(const __grid_constant__ CUtensorMap wmap,
+                                                                      const __grid_constant__ CUtensorMap smap,
+                                                                      const GemmArgs p, int S) {
+  constexpr int kRows = 8 * kNb, kGroups = 2 * kMt * kW;
+  extern __shared__ __align__(128) uint8_t smem[];
+  __shared__ uint64_t full[kMaxS], empty[kMaxS];
+  // Only the producer reads what the kernel before wrote (a): with early_weights it waits below,
+  // after asking for its first stages' weights.
+  if (!p.early_weights) PdlWait();
+  const int nvalid = __ldg(p.ntiles);
+  PdlLaunchDependents();
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int nt_total = p.n >> 3;
+  const int per_tile = (nt_total + kGroups - 1) / kGroups;
+  const int64_t items = int64_t(nvalid) * per_tile;
+  const int it_lo = int(items * blockIdx.x / gridDim.x), it_hi = int(items * (blockIdx.x + 1) / gridDim.x);
+  const int nfull = p.nfull, chunks = p.chunks;
+  const int slices = (chunks + kCs - 1) / kCs;
+  const KsGeom geo = MakeKsGeom<kCs, kMt, kW>(min(kRows, max(1, p.rows)));
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < S; ++i) {
+      MbarInit(&full[i], 1);
+      MbarInit(&empty[i], 32 * kW);  // every consumer lane
+    }
+    FenceMbarInit();
+  }
+  __syncthreads();  // the only CTA-wide barrier: from here on warps meet only through mbarriers
+
+  if (warp == kW) {  // the producer (one thread): (item, slice) -> stage once the stage is empty
+    if (lane != 0) return;
+    auto row_bytes = [&](int s) { return KstRowBytes<kCs>(s, chunks, nfull); };
+    auto rows_of = [&](int stage, int tile, int s) {
+      KstLoadRows<kCs, kRows>(p, geo, smem + stage * geo.stage_bytes, &full[stage], tile, s);
+    };
+    // early_weights: the first S stage uses get their weights and scales now, their activation
+    // rows once the kernel before has finished (at use S, or after the last use if fewer). Use u
+    // (< S) is slice u % slices of item it_lo + u / slices, in stage u.
+    const int uses = (it_hi - it_lo) * slices, early = p.early_weights ? min(S, uses) : 0;
+    auto rows_of_early = [&] {
+      PdlWait();
+      for (int u = 0; u < early; ++u) rows_of(u, (it_lo + u / slices) / per_tile, u % slices);
+    };
+    // Stage use q goes to stage q % S, its (q / S)-th use: both kept as counters (S is a kernel
+    // argument: a division per slice cost ~30 instructions in the consumers' loop).
+    int q = 0, stage = 0;
+    uint32_t phase = 0;  // (q / S) & 1
+    for (int item = it_lo; item < it_hi; ++item) {
+      const int tile = item / per_tile, gi0 = (item - tile * per_tile) * kGroups;
+      const int e = __ldg(p.tiles + 3 * tile);
+      const int n_rows = min(__ldg(p.tiles + 3 * tile + 2), kRows);
+      const int grow = e * nt_total + gi0;  // the item's first group row in the tensor maps
+      for (int s = 0; s < slices; ++s, ++q) {
+        if (q == early && early > 0) rows_of_early();
+        if (q >= S) MbarWait(&empty[stage], phase ^ 1u);  // the consumers released use q - S
+        uint8_t* base = smem + stage * geo.stage_bytes;
+        MbarExpectTx(&full[stage], geo.w_bytes + geo.s_bytes + n_rows * row_bytes(s));
+        KstLoadWeights<kCs>(geo, base, &wmap, &smap, &full[stage], s, grow);
+        if (q >= early) rows_of(stage, tile, s);
+        if (++stage == S) stage = 0, phase ^= 1u;
+      }
+    }
+    if (q == early && early > 0) rows_of_early();  // fewer uses than stages
+    return;
+  }
+
+  // Consumer warp `warp`: groups 2 * (kMt * warp + m) and the next, m < kMt, of each item, all token
+  // groups of its tile.
+  int stage = 0;        // stage use q's stage (q % S) and parity ((q / S) & 1), as the producer
+  uint32_t phase = 0;
+  for (int item = it_lo; item < it_hi; ++item) {
+    const int tile = item / per_tile;
+    KstConsumeItem<kGateUp, kOneMul, kCs, kNb, kMt, kW, kLate>(p, geo, smem, full, empty, S, tile,
+                                                               item - tile * per_tile, slices, warp, lane, stage,
+                                                               phase);
+  }
+}
+
+template <bool kOneMul, int kCs, int kNb, int kMt, int kW, int kCb, bool kLate>
+void LaunchKstT(const CUtensorMap& wmap, const CUtensorMap& smap, const GemmArgs& a, bool gate_up, int max_tiles,
+                int stages, size_t smem, cudaStream_t stream) {
+  RaiseSmemOnce<DecodeKstKernel<true, kOneMul, kCs, kNb, kMt, kW, kCb, kLate>>(KsSmemLimit<kCb>());
+  RaiseSmemOnce<DecodeKstKernel<false, kOneMul, kCs, kNb, kMt, kW, kCb, kLate>>(KsSmemLimit<kCb>());
+  constexpr int kGroups = 2 * kMt * kW;
+  const int64_t items = int64_t(max_tiles) * ((a.n / 8 + kGroups - 1) / kGroups);
+  // Variant::kst_grid_pm: the grid below cut to a per-mille of itself (how much the
+  // item-granular split's tail costs: items per CTA round up either way).
+  const int grid_pm = CurrentVariant().kst_grid_pm;
+  // kCb CTAs per SM: the persistent grid times kCb, never more CTAs than items, at least one.
+  const int64_t full = std::min<int64_t>(items, int64_t(PersistentGrid(items)) * kCb);
+  const unsigned grid = unsigned(std::max<int64_t>(1, full * grid_pm / 1000));
+  auto k = gate_up ? DecodeKstKernel<true, kOneMul, kCs, kNb, kMt, kW, kCb, kLate>
+                   : DecodeKstKernel<false, kOneMul, kCs, kNb, kMt, kW, kCb, kLate>;
+  LaunchPdl(k, dim3(grid), dim3(32 * kW + 32), smem, stream, wmap, smap, a, stages);
+}
+
+template <int kCs, int kNb, int kMt, int kW, int kCb = 1, bool kLate = false>
+int LaunchKstCs(const GemmArgs& a, bool gate_up, bool one_mul, int max_tiles, cudaStream_t stream) {
+  constexpr int kGroups = 2 * kMt * kW;
+  const KsGeom geo = MakeKsGeom<kCs, kMt, kW>(std::min(8 * kNb, std::max(1, a.rows)));
+  const int stages = Stages<kCs, kMt, kW, kCb>(8 * kNb, a.rows);
+  if (stages < 2 || TensorMapEncoder() == nullptr) return -1;
+  CUtensorMap wmap, smap;
+  if (CUresult r = EncodeWeightMaps(a, kCs, kGroups, &wmap, &smap); r != CUDA_SUCCESS) return int(r);
+  const size_t smem = size_t(stages) * geo.stage_bytes;
+  if (one_mul) LaunchKstT<true, kCs, kNb, kMt, kW, kCb, kLate>(wmap, smap, a, gate_up, max_tiles, stages, smem, stream);
+  else LaunchKstT<false, kCs, kNb, kMt, kW, kCb, kLate>(wmap, smap, a, gate_up, max_tiles, stages, smem, stream);
+  return 0;
+}
+
+// An occupancy variant (MXSERVE_PLAN's kst_cfg, benchmarks): kW consumer warps, kCb CTAs per
+// SM, one m16 tile per warp (two spill within the smaller register budgets); 4-chunk slices where
+// three stages fit, else 3-chunk (8-row tiles); 16-row tiles in 3-chunk slices.
+template <int kNb, int kW, int kCb>
+int LaunchKstOcc(const GemmArgs& a, bool gate_up, bool one_mul, int max_tiles, cudaStream_t stream) {
+  if constexpr (kNb == 2) {
+    return LaunchKstCs<3, kNb, 1, kW, kCb>(a, gate_up, one_mul, max_tiles, stream);
+  } else {
+    return Stages<4, 1, kW, kCb>(8 * kNb, a.rows) >= 3
+               ? LaunchKstCs<4, kNb, 1, kW, kCb>(a, gate_up, one_mul, max_tiles, stream)
+               : LaunchKstCs<3, kNb, 1, kW, kCb>(a, gate_up, one_mul, max_tiles, stream);
   }
 }
 

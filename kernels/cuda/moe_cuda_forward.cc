@@ -36,6 +36,7 @@ struct LayerAccess {
     internal::CardInfo card;
     card.peak_gbps = internal::Device().peak_gbps;
     card.tensor_maps = internal::WgmmaAvailable();
+    card.cc = internal::Device().cc;
     internal::PlanOptions opt;
     opt.mix = v.mix;
     opt.alone_wgmma = v.decode_wgmma;

@@ -55,11 +55,22 @@ __device__ __forceinline__ uint32_t LdAcquire(const uint32_t* p) {
 // kernel before it on the stream is still running. PdlWait blocks until that kernel has finished
 // and its writes are visible; nothing the previous kernel writes may be read before it.
 // PdlLaunchDependents lets the next PDL kernel start (its CTAs then wait in PdlWait). Both are
-// no-ops for a kernel launched the ordinary way.
+// no-ops for a kernel launched the ordinary way, and empty where the portable kernels are built
+// for cards before sm_90 (MXSERVE_SM90 0: they are never launched with PDL there).
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
+#define MXSERVE_SM90 1
+#else
+#define MXSERVE_SM90 0
+#endif
+#if MXSERVE_SM90
 __device__ __forceinline__ void PdlWait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
 __device__ __forceinline__ void PdlLaunchDependents() {
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 }
+#else
+__device__ __forceinline__ void PdlWait() {}
+__device__ __forceinline__ void PdlLaunchDependents() {}
+#endif
 
 // 16-byte global -> shared copy that does not hold a register (completes at CpAsyncWaitAll).
 __device__ __forceinline__ void CpAsync16(void* smem, const void* gmem) {
@@ -180,7 +191,11 @@ __device__ __forceinline__ void MbarWaitSleeping(uint64_t* bar, uint32_t parity)
 
 __device__ __forceinline__ uint32_t Bf16x2Mul(uint32_t a, uint32_t b) {
   uint32_t d;
+#if MXSERVE_SM90
   asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+#else  // sm_80 has no bf16x2 mul: a * b + (-0) is the same rounding, sign and NaN
+  asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(0x80008000u));
+#endif
   return d;
 }
 

@@ -549,7 +549,8 @@ void LaunchGemmT(const GemmArgs& a, bool gate_up, int max_tiles, cudaStream_t st
   }
 }
 
-bool PdlEnabled() { return CurrentVariant().pdl; }
+// Programmatic dependent launch is an sm_90 feature (the portable kernels' PdlWait is empty below).
+bool PdlEnabled() { return CurrentVariant().pdl && Device().cc >= 90; }
 
 std::string PhaseRow(const char* name, std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -567,6 +568,10 @@ const DeviceLimits& Device() {
     cudaGetDevice(&dev);
     cudaDeviceGetAttribute(&r.sms, cudaDevAttrMultiProcessorCount, dev);
     cudaDeviceGetAttribute(&r.smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+    int major = 0, minor = 0;
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+    r.cc = 10 * major + minor;
     r.sms = std::max(r.sms, 1);
     if (cudaDeviceGetAttribute(&khz, cudaDevAttrMemoryClockRate, dev) == cudaSuccess &&
         cudaDeviceGetAttribute(&bits, cudaDevAttrGlobalMemoryBusWidth, dev) == cudaSuccess) {
@@ -593,7 +598,7 @@ int LaunchGemm(const GemmArgs& a, bool gate_up, int path, bool one_mul, int max_
   switch (path) {
     case kPathDecode: LaunchDecodeGemm(a, gate_up, false, one_mul, max_tiles, stream); break;
     case kPathDecode16: LaunchDecodeGemm(a, gate_up, true, one_mul, max_tiles, stream); break;
-    case kPathMid:       // 32-row tiles
+    case kPathMid:       // 32-row tiles: the lab's kst kernel (Variant::lab_kst), else as 24
     case kPathDecode24: {  // 24: the K-streamed TMA kernel unless another decode kernel is pinned,
                            // else (or where it cannot run) the mma.sync kernel of 32-row tiles
       if (const int slice = KstSlice();

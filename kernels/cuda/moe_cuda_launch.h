@@ -47,11 +47,13 @@ void RaiseSmemOnce(int bytes) {
   (void)raised;
 }
 // What the kernels' launch plans read of the current device, once per process (one device per
-// process: the worker's): its SMs (at least 1), the most shared memory a block may opt in to, and
-// its peak memory bandwidth in GB/s (memory clock x 2 x bus width; 0 when the driver does not say).
+// process: the worker's): its SMs (at least 1), the most shared memory a block may opt in to, its
+// peak memory bandwidth in GB/s (memory clock x 2 x bus width; 0 when the driver does not say) and
+// its compute capability (major x 10 + minor: below 90 no sm_90a kernel is launched).
 struct DeviceLimits {
   int sms = 1, smem_optin = 0;
   double peak_gbps = 0;
+  int cc = 0;
 };
 const DeviceLimits& Device();
 // Blocks of a persistent grid over `items` work items: one per SM (Device().sms), fewer when there
@@ -134,9 +136,6 @@ int LaunchDecodeKstPair(const GemmArgs& g, const GemmArgs& d, bool one_mul, int 
 int64_t KstPairLaunches();
 // One row of a probe's table: "| name | min | median | max |" of v (not empty), two decimals.
 std::string PhaseRow(const char* name, std::vector<double> v);
-// With Variant::pair_stamps: when each phase of the last paired launch (queue form) ended per
-// CTA, over the grid, and how many items the CTAs took (a table for the bench).
-std::string PairStampsReport();
 // Test seam: 1 pairs, 2 pairs through a queue, 0 does not, -1 (the start) follows
 // Variant::kst_pair. The plan does not follow it: the GPU check's unpaired rerun takes the same
 // tile heights.

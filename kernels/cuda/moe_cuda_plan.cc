@@ -46,18 +46,21 @@ int AutoIndex(int p) {
 }
 
 // What every plan does after its tile heights are chosen: the mma.sync fallback where the wgmma
-// kernels cannot run, then the fused and paired launches where they apply.
+// kernels cannot run, then the fused and paired launches where they apply (sm_90a kernels: not
+// below compute capability 9.0, where the decode heights run the register ring).
 CudaMoePlan Finish(CudaMoePlan plan, int64_t pairs, const CardInfo& card, bool may_fuse, bool pairing) {
-  if (plan.big >= kPathWgmma && !card.tensor_maps) {
+  const bool sm90 = card.cc >= 90;
+  if (plan.big >= kPathWgmma && (!card.tensor_maps || !sm90)) {
     plan.big = kPathPrefill;
     plan.small = -1;
-    plan.why = "no tensor-map encoder in the driver: the mma.sync GEMM";
+    plan.why = sm90 ? "no tensor-map encoder in the driver: the mma.sync GEMM"
+                    : "compute capability below 9.0: the mma.sync GEMM";
   }
-  if (may_fuse && plan.big == kPathDecode && plan.small < 0 && pairs <= kTinyPairs) {
+  if (sm90 && may_fuse && plan.big == kPathDecode && plan.small < 0 && pairs <= kTinyPairs) {
     plan.fused = true;
     plan.why = "at most 4 token-slots: the whole layer in one launch";
   }
-  plan.paired = pairing && plan.big == kPathDecode && plan.small < 0 && pairs > kTinyPairs;
+  plan.paired = sm90 && pairing && plan.big == kPathDecode && plan.small < 0 && pairs > kTinyPairs;
   return plan;
 }
 

@@ -10,7 +10,8 @@
 namespace mxserve::kernels::cuda::internal {
 
 // The kernel configurations a plan names (LaunchGemm's `path`): the K-streamed decode kernel at
-// 8, 16, 24 rows (decode, decode16, decode24) and 32 rows (mid), the mma.sync GEMM at 64 rows
+// 8, 16, 24 rows (decode, decode16, decode24) and 32 rows (mid: kernels/cuda/lab builds it; else
+// the mma.sync GEMM at 32-row tiles runs it), the mma.sync GEMM at 64 rows
 // (prefill: the fallback without tensor maps), the TMA-fed register-A wgmma kernel at 8 ... 256
 // rows, and the weights-through-shared-memory wgmma kernel (ss paths: built by kernels/cuda/lab
 // only). The wgmma paths (>= kPathWgmma) read the gate_up operand in plain K order.
@@ -53,6 +54,9 @@ int MixRmaxOfPaths(int big, int small);
 struct CardInfo {
   double peak_gbps = 0;      // peak memory bandwidth (memory clock x 2 x bus width; 0: unknown)
   bool tensor_maps = true;   // the driver encodes tensor maps (TMA): the kst and wgmma kernels run
+  // Compute capability, major x 10 + minor. Below 90 no sm_90a kernel runs (wgmma, TMA, bulk
+  // copies, the kst, paired and fused kernels): the plan takes the portable ones.
+  int cc = 90;
 };
 
 // The batch as the plan sees it.
@@ -87,7 +91,9 @@ struct CudaMoePlan {
 
 // kAuto's plan: the cheapest tile height or two by the cost model (moe_cuda_tile_choice.h), the
 // fused layer at <= kTinyPairs token-slots, the paired launch for 8-row tiles alone, and the
-// mma.sync fallback where the card has no tensor maps.
+// mma.sync fallback where the card has no tensor maps. On a card below compute capability 9.0
+// only portable kernels: decode heights (the register ring, or mma.sync at 24 rows), else the
+// mma.sync GEMM; never fused or paired.
 CudaMoePlan PlanMoeForward(const MoeShape& shape, const CardInfo& card, const PlanOptions& opt = {});
 // The plan of a pinned spec (a CudaMoePath the caller names, or a lab pin): fused where may_fuse
 // (a kAuto call pinned by the lab) and the spec is 8-row decode tiles at <= kTinyPairs

@@ -55,7 +55,7 @@ struct AutoTile {
 // Where the paired candidate's cost (AutoTile::paired_ps, fitted on an H100: 3,352 GB/s peak by
 // its memory clock and bus) is weighed: cards whose peak memory bandwidth is below this. On an
 // H200 (4,097 GB/s by the same count) the two-launch choice ran faster at three of the four
-// counts where the candidate changed it (tests/data/tile_paths/paired_ab_h200_2026-12-05.csv),
+// counts where the candidate changed it (tests/data/tile_paths/paired_ab_h200.csv),
 // so there decode alone is costed as two launches.
 inline constexpr double kPairedMaxPeakGBps = 3700;
 inline bool PairedCostHolds(double peak_gbps) { return peak_gbps > 0 && peak_gbps < kPairedMaxPeakGBps; }
@@ -64,10 +64,10 @@ inline bool PairedCostHolds(double peak_gbps) { return peak_gbps > 0 && peak_gbp
 // the TMA-fed wgmma kernel at 32 ... 256 (the mma.sync prefill and weights-through-shared-memory
 // paths lose everywhere measured; mid, the decode kernel at 32 rows, is within a few % of wgmma32
 // either way and stays out). decode's, decode16's and wgmma16's costs: the means of their runs on
-// the three shapes at 1 to 20 slots per expert (tests/data/tile_paths/paths_2026-12-02_1801.csv);
-// decode24's: paths_decode24_2026-11-30_2351.csv (a higher fit had kAuto take decode24 + decode16
+// the three shapes at 1 to 20 slots per expert (tests/data/tile_paths/paths_1_to_20_slots.csv);
+// decode24's: paths_decode24_11_warps.csv (a higher fit had kAuto take decode24 + decode16
 // mixes where decode24 alone ran 23-25 % slower than wgmma32); the wgmma heights': the TMA-fed
-// kernel's runs (paths_tma_2026-12-01_0443.csv), fitted before the persistent form became the
+// kernel's runs (paths_wgmma_tma_fit.csv), fitted before the persistent form became the
 // default at 64, 96, 192 and 256 rows (2-5 % faster there, so those heights' costs are a little
 // high).
 inline constexpr AutoTile kAutoTiles[] = {
@@ -170,7 +170,7 @@ inline int ChooseAutoTileForCounts(const int32_t* counts, int n, uint32_t allowe
 // says it saves is more than kMixFixedUs. Measured on an H200: with the second height after the
 // first on one stream, A/B runs saved 0.68x the model's figure less 27 us (least squares); on the
 // side stream the fixed part goes, and with 0.65 and 10 us kAuto's mixes ran faster than one
-// height at all 21 counts where it took them (tests/data/tile_paths/mix_ab_2026-12-01_0151.csv,
+// height at all 21 counts where it took them (tests/data/tile_paths/mix_ab_ldg_wgmma.csv,
 // tile_choice_test).
 inline constexpr double kMixRealized = 0.65;
 inline constexpr double kMixFixedUs = 10.0;

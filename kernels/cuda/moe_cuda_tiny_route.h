@@ -141,9 +141,11 @@ MXSERVE_HD inline int FusedStridedUnits(const FusedWork& w, int b, int G) {
 // down units alone slower (more pieces, each with its own overhead, after the grid barrier).
 // Built (FusedBuilt): 16 warps with 3, 4, 6 or 8 parts, 20 with 6, 24 with 4, 6 or 8, 32 with 6
 // (111, 93, 79 and 64 registers; a few spilled at 32). Anything else comes back valid = false.
+// kAuto's configuration, the one kernels/cuda builds (the others are kernels/cuda/lab's).
+inline constexpr int kFusedWarps = 16, kFusedParts = 4;
 struct FusedPinned {
   bool off = false, valid = true;
-  int parts = 4, depth = 2, warps = 16;
+  int parts = kFusedParts, depth = 2, warps = kFusedWarps;
 };
 inline bool FusedBuilt(int warps, int parts) {
   return (warps == 16 && (parts == 3 || parts == 4 || parts == 6 || parts == 8)) || (warps == 20 && parts == 6) ||
@@ -216,6 +218,14 @@ struct FusedArgs {
   // the worker's path), so the kernel reads no ids and lists its pieces while it gathers x.
   bool host_route = false;
   TinyRoute route{};
+};
+
+// One fused launch: its configuration (warps, K parts), arguments and dynamic shared memory
+// (moe_cuda_fused.cu: Plan; warps 0: it does not fit this device).
+struct FusedPlan {
+  int warps = 0, parts = 0;
+  FusedArgs f{};
+  size_t smem = 0;
 };
 
 // The slots of a CTA of `warps` warps (f.depth each, one more in the first f.deep).

@@ -14,6 +14,9 @@ namespace mxserve::kernels::cuda::internal {
 PFN_cuTensorMapEncodeTiled_v12000 TensorMapEncoder() {
   static PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
     void* f = nullptr;
+    // TMA is an sm_90 unit, and every kernel that reads a tensor map is built for sm_90a only: on an
+    // older card none is launched (their launchers see no encoder and decline).
+    if (Device().cc < 90) return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
     cudaDriverEntryPointQueryResult q{};
     if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q) !=
             cudaSuccess ||

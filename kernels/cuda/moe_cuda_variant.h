@@ -4,16 +4,39 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
-#include "kernels/cuda/moe_cuda_tiny_route.h"  // FusedPinned
+#include "kernels/cuda/moe_cuda_tiny_route.h"  // FusedPinned, FusedPlan, SelfRoute
 
 namespace mxserve::kernels::cuda::internal {
 
+struct CombineArgs;
 struct GemmArgs;
 
 // A GEMM of a path that only the lab builds (LaunchGemm's contract; kernels/cuda/lab).
 using LabGemmFn = int (*)(const GemmArgs& a, bool gate_up, int path, bool one_mul, int max_tiles,
                           void* stream);
+// What a lab launcher returns for settings that end on a production configuration: the caller
+// launches its own.
+inline constexpr int kLabDeclines = -2;
+// The K-streamed decode kernel's configurations only the lab builds (LaunchDecodeKst's contract;
+// kst_cfg, pinned slices at 16 rows and more, 32-row tiles), or kLabDeclines.
+using LabKstFn = int (*)(const GemmArgs& a, bool gate_up, bool one_mul, int slice_chunks, int tile_rows,
+                         int max_tiles, void* stream);
+// The paired decode launch in the forms only the lab builds (LaunchDecodeKstPair's contract):
+// queue false, the fixed item order; stamps, the phase stamps (PairStampsReport).
+using LabPairFn = int (*)(const GemmArgs& g, const GemmArgs& d, bool one_mul, int max_tiles, const CombineArgs& c,
+                          int32_t* done, bool queue, bool stamps, void* stream);
+// The fused layer in the configurations only the lab builds (FusedBuilt's other than kAuto's
+// kFusedWarps x kFusedParts): a cudaError_t. Its stamps' table (FusedStampsReport), given the
+// launch's warps, parts, slots and shared memory.
+using LabFusedFn = int (*)(const GemmArgs& g, const GemmArgs& d, const SelfRoute& sr, const FusedPlan& pl,
+                           bool one_mul, void* stream);
+using LabFusedStampsFn = std::string (*)(const int (&plan)[4]);
+// The TMA-fed wgmma GEMM in the forms only the lab builds (LaunchWgmmaTmaGemm's contract: tile
+// height bn, persistent or one CTA per item).
+using LabWgmmaFn = int (*)(const GemmArgs& a, bool gate_up, bool one_mul, int bn, int max_tiles, bool persist,
+                           void* stream);
 
 struct Variant {
   int forced_spec = -1;          // kAuto pinned to this path spec (moe_cuda_plan.h); -1: none
@@ -44,6 +67,11 @@ struct Variant {
   int wgmma_cfg = 0;             // 0 default, 1 tma, 2 persist; 3.. the lab's ldg configurations
   bool var_width = true;         // the persistent wgmma form's wgmma width per item
   LabGemmFn lab_gemm = nullptr;  // the lab's GEMMs (wgmma ss paths, ldg configurations)
+  LabKstFn lab_kst = nullptr;    // the lab's kst configurations
+  LabPairFn lab_pair = nullptr;  // the lab's paired launches
+  LabWgmmaFn lab_wgmma = nullptr;  // the lab's wgmma forms
+  LabFusedFn lab_fused = nullptr;              // the lab's fused configurations
+  LabFusedStampsFn lab_fused_stamps = nullptr;  // and their stamps
 };
 
 // The settings in force: the defaults unless the lab set others (SetVariant, before the first

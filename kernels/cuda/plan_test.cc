@@ -84,6 +84,36 @@ TEST(PlanTest, MatchesTheCostModel) {
   }
 }
 
+// Below compute capability 9.0 (an A100: sm_80) no plan names an sm_90a kernel: no wgmma
+// height, no fused or paired launch, at any batch, with or without counts, pinned or not.
+TEST(PlanTest, CardsBelowSm90RunOnlyPortableKernels) {
+  std::mt19937 rng(80);
+  CardInfo a100;
+  a100.peak_gbps = 2039;
+  a100.cc = 80;
+  auto portable = [](const CudaMoePlan& p) {
+    return p.big < kPathWgmma && p.small < kPathWgmma && !p.fused && !p.paired;
+  };
+  for (int64_t pairs = 1; pairs <= 64; ++pairs) EXPECT_TRUE(portable(PlanMoeForward(Uniform(pairs, 128), a100))) << pairs;
+  for (int iter = 0; iter < 300; ++iter) {
+    const int held = 1 + int(rng() % 384);
+    const int64_t pairs = 1 + int64_t(rng() % 200000);
+    std::vector<int32_t> counts(held, 0);
+    for (int64_t i = 0; i < pairs; ++i) ++counts[rng() % held];
+    MoeShape s = Uniform(pairs, held);
+    if (rng() & 1) s.counts = counts.data();
+    const CudaMoePlan p = PlanMoeForward(s, a100);
+    EXPECT_TRUE(portable(p)) << pairs << " slots over " << held << ": " << SpecName(p.spec());
+    // The same shape on an H100 takes the wgmma heights where the A100 takes the mma.sync GEMM.
+    const CudaMoePlan h = PlanMoeForward(s, CardInfo{kH100, true});
+    EXPECT_EQ(p.big, h.big >= kPathWgmma ? kPathPrefill : h.big) << pairs << " slots over " << held;
+  }
+  for (int spec = 0; spec < kNumPaths; ++spec) {
+    EXPECT_TRUE(portable(PlanForSpec(spec, 2, a100, PlanOptions{}, true))) << kPaths[spec].name;
+    EXPECT_TRUE(portable(PlanForSpec(spec, 100, a100, PlanOptions{}, true))) << kPaths[spec].name;
+  }
+}
+
 TEST(PlanTest, PinnedSpecs) {
   const CardInfo card{kH100, true};
   const int mix = SpecNamed("decode24+decode16");

@@ -178,11 +178,11 @@ int AloneIndexOf(const std::string& path) {
 
 // decode16 runs 15 consumer warps; the older tables' decode16 rows time a 12-warp kernel.
 const std::set<std::string> kDecode16At12Warps = {"decode16"};
-// The wgmma heights run the TMA-fed kernel (their costs fitted to paths_tma_2026-12-01_0443.csv);
+// The wgmma heights run the TMA-fed kernel (their costs fitted to paths_wgmma_tma_fit.csv);
 // the older tables' wgmma rows time the register-loaded one.
 const std::set<std::string> kOldWgmma = {"wgmma32", "wgmma40", "wgmma48", "wgmma64", "wgmma96",
                                          "wgmma",   "wgmma192", "wgmma256"};
-// The K-streamed decode kernel's heights are fitted to paths_2026-12-02_1801.csv: the kst kernels
+// The K-streamed decode kernel's heights are fitted to paths_1_to_20_slots.csv: the kst kernels
 // changed after the older tables were timed (e.g. a division per slice out: 16 tokens of
 // gpt-oss-120b 0.235 -> 0.222 ms), so their decode rows are left out of the choice checks on
 // those tables.
@@ -269,12 +269,12 @@ std::map<std::string, std::vector<double>> PsPerByteOfRuns(const std::string& fi
 
 TEST(TileChoice, CostsAreTheMeansOfTheirRuns) {
   std::map<std::string, std::vector<double>> runs;
-  for (auto& [path, v] : PsPerByteOfRuns("paths_tma_2026-12-01_0443.csv", kOldWgmma)) runs[path] = v;
-  // decode24 keeps its fit to paths_decode24_2026-11-30_2351.csv: fitted to paths_2026-12-02_1801
+  for (auto& [path, v] : PsPerByteOfRuns("paths_wgmma_tma_fit.csv", kOldWgmma)) runs[path] = v;
+  // decode24 keeps its fit to paths_decode24_11_warps.csv: fitted to paths_1_to_20_slots.csv
   // (0.418) it had kAuto take decode24 + decode16 mixes at 14-16 slots per expert of gpt-oss-120b,
   // where decode24 alone ran 23-25 % slower than wgmma32 in that table.
-  runs["decode24"] = PsPerByteOfRuns("paths_decode24_2026-11-30_2351.csv", {"decode24"})["decode24"];
-  const auto today = PsPerByteOfRuns("paths_2026-12-02_1801.csv", {"decode", "decode16", "wgmma16"});
+  runs["decode24"] = PsPerByteOfRuns("paths_decode24_11_warps.csv", {"decode24"})["decode24"];
+  const auto today = PsPerByteOfRuns("paths_1_to_20_slots.csv", {"decode", "decode16", "wgmma16"});
   runs["decode"] = today.at("decode");
   runs["decode16"] = today.at("decode16");
   ASSERT_EQ(runs.size(), size_t(kNumAutoTiles));
@@ -293,34 +293,34 @@ TEST(TileChoice, CostsAreTheMeansOfTheirRuns) {
 // kernels changed since.
 TEST(TileChoice, WithinFivePercentOfTheFastestMeasured) {
   int misses = 0;
-  ExpectNearBest("paths_tma_2026-12-01_0443.csv", kShapes, 1.05, &misses, kOldDecode);
+  ExpectNearBest("paths_wgmma_tma_fit.csv", kShapes, 1.05, &misses, kOldDecode);
   // All 36 token counts within 5 %; at 10 another height ran faster (by under 5 %).
   EXPECT_LE(misses, 10);
   misses = 0;
   // The decode heights and wgmma16 beside wgmma32 and wgmma40, 1 to 20 slots per expert (the
   // older decode tables time only kernels changed since).
-  ExpectNearBest("paths_2026-12-02_1801.csv", kShapes, 1.05, &misses, {});
+  ExpectNearBest("paths_1_to_20_slots.csv", kShapes, 1.05, &misses, {});
   EXPECT_LE(misses, 2);  // of 30, all within 5 %: at two another ran faster (by 3 %)
 }
 
 // A table the costs were not fitted to: another run, other token counts, decode24 timed beside
-// the rest (paths_tma_check_2026-12-01_0501.csv).
+// the rest (paths_wgmma_tma_check.csv).
 TEST(TileChoice, WithinFivePercentOnATableNotFittedTo) {
   int misses = 0;
-  ExpectNearBest("paths_tma_check_2026-12-01_0501.csv", kShapes, 1.05, &misses, kOldDecode);
+  ExpectNearBest("paths_wgmma_tma_check.csv", kShapes, 1.05, &misses, kOldDecode);
   EXPECT_LE(misses, 1);  // of 17 token counts, all within 5 %: at one another ran faster
 }
 
 TEST(TileChoice, FewSlotsTakeTheDecodeKernelAndManyTheWideTiles) {
   EXPECT_STREQ(kAutoTiles[ChooseAutoTile(1.0)].path, "decode");
   EXPECT_STREQ(kAutoTiles[ChooseAutoTile(4.0)].path, "decode");
-  // 16 slots per expert: 32-row tiles of the TMA-fed wgmma kernel (paths_tma_2026-12-01_0443.csv:
+  // 16 slots per expert: 32-row tiles of the TMA-fed wgmma kernel (paths_wgmma_tma_fit.csv:
   // K3-like at 256 tokens 1.754 ms against decode16's 2.226; gpt-oss-120b at 512 0.669 / 0.863).
   EXPECT_STREQ(kAutoTiles[ChooseAutoTile(16.0)].path, "wgmma32");
   const uint32_t decode_only = (1u << 3) - 1;  // decode, decode16, decode24
-  // Among the decode heights: 24 rows (paths_decode24_2026-11-30_2351.csv), then 16 rows at 15
+  // Among the decode heights: 24 rows (paths_decode24_11_warps.csv), then 16 rows at 15
   // warps (K3-like at 256 tokens: 2.183 ms against wgmma32's 2.294 in
-  // paths_decode16_2026-12-01_0118.csv).
+  // paths_decode16_15_warps.csv).
   EXPECT_STREQ(kAutoTiles[ChooseAutoTile(16.0, decode_only)].path, "decode24");
   EXPECT_STREQ(kAutoTiles[ChooseAutoTile(16.0, decode_only & ~(1u << 2))].path, "decode16");
   EXPECT_EQ(ChooseAutoTile(16.0, 0u), -1);
@@ -503,12 +503,12 @@ TEST(TileChoice, MixWhereTheLastTileIsMostlyEmpty) {
   EXPECT_EQ(ChooseAutoMixForCounts(past.data(), 1, 17.5e6).small, -1);  // one expert: 6.6 us saved
 }
 
-// kAuto with and without mixes on one H200 (tests/data/tile_paths/mix_ab_2026-12-01_0449.csv, the
+// kAuto with and without mixes on one H200 (tests/data/tile_paths/mix_ab_tma_wgmma.csv, the
 // TMA-fed wgmma kernel and its costs: alternating, medians of two): wherever the rule takes a mix,
-// the mix ran faster. (mix_ab_2026-12-01_0151.csv, the same with the register-loaded kernel and
+// the mix ran faster. (mix_ab_ldg_wgmma.csv, the same with the register-loaded kernel and
 // its costs, is the older record.)
 TEST(TileChoice, MixTakenWhereItRanFaster) {
-  const Csv csv = ReadCsv("mix_ab_2026-12-01_0449.csv");
+  const Csv csv = ReadCsv("mix_ab_tma_wgmma.csv");
   const int shape_col = csv.Col("shape"), tokens_col = csv.Col("tokens"), one_col = csv.Col("one_height_ms"),
             mix_col = csv.Col("auto_ms");
   int rows = 0, taken = 0;
@@ -540,11 +540,11 @@ TEST(TileChoice, MixTakenWhereItRanFaster) {
 }
 
 // The 16-row wgmma kernel alone against kAuto before decode16 alone was costed as it
-// (tests/data/tile_paths/alone_ab_2026-12-02_1749.csv: medians of two alternating rounds, ms). Where the rule now takes decode16 alone (which runs wgmma16) it ran
+// (tests/data/tile_paths/alone_ab_decode16_vs_wgmma16.csv: medians of two alternating rounds, ms). Where the rule now takes decode16 alone (which runs wgmma16) it ran
 // within 1 % of kAuto's time before or faster (up to 10 % faster: gpt-oss-120b at 384 tokens);
 // where it still mixes, the mix ran faster than wgmma16 alone at all counts but one.
 TEST(TileChoice, AloneCostTakesTheSixteenRowKernelWhereItRanFaster) {
-  const Csv csv = ReadCsv("alone_ab_2026-12-02_1749.csv");
+  const Csv csv = ReadCsv("alone_ab_decode16_vs_wgmma16.csv");
   const int shape_col = csv.Col("shape"), tokens_col = csv.Col("tokens"), auto_col = csv.Col("auto_ms"),
             alone_col = csv.Col("wgmma16_ms");
   std::string alone, mixed, other;
@@ -608,14 +608,14 @@ std::vector<PairedAb> ReadPairedAb(const std::string& file) {
 }
 
 // decode alone costed as the paired launch (paired_ps) against kAuto's choice before it
-// (tests/data/tile_paths/paired_ab_2026-12-05.csv, H100: medians of two alternating rounds, and
+// (tests/data/tile_paths/paired_ab_h100.csv, H100: medians of two alternating rounds, and
 // one round for seven more counts, ms): where the rule now takes the paired launch
 // it ran 1.07-1.16x faster than the choice before, but at gpt-oss-120b 192 tokens (1.7 % slower
 // than wgmma16); where it keeps its choice, that ran faster, but at gpt-oss-20b 56 tokens (the
 // paired launch 5 % faster there: the miss).
 TEST(TileChoice, PairedDecodeTakenWhereItRanFaster) {
   std::string taken;
-  for (const PairedAb& r : ReadPairedAb("paired_ab_2026-12-05.csv")) {
+  for (const PairedAb& r : ReadPairedAb("paired_ab_h100.csv")) {
     const std::string at = r.At();
     EXPECT_EQ(RunsAs(MixChoiceAt(r.shape, r.tokens, false)), r.previous) << at << "(the choice before)";
     const AutoChoice c = MixChoiceAt(r.shape, r.tokens, true);
@@ -636,14 +636,14 @@ TEST(TileChoice, PairedDecodeTakenWhereItRanFaster) {
 
 // On an H200 the paired candidate is not weighed (PairedCostHolds): its previous choice ran
 // faster at three of the four counts where the candidate had changed it
-// (tests/data/tile_paths/paired_ab_h200_2026-12-05.csv, H200, ms); the fourth, gpt-oss-120b 176
+// (tests/data/tile_paths/paired_ab_h200.csv, H200, ms); the fourth, gpt-oss-120b 176
 // tokens, is the miss (the paired launch 2.4 % faster).
 TEST(TileChoice, PairedNotWeighedOnTheH200) {
   EXPECT_TRUE(PairedCostHolds(2.0 * 2619e3 * 1e3 * 640 * 1e-9));   // H100 SXM: 2,619 MHz x 5,120 bits
   EXPECT_FALSE(PairedCostHolds(2.0 * 3201e3 * 1e3 * 640 * 1e-9));  // H200: 3,201 MHz
   EXPECT_FALSE(PairedCostHolds(0));                                 // not known
   std::string faster;
-  for (const PairedAb& r : ReadPairedAb("paired_ab_h200_2026-12-05.csv")) {
+  for (const PairedAb& r : ReadPairedAb("paired_ab_h200.csv")) {
     const std::string at = r.At();
     EXPECT_EQ(RunsAs(MixChoiceAt(r.shape, r.tokens, true)), "decode") << at << "(the H100's choice)";
     EXPECT_EQ(RunsAs(MixChoiceAt(r.shape, r.tokens, false)), r.previous) << at << "(the H200's)";
