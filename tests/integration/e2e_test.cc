@@ -100,6 +100,33 @@ double SumCounter(int port, const std::string& family) {
   return ParsePrometheusText(HttpCall(port, "GET", "/metrics").body).Sum(family);
 }
 
+// Prefix caching through the real CPU model: a repeated prompt (longer than a few 16-token
+// blocks) gives the same greedy output and logprobs as its first run and as a server without
+// the cache, and /metrics counts the hit.
+TEST(E2eModes, PrefixCacheRepeatedPromptIsIdenticalAndHits) {
+  TempDir logs;
+  auto cached = StartCoordinator(TinyModelDir(), {"--local-workers", "0"}, logs.path());
+  auto plain = StartCoordinator(TinyModelDir(), {"--local-workers", "0",
+                                                 "--no-enable-prefix-caching"}, logs.path());
+  ASSERT_TRUE(cached && plain);
+  std::mt19937 rng(54);
+  const auto prompt = RandomPrompt(rng, 53);  // 3 full blocks cacheable, 5 tokens computed
+  json first = Complete(cached->http_port, prompt, 10);
+  EXPECT_EQ(SumCounter(cached->http_port, "mxserve:prefix_cache_hits_total"), 0);
+  EXPECT_EQ(SumCounter(cached->http_port, "mxserve:prefix_cache_queries_total"), 53);
+  json again = Complete(cached->http_port, prompt, 10);
+  EXPECT_EQ(SumCounter(cached->http_port, "mxserve:prefix_cache_hits_total"), 48);
+  EXPECT_EQ(SumCounter(cached->http_port, "mxserve:prefix_cache_queries_total"), 106);
+  json cold = Complete(plain->http_port, prompt, 10);
+  EXPECT_EQ(SumCounter(plain->http_port, "mxserve:prefix_cache_queries_total"), 0);
+  for (const json* other : {&again, &cold}) {
+    ASSERT_TRUE(first.contains("choices") && other->contains("choices")) << first << *other;
+    EXPECT_EQ(first["choices"][0]["text"], (*other)["choices"][0]["text"]);
+    EXPECT_EQ(first["choices"][0]["logprobs"]["tokens"], (*other)["choices"][0]["logprobs"]["tokens"]);
+    ExpectLogprobsNear(first["choices"][0], (*other)["choices"][0], 1e-4);
+  }
+}
+
 // --expert_wire_dtype=bf16: partial sums come back in half the bytes of f32, and the model's
 // prompt logprobs stay close to the single-process (all-f32) run.
 TEST(E2eModes, Bf16WireHalvesTheBytesAndStaysClose) {
