@@ -289,21 +289,23 @@ TEST_F(E2eTest, StopAndMaxTokensAndSeed) {
 }
 
 // vLLM's sampling fields act on the real model: a logit_bias of +100 wins every greedy step;
-// bad_words bans it again; min_tokens holds off a stop token.
-TEST_F(E2eTest, LogitBiasBadWordsAndMinTokensAct) {
+// min_tokens holds off a stop token.
+TEST_F(E2eTest, LogitBiasAndMinTokensAct) {
   std::mt19937 rng(7);
   const auto prompt = RandomPrompt(rng, 9);
   auto ids = [&](json extra) {
     json req = {{"model", "tiny"}, {"prompt", prompt}, {"max_tokens", 6}, {"temperature", 0.0},
                 {"logprobs", 0}, {"return_tokens_as_token_ids", true}};
-    req.update(extra);
+    if (extra.is_object()) req.update(extra);
     auto r = HttpCall(port(), "POST", "/v1/completions", req.dump());
     EXPECT_EQ(r.status, 200) << r.body;
+    const json body = json::parse(r.body, nullptr, false);
     std::vector<std::string> out;
-    for (const auto& t : json::parse(r.body)["choices"][0]["logprobs"]["tokens"]) out.push_back(t);
+    if (!body.contains("choices")) return out;
+    for (const auto& t : body["choices"][0]["logprobs"]["tokens"]) out.push_back(t);
     return out;
   };
-  const auto plain = ids({});
+  const auto plain = ids(json::object());
   ASSERT_EQ(plain.size(), 6u);
   EXPECT_EQ(ids({{"logit_bias", {{"65", 100}}}}), std::vector<std::string>(6, "token_id:65"));
   // The first greedy token, stopped on: with min_tokens 6 it cannot end the request early.
