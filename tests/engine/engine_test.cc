@@ -196,8 +196,8 @@ TEST(EngineTest, GreedyWithPenaltyGetsLogitsNotArgmaxIds) {
 }
 
 // Many requests of random shapes, a small budget and a pool that forces preemption: every
-// step stays within budget and seat limits, block tables cover their chunks, no block is
-// shared (the fake runner checks each KV read's owner), every output equals the slow twin,
+// step stays within budget and seat limits, block tables cover their chunks, blocks are shared
+// only read-only (the fake runner checks each KV read), every output equals the slow twin,
 // and every block is back in the pool at the end.
 TEST(EngineTest, RandomWorkloadKeepsInvariantsAndMatchesReference) {
   FakeRunner runner(kVocab, 4, 40, 160);
