@@ -399,6 +399,7 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(CoordinatorOptio
   eo.scheduler.max_num_batched_tokens = options.max_num_batched_tokens;
   eo.scheduler.max_model_len = max_model_len;
   eo.scheduler.max_waiting = options.max_waiting;
+  eo.scheduler.enable_prefix_caching = options.enable_prefix_caching;
   eo.observer = p.metrics.get();
   // WATCHDOG=1 comes from the engine loop itself: a loop stuck in a step stops the pings. Idle,
   // the loop still wakes every tick (well inside WatchdogSec/2) to ping and to show it lives.

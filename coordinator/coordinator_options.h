@@ -71,6 +71,7 @@ struct CoordinatorOptions {
   int max_num_seqs = 64;
   int max_num_batched_tokens = 2048;  // per-step token budget
   int max_waiting = 1024;             // queue bound; beyond it requests get 429
+  bool enable_prefix_caching = true;  // share full KV blocks of common prompt prefixes
   int block_size = 16;                // tokens per KV block
   // KV cache: 0 = 1 GiB on the CPU, what --gpu-memory-utilization leaves on a GPU.
   int64_t kv_cache_bytes = 0;

@@ -87,6 +87,11 @@ ABSL_FLAG(int, max_num_seqs, 64, "Running sequences at once");
 ABSL_FLAG(int, max_num_batched_tokens, 2048, "Token budget per step");
 ABSL_FLAG(int, max_waiting, 1024, "Queued requests before 429");
 ABSL_FLAG(int, block_size, 16, "Tokens per KV block");
+ABSL_FLAG(bool, enable_prefix_caching, true,
+          "Automatic prefix caching: full KV blocks of a prompt's leading tokens are kept and "
+          "shared with later requests that start the same way (as vLLM's)");
+ABSL_FLAG(bool, no_enable_prefix_caching, false,
+          "Turns automatic prefix caching off (vLLM's spelling of --enable-prefix-caching=false)");
 ABSL_FLAG(std::string, api_key, "",
           "Require 'Authorization: Bearer KEY' on HTTP and gRPC (probes and /metrics stay open); "
           "prefer the MXSERVE_API_KEY environment variable, which `ps` does not show");
@@ -214,6 +219,8 @@ int main(int argc, char** argv) {
   o.max_num_batched_tokens = absl::GetFlag(FLAGS_max_num_batched_tokens);
   o.max_waiting = absl::GetFlag(FLAGS_max_waiting);
   o.block_size = absl::GetFlag(FLAGS_block_size);
+  o.enable_prefix_caching = absl::GetFlag(FLAGS_enable_prefix_caching) &&
+                            !absl::GetFlag(FLAGS_no_enable_prefix_caching);
   o.kv_cache_bytes = absl::GetFlag(FLAGS_kv_cache_bytes);
   o.device = absl::GetFlag(FLAGS_device);
   o.gpu_memory_utilization = absl::GetFlag(FLAGS_gpu_memory_utilization);

@@ -56,6 +56,16 @@ inline void CheckGenerate(const GenerateRequest& g, const ServingContext& ctx) {
       p.top_k < 0 || p.logprobs < -1 || p.logprobs > 20) {
     abort();
   }
+  // The logits-processing fields, in the ranges Engine::Submit accepts.
+  if (!(p.presence_penalty >= -2 && p.presence_penalty <= 2) ||
+      !(p.frequency_penalty >= -2 && p.frequency_penalty <= 2) ||
+      !(p.repetition_penalty > 0 && p.repetition_penalty <= 2) ||
+      !(p.min_p >= 0 && p.min_p <= 1) || p.min_tokens < 0 || p.min_tokens > p.max_tokens) {
+    abort();
+  }
+  for (const auto& [id, bias] : p.logit_bias) {
+    if (id < 0 || id >= ctx.tokenizer->vocab_size() || !(bias >= -100 && bias <= 100)) abort();
+  }
 }
 
 }  // namespace mxserve::fuzz

@@ -5,6 +5,7 @@
 #include <exception>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "core/status.h"
 
@@ -72,8 +73,8 @@ Engine::Engine(EngineOptions options, ModelRunner* runner, const Tokenizer* toke
       tokenizer_(tokenizer),
       max_model_len_(max_model_len),
       vocab_size_(runner->vocab_size()),
-      scheduler_(options_.scheduler, runner->num_blocks(), runner->block_size(),
-                 std::move(eos_ids)) {
+      scheduler_(options_.scheduler, runner->num_blocks(), runner->block_size(), eos_ids),
+      sampler_(std::move(eos_ids)) {
   stats_.kv_blocks_total = runner->num_blocks();
   stats_.max_model_len = max_model_len;
   // The loop starts now: a health check before its first iteration must not see "never ran".
@@ -126,11 +127,54 @@ absl::Status Engine::Validate(const GenerateRequest& r) const {
       return absl::InvalidArgumentError("stop: stop strings need a tokenizer");
     }
   }
+  RETURN_IF_ERROR(ValidateLogitsParams(p));
   for (size_t i = 0; i < p.stop_token_ids.size(); ++i) {
     if (p.stop_token_ids[i] < 0 || p.stop_token_ids[i] >= vocab_size_) {
       return absl::InvalidArgumentError(absl::StrCat("stop_token_ids[", i, "]: token id ",
                                                      p.stop_token_ids[i], " outside [0, ",
                                                      vocab_size_, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Engine::ValidateLogitsParams(const SamplingParams& p) const {
+  auto in = [](float v, float lo, float hi) { return v >= lo && v <= hi; };  // NaN: false
+  if (!in(p.presence_penalty, -2, 2)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("presence_penalty: must be in [-2, 2], got ", p.presence_penalty));
+  }
+  if (!in(p.frequency_penalty, -2, 2)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("frequency_penalty: must be in [-2, 2], got ", p.frequency_penalty));
+  }
+  if (!(p.repetition_penalty > 0 && p.repetition_penalty <= 2)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("repetition_penalty: must be in (0, 2], got ", p.repetition_penalty));
+  }
+  if (!in(p.min_p, 0, 1)) {
+    return absl::InvalidArgumentError(absl::StrCat("min_p: must be in [0, 1], got ", p.min_p));
+  }
+  if (p.min_tokens < 0 || p.min_tokens > p.max_tokens) {
+    return absl::InvalidArgumentError(absl::StrCat("min_tokens: must be in [0, max_tokens (",
+                                                   p.max_tokens, ")], got ", p.min_tokens));
+  }
+  for (const auto& [id, bias] : p.logit_bias) {
+    if (id < 0 || id >= vocab_size_) {
+      return absl::InvalidArgumentError(absl::StrCat("logit_bias: token id ", id,
+                                                     " outside [0, ", vocab_size_, ")"));
+    }
+    if (!in(bias, -100, 100)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("logit_bias: bias of token ", id, " must be in [-100, 100], got ", bias));
+    }
+  }
+  if (!p.bad_words.empty() && tokenizer_ == nullptr) {
+    return absl::InvalidArgumentError("bad_words: bad words need a tokenizer");
+  }
+  for (size_t i = 0; i < p.bad_words.size(); ++i) {
+    if (absl::StripAsciiWhitespace(p.bad_words[i]).empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("bad_words[", i, "]: must not be blank"));
     }
   }
   return absl::OkStatus();
@@ -304,6 +348,8 @@ void Engine::UpdateStats(const ScheduledBatch* batch, bool ok) {
   stats_.num_running = scheduler_.num_running();
   stats_.num_waiting = scheduler_.num_waiting();
   stats_.num_preemptions = scheduler_.num_preemptions();
+  stats_.prefix_cache_queries = scheduler_.prefix_cache_queries();
+  stats_.prefix_cache_hits = scheduler_.prefix_cache_hits();
   stats_.kv_blocks_used = scheduler_.block_manager().num_used_blocks();
   scheduler_busy_ = scheduler_.HasWork();
   if (batch == nullptr) return;

@@ -49,6 +49,8 @@ struct EngineStats {
   int64_t num_generated_tokens = 0;
   int64_t num_prompt_tokens_computed = 0;  // prefill tokens run (recomputes included)
   int64_t num_failed_steps = 0;
+  int64_t prefix_cache_queries = 0;  // tokens looked up in the prefix cache at admission
+  int64_t prefix_cache_hits = 0;     // of those, tokens found cached (not computed again)
   int kv_blocks_used = 0;
   int kv_blocks_total = 0;
   int max_model_len = 0;
@@ -97,6 +99,7 @@ class Engine : public GenerationService {
   Engine(EngineOptions options, ModelRunner* runner, const Tokenizer* tokenizer,
          std::vector<int32_t> eos_ids, int max_model_len);
   absl::Status Validate(const GenerateRequest& request) const;
+  absl::Status ValidateLogitsParams(const SamplingParams& params) const;
   void Loop();
   // Moves new submissions into the scheduler and applies cancels (loop thread only).
   void DrainInbox();

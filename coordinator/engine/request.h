@@ -5,6 +5,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -22,6 +23,27 @@ struct SamplingParams {
   bool ignore_eos = false;
   int logprobs = -1;               // -1 = none; 0..20 = sampled token's logprob + this many top
   int prompt_logprobs = -1;        // -1 = none; else as logprobs, for every prompt token (echo)
+  // vLLM's semantics (vllm/v1/sample): applied to the raw logits in this order — bad_words,
+  // min_tokens, logit_bias, then repetition, frequency and presence penalties — before greedy
+  // or random sampling; logprobs stay those of the raw logits.
+  float presence_penalty = 0;      // [-2, 2]: minus this for every token already in the output
+  float frequency_penalty = 0;     // [-2, 2]: minus this times the token's count in the output
+  float repetition_penalty = 1;    // (0, 2]: tokens in prompt or output: positive logits divided
+                                   // by it, negative ones multiplied
+  std::vector<std::pair<int32_t, float>> logit_bias;  // added to the token's logit
+  float min_p = 0;                 // [0, 1]: drop tokens below min_p times the top probability
+  int min_tokens = 0;              // no EOS / stop token / stop string before this many tokens
+  std::vector<std::string> bad_words;  // never completed: the last token of each is banned
+                                       // when the output ends with the ones before it
+  bool skip_special_tokens = true; // output text leaves special tokens out
+  bool include_stop_str_in_output = false;  // the matched stop string (or token) stays in text
+
+  // Whether some field may change which token is the argmax of the raw logits (then a runner
+  // must return logits rows, not argmax ids). `num_output_tokens` so far (min_tokens).
+  bool ChangesGreedyChoice(int num_output_tokens) const {
+    return presence_penalty != 0 || frequency_penalty != 0 || repetition_penalty != 1 ||
+           !logit_bias.empty() || !bad_words.empty() || num_output_tokens < min_tokens;
+  }
 };
 
 struct GenerateRequest {

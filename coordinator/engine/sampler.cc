@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <string>
 
@@ -39,9 +40,16 @@ std::vector<std::pair<int32_t, double>> Sampler::FilteredDistribution(
   const double t = params.temperature;
   auto weight = [&](int32_t id) { return std::exp((logits[id] - max_logit) / t); };
 
+  // min_p: only tokens whose probability is at least min_p times the top one's (weight is
+  // p / p_max) stay; they are a prefix of the sorted order, as are top_k's candidates.
+  int limit = (params.top_k > 0 && params.top_k < vocab) ? params.top_k : vocab;
+  if (params.min_p > 0) {
+    int kept = 0;
+    for (int32_t id = 0; id < vocab; ++id) kept += weight(id) >= params.min_p ? 1 : 0;
+    limit = std::min(limit, std::max(kept, 1));
+  }
   // top_k: the candidates are the k largest logits (temperature does not change the order),
   // and the distribution is renormalized over them.
-  const int limit = (params.top_k > 0 && params.top_k < vocab) ? params.top_k : vocab;
   int sorted = 0;
   double z = 0;
   if (limit < vocab) {
@@ -82,7 +90,7 @@ int32_t Sampler::SampleRow(std::span<const float> logits, const SamplingParams& 
   if (params.temperature == 0.0f) return Argmax(logits);
   // Exactly one draw per sampled token keeps a seeded stream independent of everything else.
   const double u = std::uniform_real_distribution<double>(0.0, 1.0)(rng);
-  if (params.top_k <= 0 && params.top_p >= 1.0f) {
+  if (params.top_k <= 0 && params.top_p >= 1.0f && params.min_p <= 0) {
     // No filtering: walk the softmax in id order; no sort needed.
     double max_logit = logits[0];
     for (float l : logits) max_logit = std::max<double>(max_logit, l);
@@ -106,6 +114,50 @@ int32_t Sampler::SampleRow(std::span<const float> logits, const SamplingParams& 
     if (u < cum) return id;
   }
   return dist.back().first;
+}
+
+bool Sampler::NeedsProcessing(const Sequence& seq) {
+  return seq.params().ChangesGreedyChoice(seq.num_output_tokens());
+}
+
+void Sampler::ProcessLogits(std::span<float> logits, const Sequence& seq,
+                            const std::vector<int32_t>& eos_ids) {
+  const SamplingParams& p = seq.params();
+  const int vocab = static_cast<int>(logits.size());
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  const std::vector<int32_t>& tokens = seq.tokens();
+  const int out_len = seq.num_output_tokens();
+  // Bad words: a one-token word always; a longer one when the output ends with its prefix.
+  for (const std::vector<int32_t>& w : seq.bad_words_ids()) {
+    const int prefix = static_cast<int>(w.size()) - 1;
+    if (prefix > out_len || w.back() < 0 || w.back() >= vocab) continue;
+    if (std::equal(w.begin(), w.end() - 1, tokens.end() - prefix)) logits[w.back()] = kNegInf;
+  }
+  if (out_len < p.min_tokens) {
+    if (!p.ignore_eos) {
+      for (int32_t id : eos_ids) logits[id] = kNegInf;
+    }
+    for (int32_t id : p.stop_token_ids) logits[id] = kNegInf;
+  }
+  for (const auto& [id, bias] : p.logit_bias) logits[id] += bias;
+  if (p.repetition_penalty != 1.0f) {
+    const float r = p.repetition_penalty;
+    // vLLM's apply_penalties: logits *= (logit > 0 ? 1 / r : r).
+    const float inv = 1.0f / r;
+    auto penalize = [&](int32_t id) { logits[id] *= logits[id] > 0 ? inv : r; };
+    for (int32_t id : seq.prompt_token_set()) penalize(id);
+    for (const auto& [id, count] : seq.output_counts()) {
+      if (!std::binary_search(seq.prompt_token_set().begin(), seq.prompt_token_set().end(), id)) {
+        penalize(id);
+      }
+    }
+  }
+  if (p.frequency_penalty != 0 || p.presence_penalty != 0) {
+    for (const auto& [id, count] : seq.output_counts()) {
+      logits[id] -= p.frequency_penalty * static_cast<float>(count);
+      logits[id] -= p.presence_penalty;
+    }
+  }
 }
 
 TokenLogprob Sampler::Logprob(std::span<const float> logits, int32_t token, int top_n) {
@@ -183,7 +235,14 @@ absl::StatusOr<std::vector<SampledChunk>> Sampler::Sample(const ScheduledBatch& 
     }
     if (!batch.seqs[i].sample) continue;
     const std::span<const float> last = row(rows - 1);
-    const int32_t token = SampleRow(last, params, seq.rng());
+    std::span<const float> scores = last;
+    std::vector<float> processed;
+    if (NeedsProcessing(seq)) {
+      processed.assign(last.begin(), last.end());
+      ProcessLogits(processed, seq, eos_ids_);
+      scores = processed;
+    }
+    const int32_t token = SampleRow(scores, params, seq.rng());
     result[i].token = token;
     if (params.logprobs >= 0) result[i].logprob = Logprob(last, token, params.logprobs);
   }

@@ -1,11 +1,12 @@
-// Sampler: turns a step's logits rows into tokens — greedy at temperature 0, otherwise
-// temperature / top-k / top-p (nucleus) sampling with each sequence's own RNG, so a seeded
+// Sampler: turns a step's logits rows into tokens — after bad words, min_tokens, logit bias
+// and penalties, greedy at temperature 0, otherwise temperature / min-p / top-k / top-p sampling with each sequence's own RNG, so a seeded
 // request gets the same tokens whatever else shares its batch — plus the logprobs requested
 // (log_softmax of the raw logits, as vLLM reports by default).
 #pragma once
 
 #include <cstdint>
 #include <random>
+#include <utility>
 #include <span>
 #include <vector>
 
@@ -18,6 +19,9 @@ namespace mxserve {
 
 class Sampler {
  public:
+  // `eos_ids`: the model's end-of-sequence ids, masked (with stop_token_ids) before min_tokens.
+  explicit Sampler(std::vector<int32_t> eos_ids = {}) : eos_ids_(std::move(eos_ids)) {}
+
   // One SampledChunk per chunk of `batch`. Error when `out` does not have the rows the batch
   // needs (a runner bug; the engine fails that step's requests).
   absl::StatusOr<std::vector<SampledChunk>> Sample(const ScheduledBatch& batch,
@@ -35,8 +39,18 @@ class Sampler {
       std::span<const float> logits, const SamplingParams& params);
   static int32_t SampleRow(std::span<const float> logits, const SamplingParams& params,
                            std::mt19937_64& rng);
+  // Whether ProcessLogits would change anything for `seq` now.
+  static bool NeedsProcessing(const Sequence& seq);
+  // vLLM's logits processing before sampling, in its order: bad words, min_tokens (EOS unless
+  // ignore_eos, and stop_token_ids, to -inf), logit_bias, then repetition, frequency and
+  // presence penalties. Touches only the tokens concerned.
+  static void ProcessLogits(std::span<float> logits, const Sequence& seq,
+                            const std::vector<int32_t>& eos_ids);
   // log_softmax(logits)[token] and the `top_n` most likely tokens (ties: lower id first).
   static TokenLogprob Logprob(std::span<const float> logits, int32_t token, int top_n);
+
+ private:
+  const std::vector<int32_t> eos_ids_;
 };
 
 }  // namespace mxserve

@@ -7,7 +7,9 @@ namespace mxserve {
 
 Scheduler::Scheduler(const SchedulerOptions& options, int num_blocks, int block_size,
                      std::vector<int32_t> eos_ids)
-    : options_(options), eos_ids_(std::move(eos_ids)), blocks_(num_blocks, block_size) {}
+    : options_(options),
+      eos_ids_(std::move(eos_ids)),
+      blocks_(num_blocks, block_size, options.enable_prefix_caching) {}
 
 void Scheduler::Add(std::shared_ptr<Sequence> seq) {
   seq->set_status(SequenceStatus::kWaiting);
@@ -25,7 +27,9 @@ void Scheduler::Preempt(size_t i) {
   std::shared_ptr<Sequence> seq = std::move(running_[i]);
   running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(i));
   blocks_.Free(&seq->block_table());
-  seq->set_num_computed_tokens(0);  // recompute: prompt + output so far are prefilled again
+  // Recompute: prompt + output so far are prefilled again (but for what the cache still has).
+  seq->set_num_computed_tokens(0);
+  seq->set_num_cached_blocks(0);
   seq->set_status(SequenceStatus::kWaiting);
   seq->count_preemption();
   ++num_preemptions_;
@@ -60,7 +64,8 @@ void Scheduler::AddChunk(const std::shared_ptr<Sequence>& seq, int num_tokens,
   chunk.all_logits = seq->WantsPromptLogprobs() && start < seq->num_prompt_tokens() - 1;
   const bool sample = start + num_tokens == seq->num_tokens();
   const SamplingParams& p = seq->params();
-  chunk.argmax_only = sample && !chunk.all_logits && p.temperature == 0 && p.logprobs < 0;
+  chunk.argmax_only = sample && !chunk.all_logits && p.temperature == 0 && p.logprobs < 0 &&
+                      !p.ChangesGreedyChoice(seq->num_output_tokens());
   if (num_tokens == 1 && sample) {
     ++batch->num_decode_chunks;
   } else {
@@ -110,19 +115,68 @@ ScheduledBatch Scheduler::Schedule() {
   // 3. Admit waiting sequences in arrival order while budget, seats and blocks last.
   while (!waiting_.empty() && budget > 0 &&
          static_cast<int>(running_.size()) < options_.max_num_seqs) {
-    const std::shared_ptr<Sequence> seq = waiting_.front();
-    const int n = std::min(seq->num_uncomputed_tokens(), budget);
-    const int need = blocks_.BlocksFor(seq->num_computed_tokens() + n) -
-                     static_cast<int>(seq->block_table().size());
-    if (!blocks_.CanAllocate(need)) break;  // FCFS: nobody overtakes the head of the queue
-    waiting_.pop_front();
-    blocks_.Allocate(need, &seq->block_table());
-    seq->set_status(SequenceStatus::kRunning);
-    running_.push_back(seq);
-    AddChunk(seq, n, &batch);
-    budget -= n;
+    const int before = batch.num_batched_tokens;
+    if (!Admit(budget, &batch)) break;  // FCFS: nobody overtakes the head of the queue
+    budget -= batch.num_batched_tokens - before;
   }
   return batch;
+}
+
+void Scheduler::HashBlocks(Sequence* seq, int n) {
+  std::vector<uint64_t>& keys = seq->block_hashes();
+  const int bs = blocks_.block_size();
+  for (int i = static_cast<int>(keys.size()); i < n; ++i) {
+    const uint64_t parent = i == 0 ? BlockManager::kRootHash : keys[i - 1];
+    keys.push_back(BlockManager::HashBlock(
+        parent, std::span<const int32_t>(seq->tokens().data() + static_cast<size_t>(i) * bs, bs)));
+  }
+}
+
+bool Scheduler::Admit(int budget, ScheduledBatch* batch) {
+  const std::shared_ptr<Sequence> seq = waiting_.front();
+  // A waiting sequence holds no blocks and has nothing computed (new, or preempted).
+  std::vector<int32_t> hits;
+  // Prompt logprobs need the logits of every prompt position: such a request computes them
+  // all (as vLLM skips the cache for it); its blocks are still cached for others.
+  if (blocks_.prefix_caching() && !seq->WantsPromptLogprobs()) {
+    // At least the last token is computed: its logits pick the next token.
+    const int max_blocks = (seq->num_tokens() - 1) / blocks_.block_size();
+    HashBlocks(seq.get(), max_blocks);
+    hits = blocks_.FindCached(std::span<const uint64_t>(seq->block_hashes().data(), max_blocks),
+                              seq->tokens());
+  }
+  const int cached = static_cast<int>(hits.size()) * blocks_.block_size();
+  const int n = std::min(seq->num_tokens() - cached, budget);
+  const int need = blocks_.BlocksFor(cached + n) - static_cast<int>(hits.size());
+  if (!blocks_.CanAllocate(need + blocks_.NumFree(hits))) return false;
+  waiting_.pop_front();
+  blocks_.Share(hits, &seq->block_table());
+  blocks_.Allocate(need, &seq->block_table());
+  seq->set_num_computed_tokens(cached);
+  seq->set_num_cached_blocks(static_cast<int>(hits.size()));
+  if (blocks_.prefix_caching()) {
+    prefix_cache_queries_ += seq->num_tokens();
+    prefix_cache_hits_ += cached;
+  }
+  seq->set_status(SequenceStatus::kRunning);
+  running_.push_back(seq);
+  AddChunk(seq, n, batch);
+  return true;
+}
+
+void Scheduler::CacheComputedBlocks(Sequence* seq) {
+  if (!blocks_.prefix_caching()) return;
+  const int bs = blocks_.block_size();
+  const int full = std::min(seq->num_computed_tokens() / bs,
+                            static_cast<int>(seq->block_table().size()));
+  if (full <= seq->num_cached_blocks()) return;
+  HashBlocks(seq, full);
+  for (int i = seq->num_cached_blocks(); i < full; ++i) {
+    blocks_.Register(seq->block_table()[i], seq->block_hashes()[i],
+                     std::span<const int32_t>(seq->tokens().data() + static_cast<size_t>(i) * bs,
+                                              bs));
+  }
+  seq->set_num_cached_blocks(full);
 }
 
 void Scheduler::RemoveRunning(const Sequence* seq) {
@@ -139,6 +193,7 @@ std::vector<StepOutput> Scheduler::Postprocess(const ScheduledBatch& batch,
     if (seq->finished()) continue;
     const SequenceChunk& chunk = batch.forward.chunks[i];
     seq->set_num_computed_tokens(chunk.start_pos + static_cast<int>(chunk.tokens.size()));
+    CacheComputedBlocks(seq.get());  // only now: this step's KV exists once the step succeeded
     for (const TokenLogprob& lp : sampled[i].prompt_logprobs) seq->AddPromptLogprob(lp);
     if (!batch.seqs[i].sample) continue;
     GenerationEvent ev = seq->AppendToken(sampled[i].token, sampled[i].logprob, eos_ids_,

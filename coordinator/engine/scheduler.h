@@ -25,6 +25,9 @@ struct SchedulerOptions {
   int max_num_batched_tokens = 8192;  // tokens per step (decode + prefill chunks)
   int max_model_len = 0;              // prompt + output; 0 = the runner's (and the KV pool's)
   int max_waiting = 1024;             // queued requests before Submit says ResourceExhausted
+  // Automatic prefix caching: a sequence starts its prefill after the longest run of full KV
+  // blocks already computed for the same leading tokens (--enable-prefix-caching).
+  bool enable_prefix_caching = true;
 };
 
 struct ScheduledChunk {
@@ -80,6 +83,10 @@ class Scheduler {
   int num_running() const { return static_cast<int>(running_.size()); }
   int num_waiting() const { return static_cast<int>(waiting_.size()); }
   int64_t num_preemptions() const { return num_preemptions_; }
+  // As vLLM's prefix cache counters: tokens of admitted sequences looked up in the cache, and
+  // those found (admissions after a preemption count again).
+  int64_t prefix_cache_queries() const { return prefix_cache_queries_; }
+  int64_t prefix_cache_hits() const { return prefix_cache_hits_; }
   const BlockManager& block_manager() const { return blocks_; }
 
  private:
@@ -87,6 +94,13 @@ class Scheduler {
   // sequences that have no chunk in this step yet. False when that is not enough.
   bool ReserveBlocks(size_t i, int num_tokens, const ScheduledBatch& batch);
   void Preempt(size_t i);
+  // Admits the head of the waiting queue with at most `budget` new tokens, taking its cached
+  // prefix blocks first. False (nothing changed) when the blocks do not fit.
+  bool Admit(int budget, ScheduledBatch* batch);
+  // The keys of seq's first `n` full blocks (extends seq->block_hashes()).
+  void HashBlocks(Sequence* seq, int n);
+  // Registers the blocks that became full and computed.
+  void CacheComputedBlocks(Sequence* seq);
   void AddChunk(const std::shared_ptr<Sequence>& seq, int num_tokens, ScheduledBatch* batch);
   void RemoveRunning(const Sequence* seq);
   bool IsScheduled(const Sequence* seq, const ScheduledBatch& batch) const;
@@ -99,6 +113,8 @@ class Scheduler {
   std::deque<std::shared_ptr<Sequence>> waiting_;
   std::vector<std::shared_ptr<Sequence>> running_;  // in admission order; newest last
   int64_t num_preemptions_ = 0;
+  int64_t prefix_cache_queries_ = 0;
+  int64_t prefix_cache_hits_ = 0;
 };
 
 }  // namespace mxserve

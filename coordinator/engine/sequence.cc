@@ -5,6 +5,7 @@
 #include <limits>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/time/clock.h"
 
 namespace mxserve {
@@ -22,6 +23,25 @@ bool Contains(const std::vector<int32_t>& v, int32_t x) {
 
 }  // namespace
 
+std::vector<std::vector<int32_t>> BadWordsTokenIds(const std::vector<std::string>& words,
+                                                   const Tokenizer& tok) {
+  // As vLLM's SamplingParams.update_from_tokenizer: each word as written (leading blanks
+  // stripped) and with one leading space, the latter kept only when it tokenizes to as many
+  // tokens with a different first token.
+  std::vector<std::vector<int32_t>> out;
+  for (const std::string& word : words) {
+    const std::string stripped(absl::StripLeadingAsciiWhitespace(word));
+    std::vector<int32_t> plain = tok.Encode(stripped, /*allow_special=*/false);
+    std::vector<int32_t> spaced = tok.Encode(" " + stripped, /*allow_special=*/false);
+    if (!plain.empty()) out.push_back(plain);
+    if (!spaced.empty() &&
+        (plain.empty() || (spaced[0] != plain[0] && spaced.size() == plain.size()))) {
+      out.push_back(std::move(spaced));
+    }
+  }
+  return out;
+}
+
 Sequence::Sequence(int64_t seq_id, GenerateRequest request, EventCallback callback,
                    const Tokenizer* tok)
     : seq_id_(seq_id),
@@ -33,8 +53,15 @@ Sequence::Sequence(int64_t seq_id, GenerateRequest request, EventCallback callba
       num_prompt_tokens_(static_cast<int>(tokens_.size())),
       rng_(SeedFor(params_)),
       arrival_time_(absl::Now()) {
-  // Output text skips special tokens, as vLLM's skip_special_tokens=True default does.
-  if (tok_ != nullptr) detok_.emplace(tok_, /*skip_special=*/true);
+  // Output text skips special tokens unless asked (vLLM's skip_special_tokens, default true).
+  if (tok_ != nullptr) detok_.emplace(tok_, params_.skip_special_tokens);
+  if (params_.repetition_penalty != 1.0f) {
+    prompt_token_set_ = tokens_;
+    std::sort(prompt_token_set_.begin(), prompt_token_set_.end());
+    prompt_token_set_.erase(std::unique(prompt_token_set_.begin(), prompt_token_set_.end()),
+                            prompt_token_set_.end());
+  }
+  if (tok_ != nullptr) bad_words_ids_ = BadWordsTokenIds(params_.bad_words, *tok_);
   for (const std::string& s : params_.stop) max_stop_len_ = std::max(max_stop_len_, s.size());
   if (params_.prompt_logprobs >= 0 && !tokens_.empty()) {
     // The first prompt token has no context to be predicted from.
@@ -57,7 +84,7 @@ std::string Sequence::FlushDetokenizer() {
 }
 
 bool Sequence::MatchStopString(size_t old_size) {
-  if (max_stop_len_ == 0) return false;
+  if (max_stop_len_ == 0 || num_output_tokens() <= params_.min_tokens) return false;
   size_t start = old_size >= max_stop_len_ - 1 ? old_size - (max_stop_len_ - 1) : 0;
   start = std::max(start, emitted_bytes_);
   size_t best = std::string::npos;
@@ -71,7 +98,7 @@ bool Sequence::MatchStopString(size_t old_size) {
     }
   }
   if (which == nullptr) return false;
-  text_.resize(best);
+  text_.resize(params_.include_stop_str_in_output ? best + which->size() : best);
   matched_stop_ = *which;
   return true;
 }
@@ -114,14 +141,20 @@ GenerationEvent Sequence::AppendToken(int32_t token, std::optional<TokenLogprob>
     prompt_logprobs_sent_ = true;
   }
 
+  ++output_counts_[token];
+
   FinishReason reason = FinishReason::kNone;
   const size_t old_size = text_.size();
-  const bool is_eos = !params_.ignore_eos && Contains(eos_ids, token);
-  const bool is_stop_token = Contains(params_.stop_token_ids, token);
+  // As vLLM: no stop token before min_tokens, no stop string until past it.
+  const bool may_stop = num_output_tokens() >= params_.min_tokens;
+  const bool is_eos = may_stop && !params_.ignore_eos && Contains(eos_ids, token);
+  const bool is_stop_token = may_stop && Contains(params_.stop_token_ids, token);
   if (is_eos || is_stop_token) {
-    // The stop token's own text is not part of the output (as vLLM does).
+    // The stop token's own text is not part of the output unless include_stop_str_in_output
+    // (as vLLM does).
     reason = FinishReason::kStop;
     if (!is_eos) ev.stop_reason = std::to_string(token);
+    if (params_.include_stop_str_in_output) text_ += DetokenizeNext(token);
     text_ += FlushDetokenizer();
     if (MatchStopString(old_size)) ev.stop_reason = matched_stop_;
   } else {

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "coordinator/engine/request.h"
@@ -17,12 +18,16 @@
 
 namespace mxserve {
 
+// Each bad word as the token sequences it may be written with (vLLM's bad_words).
+std::vector<std::vector<int32_t>> BadWordsTokenIds(const std::vector<std::string>& words,
+                                                   const Tokenizer& tok);
+
 enum class SequenceStatus { kWaiting, kRunning, kFinished };
 
 class Sequence {
  public:
-  // `tok` may be null (then no text is produced and stop strings are not allowed; the engine
-  // rejects them before a Sequence is made).
+  // `tok` may be null (then no text is produced; stop strings and bad words are not allowed:
+  // the engine rejects them before a Sequence is made).
   Sequence(int64_t seq_id, GenerateRequest request, EventCallback callback, const Tokenizer* tok);
   Sequence(const Sequence&) = delete;
   Sequence& operator=(const Sequence&) = delete;
@@ -53,6 +58,19 @@ class Sequence {
   void count_preemption() { ++num_preemptions_; }
 
   std::mt19937_64& rng() { return rng_; }
+
+  // Prefix caching: keys of the sequence's full blocks of tokens (a hash chain; a pure function
+  // of the tokens, so it survives preemption), and how many of block_table() are registered in
+  // (or were taken from) the cache.
+  std::vector<uint64_t>& block_hashes() { return block_hashes_; }
+  int num_cached_blocks() const { return num_cached_blocks_; }
+  void set_num_cached_blocks(int n) { num_cached_blocks_ = n; }
+
+  // Sampling state: how often each token appears in the output (penalties), the distinct prompt
+  // tokens (repetition_penalty only; else empty), the bad words as token ids.
+  const absl::flat_hash_map<int32_t, int>& output_counts() const { return output_counts_; }
+  const std::vector<int32_t>& prompt_token_set() const { return prompt_token_set_; }
+  const std::vector<std::vector<int32_t>>& bad_words_ids() const { return bad_words_ids_; }
 
   // Prompt logprobs: position p's entry (p >= 1) comes from the logits row at p - 1. Recorded
   // once; a recompute after preemption does not record them again.
@@ -98,6 +116,11 @@ class Sequence {
   const int num_prompt_tokens_;
   int num_computed_tokens_ = 0;
   std::vector<int32_t> block_table_;
+  std::vector<uint64_t> block_hashes_;
+  int num_cached_blocks_ = 0;
+  absl::flat_hash_map<int32_t, int> output_counts_;
+  std::vector<int32_t> prompt_token_set_;    // sorted, distinct
+  std::vector<std::vector<int32_t>> bad_words_ids_;
   SequenceStatus status_ = SequenceStatus::kWaiting;
   int num_preemptions_ = 0;
   std::mt19937_64 rng_;

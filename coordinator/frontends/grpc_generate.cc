@@ -1,5 +1,6 @@
 #include "coordinator/frontends/grpc_generate.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
@@ -104,6 +105,16 @@ absl::StatusOr<ParsedGenerate> ParseGenerate(const v1::GenerateRequest& req,
     out.n = sp.n();
   }
   f.ignore_eos = sp.ignore_eos();
+  if (sp.has_presence_penalty()) f.presence_penalty = sp.presence_penalty();
+  if (sp.has_frequency_penalty()) f.frequency_penalty = sp.frequency_penalty();
+  if (sp.has_repetition_penalty()) f.repetition_penalty = sp.repetition_penalty();
+  if (sp.has_min_p()) f.min_p = sp.min_p();
+  if (sp.has_min_tokens()) f.min_tokens = sp.min_tokens();
+  for (const auto& [id, bias] : sp.logit_bias()) f.logit_bias.emplace_back(id, bias);
+  std::sort(f.logit_bias.begin(), f.logit_bias.end());  // a map's order is unspecified
+  f.bad_words.assign(sp.bad_words().begin(), sp.bad_words().end());
+  if (sp.has_skip_special_tokens()) f.skip_special_tokens = sp.skip_special_tokens();
+  f.include_stop_str_in_output = sp.include_stop_str_in_output();
   ASSIGN_OR_RETURN(SamplingParams params,
                    ResolveSampling(f, static_cast<int>(ids.size()), ctx, prompt_param));
   if (out.chat) {

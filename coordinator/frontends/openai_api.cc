@@ -5,7 +5,9 @@
 #include <limits>
 #include <random>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "coordinator/frontends/api_error.h"
@@ -139,12 +141,37 @@ absl::StatusOr<int> ReadN(const json& j) {
   return static_cast<int>(*n);
 }
 
-// Penalties we do not implement: accepted only at their neutral value, rather than ignored.
-absl::Status RejectNonZero(const json& j, const char* key) {
-  ASSIGN_OR_RETURN(auto v, GetNumber(j, key));
-  if (v && *v != 0.0) {
-    return InvalidParam(key, absl::StrCat("'", key, "' is not supported (only 0)"),
-                        "unsupported_parameter");
+// Penalties, logit_bias, min_p, min_tokens, bad_words and the output-text switches (OpenAI's
+// and vLLM's extensions); ranges are checked in ResolveSampling, for both doors.
+absl::Status ReadLogitsFields(const json& j, SamplingFields* f) {
+  ASSIGN_OR_RETURN(f->presence_penalty, GetNumber(j, "presence_penalty"));
+  ASSIGN_OR_RETURN(f->frequency_penalty, GetNumber(j, "frequency_penalty"));
+  ASSIGN_OR_RETURN(f->repetition_penalty, GetNumber(j, "repetition_penalty"));
+  ASSIGN_OR_RETURN(f->min_p, GetNumber(j, "min_p"));
+  ASSIGN_OR_RETURN(f->min_tokens, GetInt(j, "min_tokens"));
+  ASSIGN_OR_RETURN(f->skip_special_tokens, GetBool(j, "skip_special_tokens"));
+  ASSIGN_OR_RETURN(f->include_stop_str_in_output, GetBool(j, "include_stop_str_in_output"));
+  if (const json* bias = Field(j, "logit_bias")) {
+    if (!bias->is_object()) return WrongType("logit_bias", "an object of token id: bias", *bias);
+    for (const auto& [key, value] : bias->items()) {
+      const std::string p = absl::StrCat("logit_bias.", key);
+      int64_t id = 0;
+      if (!absl::SimpleAtoi(key, &id)) {
+        return InvalidParam("logit_bias", absl::StrCat("'logit_bias' keys must be token ids, got '",
+                                                       key, "'"));
+      }
+      if (!value.is_number()) return WrongType(p, "a number", value);
+      f->logit_bias.emplace_back(id, value.get<double>());
+    }
+  }
+  if (const json* words = Field(j, "bad_words")) {
+    if (!words->is_array()) return WrongType("bad_words", "an array of strings", *words);
+    for (size_t i = 0; i < words->size(); ++i) {
+      if (!(*words)[i].is_string()) {
+        return WrongType(absl::StrCat("bad_words[", i, "]"), "a string", (*words)[i]);
+      }
+      f->bad_words.push_back((*words)[i].get<std::string>());
+    }
   }
   return absl::OkStatus();
 }
@@ -186,9 +213,7 @@ absl::Status ReadCommonSampling(const json& j, SamplingFields* f) {
   }
   ASSIGN_OR_RETURN(auto ignore_eos, GetBool(j, "ignore_eos"));  // vLLM extension
   f->ignore_eos = ignore_eos.value_or(false);
-  RETURN_IF_ERROR(RejectNonZero(j, "presence_penalty"));
-  RETURN_IF_ERROR(RejectNonZero(j, "frequency_penalty"));
-  return absl::OkStatus();
+  return ReadLogitsFields(j, f);
 }
 
 absl::Status ReadStreamOptions(const json& j, bool stream, bool* include_usage) {
@@ -381,6 +406,60 @@ absl::Status CheckPromptTokens(const std::vector<int32_t>& ids, const ServingCon
   return absl::OkStatus();
 }
 
+namespace {
+
+absl::Status ResolveLogitsFields(const SamplingFields& f, int vocab, SamplingParams* p) {
+  auto name = [&](absl::string_view n) { return absl::StrCat(f.param_prefix, n); };
+  // Written so that NaN (which a gRPC float can carry) is refused too.
+  auto ranged = [&](const std::optional<double>& v, const char* field, double lo, double hi,
+                    bool lo_open, float* out) -> absl::Status {
+    if (!v) return absl::OkStatus();
+    if (!((lo_open ? *v > lo : *v >= lo) && *v <= hi)) {
+      const std::string n = name(field);
+      return InvalidParam(n, absl::StrCat("'", n, "' must be in ", lo_open ? "(" : "[", lo, ", ",
+                                          hi, "], got ", *v));
+    }
+    *out = static_cast<float>(*v);
+    return absl::OkStatus();
+  };
+  RETURN_IF_ERROR(ranged(f.presence_penalty, "presence_penalty", -2, 2, false, &p->presence_penalty));
+  RETURN_IF_ERROR(ranged(f.frequency_penalty, "frequency_penalty", -2, 2, false, &p->frequency_penalty));
+  RETURN_IF_ERROR(ranged(f.repetition_penalty, "repetition_penalty", 0, 2, true, &p->repetition_penalty));
+  RETURN_IF_ERROR(ranged(f.min_p, "min_p", 0, 1, false, &p->min_p));
+  if (f.min_tokens) {
+    if (*f.min_tokens < 0 || *f.min_tokens > p->max_tokens) {
+      const std::string n = name("min_tokens");
+      return InvalidParam(n, absl::StrCat("'", n, "' must be in [0, max_tokens = ", p->max_tokens,
+                                          "], got ", *f.min_tokens));
+    }
+    p->min_tokens = static_cast<int>(*f.min_tokens);
+  }
+  for (const auto& [id, bias] : f.logit_bias) {
+    const std::string n = name("logit_bias");
+    if (id < 0 || (vocab > 0 && id >= vocab)) {
+      return InvalidParam(n, absl::StrCat("'", n, "' token id ", id,
+                                          " is outside the vocabulary [0, ", vocab, ")"));
+    }
+    if (!(bias >= -100 && bias <= 100)) {
+      return InvalidParam(n, absl::StrCat("'", n, "' bias for token ", id,
+                                          " must be in [-100, 100], got ", bias));
+    }
+    p->logit_bias.emplace_back(static_cast<int32_t>(id), static_cast<float>(bias));
+  }
+  for (size_t i = 0; i < f.bad_words.size(); ++i) {
+    if (absl::StripAsciiWhitespace(f.bad_words[i]).empty()) {
+      const std::string n = absl::StrCat(name("bad_words"), "[", i, "]");
+      return InvalidParam(n, absl::StrCat("'", n, "' must not be blank"));
+    }
+  }
+  p->bad_words = f.bad_words;
+  p->skip_special_tokens = f.skip_special_tokens.value_or(true);
+  p->include_stop_str_in_output = f.include_stop_str_in_output.value_or(false);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<SamplingParams> ResolveSampling(const SamplingFields& f, int prompt_tokens,
                                                const ServingContext& ctx,
                                                absl::string_view prompt_param) {
@@ -461,6 +540,7 @@ absl::StatusOr<SamplingParams> ResolveSampling(const SamplingFields& f, int prom
   } else {
     p.max_tokens = f.default_max_tokens > 0 ? std::min(f.default_max_tokens, room) : room;
   }
+  RETURN_IF_ERROR(ResolveLogitsFields(f, vocab, &p));
   return p;
 }
 

@@ -30,6 +30,12 @@ struct SamplingFields {
   std::optional<int64_t> logprobs;  // top-N per sampled token, 0..20
   std::string logprobs_param = "logprobs";
   bool ignore_eos = false;
+  // vLLM's logits-processing and output fields (SamplingParams in request.h says what each does).
+  std::optional<double> presence_penalty, frequency_penalty, repetition_penalty, min_p;
+  std::optional<int64_t> min_tokens;
+  std::vector<std::pair<int64_t, double>> logit_bias;  // token id -> bias
+  std::vector<std::string> bad_words;
+  std::optional<bool> skip_special_tokens, include_stop_str_in_output;
   std::string param_prefix;  // prepended to every field name in errors (gRPC: "sampling.")
   // max_tokens when unset: 0 = the rest of the context; else this, capped by the context
   // (the legacy /v1/completions default is 16, as in OpenAI and vLLM).

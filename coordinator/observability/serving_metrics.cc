@@ -111,6 +111,12 @@ class ServingMetrics::SnapshotCollector {
       gauge("mxserve:kv_cache_blocks_total", "KV-cache blocks in the pool", e.kv_blocks_total);
       counter("mxserve:num_preemptions_total", "Sequences preempted (KV recomputed later)",
               static_cast<double>(e.num_preemptions));
+      // vLLM's vllm:prefix_cache_queries / vllm:prefix_cache_hits, in tokens.
+      counter("mxserve:prefix_cache_queries_total",
+              "Prefix cache queries, in tokens of admitted requests",
+              static_cast<double>(e.prefix_cache_queries));
+      counter("mxserve:prefix_cache_hits_total", "Prefix cache hits, in tokens not computed again",
+              static_cast<double>(e.prefix_cache_hits));
       counter("mxserve:engine_steps_total", "Engine steps that ran a batch",
               static_cast<double>(e.num_steps));
       counter("mxserve:prompt_tokens_computed_total",

@@ -2,6 +2,7 @@
 // slow twin ReferenceGreedy.
 #include "coordinator/engine/engine.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <memory>
@@ -153,9 +154,50 @@ TEST(EngineTest, GreedyThroughArgmaxIdsIsExact) {
   EXPECT_TRUE(runner.violations().empty()) << runner.violations()[0];
 }
 
+// A greedy request whose penalty (or bias, bad words, min_tokens) can change the argmax must get
+// logits rows from the runner, never argmax ids; its tokens follow the penalized logits.
+TEST(EngineTest, GreedyWithPenaltyGetsLogitsNotArgmaxIds) {
+  FakeRunner runner(kVocab, 4, 64, 256);
+  runner.AnswerArgmax(true);
+  Collector c;
+  auto engine = MakeEngine(Opts(64, 8), &runner);
+  const std::vector<int32_t> prompt = {3, 14, 15, 9, 26};
+  GenerateRequest r = Req("a", prompt, 12);
+  r.params.frequency_penalty = 2.0f;
+  r.params.repetition_penalty = 1.5f;
+  ASSERT_TRUE(engine->Submit(r, c.For("a")).ok());
+  ASSERT_TRUE(c.WaitFinished(1));
+  EXPECT_EQ(runner.argmax_steps(), 0);
+  // The slow twin: greedy over the penalized logits (vLLM's formulas, written out).
+  std::vector<int32_t> tokens = prompt, want;
+  for (int i = 0; i < 12; ++i) {
+    std::vector<float> l = LogitsAfter(tokens, kVocab);
+    std::map<int32_t, int> counts;
+    for (int32_t t : want) ++counts[t];
+    for (int v = 0; v < kVocab; ++v) {
+      const bool seen = counts.count(v) || std::count(prompt.begin(), prompt.end(), v) > 0;
+      if (seen) l[v] *= l[v] > 0 ? 1.0f / 1.5f : 1.5f;
+      l[v] -= 2.0f * static_cast<float>(counts.count(v) ? counts[v] : 0);
+    }
+    const int32_t t = testing::ArgmaxLowest(l);
+    want.push_back(t);
+    tokens.push_back(t);
+  }
+  EXPECT_EQ(c.Tokens("a"), want);
+  EXPECT_NE(want, ReferenceGreedy(prompt, 12, kVocab));  // the penalty changed something
+  // min_tokens: logits only while it holds, argmax ids afterwards.
+  GenerateRequest m = Req("m", {1, 2, 3}, 8);
+  m.params.min_tokens = 3;
+  m.params.stop_token_ids = {5};
+  ASSERT_TRUE(engine->Submit(m, c.For("m")).ok());
+  ASSERT_TRUE(c.WaitFinished(2));
+  EXPECT_GE(runner.argmax_steps(), 1);
+  EXPECT_TRUE(runner.violations().empty()) << runner.violations()[0];
+}
+
 // Many requests of random shapes, a small budget and a pool that forces preemption: every
-// step stays within budget and seat limits, block tables cover their chunks, no block is
-// shared (the fake runner checks each KV read's owner), every output equals the slow twin,
+// step stays within budget and seat limits, block tables cover their chunks, blocks are shared
+// only read-only (the fake runner checks each KV read), every output equals the slow twin,
 // and every block is back in the pool at the end.
 TEST(EngineTest, RandomWorkloadKeepsInvariantsAndMatchesReference) {
   FakeRunner runner(kVocab, 4, 40, 160);

@@ -1,6 +1,7 @@
 // Test doubles for the engine: a ModelRunner whose logits are a deterministic function of the
-// context it reads back from its own simulated paged KV cache (so a wrong block table, a shared
-// block or a bad recompute changes the tokens), the slow obvious twin that generates the same
+// context it reads back from its own simulated paged KV cache (so a wrong block table, a wrongly
+// shared block or a bad recompute changes the tokens; a block shared read-only between
+// sequences is legal, a write into one is a violation), the slow obvious twin that generates the same
 // tokens without any batching, and a table-driven Tokenizer.
 #pragma once
 
@@ -108,7 +109,20 @@ class FakeRunner : public ModelRunner {
     }
     StepRecord rec;
     rec.num_chunks = static_cast<int>(batch.chunks.size());
-    std::set<int32_t> blocks_in_batch;
+    // Blocks that several chunks' tables name this step are shared (prefix caching): legal
+    // only while none of those chunks writes into them.
+    std::map<int32_t, int> tables_naming;
+    std::set<int32_t> written;
+    for (const SequenceChunk& c : batch.chunks) {
+      const int end = c.start_pos + static_cast<int>(c.tokens.size());
+      for (int32_t b : std::set<int32_t>(c.block_table.begin(), c.block_table.end())) ++tables_naming[b];
+      for (int p = c.start_pos; p < end; ++p) {
+        if (p / block_size_ < static_cast<int>(c.block_table.size())) written.insert(c.block_table[p / block_size_]);
+      }
+    }
+    for (const auto& [b, n] : tables_naming) {
+      if (n > 1 && written.count(b)) Violation(absl::StrCat("block ", b, " shared by ", n, " tables is written"));
+    }
     ForwardOutput out;
     out.vocab_size = vocab_;
     for (const SequenceChunk& c : batch.chunks) {
@@ -129,16 +143,35 @@ class FakeRunner : public ModelRunner {
           Violation(absl::StrCat("block id ", b));
           return absl::InternalError("bad block id");
         }
-        if (!blocks_in_batch.insert(b).second) Violation(absl::StrCat("block ", b, " in two tables"));
+      }
+      if (std::set<int32_t>(c.block_table.begin(), c.block_table.end()).size() != c.block_table.size()) {
+        Violation(absl::StrCat("seq ", c.seq_id, " names a block twice"));
       }
       auto slot = [&](int p) -> Kv& {
         return kv_[static_cast<size_t>(c.block_table[p / block_size_]) * block_size_ + p % block_size_];
       };
       for (int p = 0; p < c.start_pos; ++p) {
         const Kv& kv = slot(p);
-        if (kv.seq_id != c.seq_id || kv.pos != p) {
+        const int32_t b = c.block_table[p / block_size_];
+        if (kv.pos != p || (kv.seq_id != c.seq_id && !allow_shared_)) {
           Violation(absl::StrCat("seq ", c.seq_id, " reads KV of seq ", kv.seq_id, " pos ", kv.pos,
                                  " at pos ", p));
+        } else if (kv.seq_id != c.seq_id) {
+          // Another sequence's KV (a shared prefix block): whole blocks only, and the block must
+          // not change while this sequence uses it
+          ++foreign_reads_;
+          if (p % block_size_ == 0) {
+            const Kv& last = kv_[static_cast<size_t>(b) * block_size_ + block_size_ - 1];
+            if (last.seq_id != kv.seq_id || last.pos != p + block_size_ - 1) {
+              Violation(absl::StrCat("seq ", c.seq_id, " shares block ", b, ", which is not full"));
+            }
+            // (By content: a preempted sequence may find the block again after it was evicted
+            // and recomputed with the same tokens.)
+            auto [it, fresh] = seen_state_[c.seq_id].emplace(b, last.state);
+            if (!fresh && it->second != last.state) {
+              Violation(absl::StrCat("block ", b, " was written while seq ", c.seq_id, " shares it"));
+            }
+          }
         }
       }
       uint64_t s = c.start_pos == 0 ? kInitialState : slot(c.start_pos - 1).state;
@@ -177,6 +210,16 @@ class FakeRunner : public ModelRunner {
   int num_blocks() const override { return num_blocks_; }
   int max_model_len() const override { return max_model_len_; }
 
+  // false: reading KV another sequence wrote is a violation (no prefix caching).
+  void AllowSharedBlocks(bool on) {
+    absl::MutexLock l(&mu_);
+    allow_shared_ = on;
+  }
+  // Reads of KV that another sequence wrote (prefix cache hits).
+  int64_t foreign_reads() const {
+    absl::MutexLock l(&mu_);
+    return foreign_reads_;
+  }
   std::vector<std::string> violations() const {
     absl::MutexLock l(&mu_);
     return violations_;
@@ -203,6 +246,10 @@ class FakeRunner : public ModelRunner {
   int max_seqs_ ABSL_GUARDED_BY(mu_) = 0;
   int fail_next_ ABSL_GUARDED_BY(mu_) = 0;
   bool answer_argmax_ ABSL_GUARDED_BY(mu_) = false;
+  bool allow_shared_ ABSL_GUARDED_BY(mu_) = true;
+  int64_t foreign_reads_ ABSL_GUARDED_BY(mu_) = 0;
+  // seq -> block it shares -> the state in the block's last slot when first read.
+  std::map<int64_t, std::map<int32_t, uint64_t>> seen_state_ ABSL_GUARDED_BY(mu_);
   int argmax_steps_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<std::string> violations_ ABSL_GUARDED_BY(mu_);
   std::vector<StepRecord> steps_ ABSL_GUARDED_BY(mu_);

@@ -76,6 +76,9 @@ TEST(SchedulerTest, PreemptsTheNewestAndRequeuesItFirst) {
   // third block, b (admitted later) gives its blocks back and goes to the front of waiting.
   SchedulerOptions o = Options(32, 4);
   o.max_model_len = 16;  // what the engine derives from this pool
+  // a and b have the same prompt: with prefix caching b would come straight back on a's
+  // cached blocks (PrefixCacheTest covers that); here b recomputes from scratch.
+  o.enable_prefix_caching = false;
   Scheduler s(o, 4, 4, {});
   auto a = Seq(1, 8, 4), b = Seq(2, 8, 4), c = Seq(3, 2, 2);
   s.Add(a);

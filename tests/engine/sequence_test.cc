@@ -146,5 +146,44 @@ TEST(SequenceTest, SeededRngIsReproducible) {
   for (int i = 0; i < 10; ++i) EXPECT_EQ(sa.rng()(), sb.rng()());
 }
 
+TEST(SequenceTest, IncludeStopStrInOutputKeepsTheStopStringAndToken) {
+  SamplingParams p = WithStop({"cde"});
+  p.include_stop_str_in_output = true;
+  Fed r = Feed(p, {0, 1, 2, 3, 4});
+  EXPECT_EQ(r.text, "abcde");
+  EXPECT_EQ(r.events.back().stop_reason, "cde");
+  // A stop token's own text too (a special one only when special tokens are not skipped).
+  SamplingParams q;
+  q.stop_token_ids = {4};
+  q.include_stop_str_in_output = true;
+  EXPECT_EQ(Feed(q, {0, 4, 1}).text, "abx");
+  q.include_stop_str_in_output = false;
+  EXPECT_EQ(Feed(q, {0, 4, 1}).text, "ab");
+}
+
+TEST(SequenceTest, MinTokensDelaysStopTokensAndStopStrings) {
+  SamplingParams p = WithStop({"c"});
+  p.stop_token_ids = {2};
+  p.min_tokens = 3;
+  // "c" (token 1) and token 2 come within the first 3 tokens: neither stops (vLLM: stop tokens
+  // from min_tokens on, stop strings only after it).
+  Fed r = Feed(p, {1, 2, 0, 3, 1, 4});
+  ASSERT_EQ(r.events.size(), 5u);
+  EXPECT_EQ(r.events.back().stop_reason, "c");
+  EXPECT_EQ(r.text, "cdabe");
+  p.stop = {};
+  Fed t = Feed(p, {2, 0, 0, 2, 4});
+  ASSERT_EQ(t.events.size(), 4u);  // the second 2 (4th token) stops
+  EXPECT_EQ(t.events.back().stop_reason, "2");
+}
+
+TEST(SequenceTest, SkipSpecialTokensFalseKeepsThemInText) {
+  SamplingParams p;
+  p.skip_special_tokens = false;
+  EXPECT_EQ(Feed(p, {0, 7, 1}).text, "ab</s>c");
+  p.skip_special_tokens = true;
+  EXPECT_EQ(Feed(p, {0, 7, 1}).text, "abc");
+}
+
 }  // namespace
 }  // namespace mxserve

@@ -141,6 +141,47 @@ TEST_F(ValidationTest, ChatRequestParsesIntoTheEngineRequest) {
   EXPECT_TRUE(r->logprobs);
 }
 
+// Every sampling field reaches the engine's SamplingParams, from HTTP and from gRPC alike.
+TEST_F(ValidationTest, SamplingFieldsReachTheEngineFromBothDoors) {
+  ServingContext ctx = Ctx();
+  auto r = ParseCompletionRequest(
+      R"({"prompt": "x", "max_tokens": 8, "presence_penalty": 0.5, "frequency_penalty": -1,
+          "repetition_penalty": 1.2, "min_p": 0.1, "min_tokens": 2, "logit_bias": {"3": -100},
+          "bad_words": ["no"], "skip_special_tokens": false, "include_stop_str_in_output": true})",
+      ctx);
+  ASSERT_TRUE(r.ok()) << r.status();
+  v1::GenerateRequest req;
+  req.set_prompt("x");
+  v1::SamplingParams* sp = req.mutable_sampling();
+  sp->set_max_tokens(8);
+  sp->set_presence_penalty(0.5f);
+  sp->set_frequency_penalty(-1);
+  sp->set_repetition_penalty(1.2f);
+  sp->set_min_p(0.1f);
+  sp->set_min_tokens(2);
+  (*sp->mutable_logit_bias())[3] = -100;
+  sp->add_bad_words("no");
+  sp->set_skip_special_tokens(false);
+  sp->set_include_stop_str_in_output(true);
+  auto g = ParseGenerate(req, ctx);
+  ASSERT_TRUE(g.ok()) << g.status();
+  for (const SamplingParams* p : {&r->generate.params, &g->generate.params}) {
+    EXPECT_FLOAT_EQ(p->presence_penalty, 0.5f);
+    EXPECT_FLOAT_EQ(p->frequency_penalty, -1.0f);
+    EXPECT_FLOAT_EQ(p->repetition_penalty, 1.2f);
+    EXPECT_FLOAT_EQ(p->min_p, 0.1f);
+    EXPECT_EQ(p->min_tokens, 2);
+    ASSERT_EQ(p->logit_bias.size(), 1u);
+    EXPECT_EQ(p->logit_bias[0].first, 3);
+    EXPECT_FLOAT_EQ(p->logit_bias[0].second, -100.0f);
+    EXPECT_EQ(p->bad_words, std::vector<std::string>{"no"});
+    EXPECT_FALSE(p->skip_special_tokens);
+    EXPECT_TRUE(p->include_stop_str_in_output);
+  }
+  sp->set_repetition_penalty(0);
+  EXPECT_EQ(ParamOf(ParseGenerate(req, ctx).status()), "sampling.repetition_penalty");
+}
+
 // Deep nesting anywhere a client puts JSON: refused with 400 json_too_deep naming the limit and
 // where, for every route and depth, before anything recursive (the template's dumps) sees it.
 // Depths of 50,000 overflowed the stack before the bound; none of these needs a big stack.

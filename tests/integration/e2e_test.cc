@@ -100,6 +100,33 @@ double SumCounter(int port, const std::string& family) {
   return ParsePrometheusText(HttpCall(port, "GET", "/metrics").body).Sum(family);
 }
 
+// Prefix caching through the real CPU model: a repeated prompt (longer than a few 16-token
+// blocks) gives the same greedy output and logprobs as its first run and as a server without
+// the cache, and /metrics counts the hit.
+TEST(E2eModes, PrefixCacheRepeatedPromptIsIdenticalAndHits) {
+  TempDir logs;
+  auto cached = StartCoordinator(TinyModelDir(), {"--local-workers", "0"}, logs.path());
+  auto plain = StartCoordinator(TinyModelDir(), {"--local-workers", "0",
+                                                 "--no-enable-prefix-caching"}, logs.path());
+  ASSERT_TRUE(cached && plain);
+  std::mt19937 rng(54);
+  const auto prompt = RandomPrompt(rng, 53);  // 3 full blocks cacheable, 5 tokens computed
+  json first = Complete(cached->http_port, prompt, 10);
+  EXPECT_EQ(SumCounter(cached->http_port, "mxserve:prefix_cache_hits_total"), 0);
+  EXPECT_EQ(SumCounter(cached->http_port, "mxserve:prefix_cache_queries_total"), 53);
+  json again = Complete(cached->http_port, prompt, 10);
+  EXPECT_EQ(SumCounter(cached->http_port, "mxserve:prefix_cache_hits_total"), 48);
+  EXPECT_EQ(SumCounter(cached->http_port, "mxserve:prefix_cache_queries_total"), 106);
+  json cold = Complete(plain->http_port, prompt, 10);
+  EXPECT_EQ(SumCounter(plain->http_port, "mxserve:prefix_cache_queries_total"), 0);
+  for (const json* other : {&again, &cold}) {
+    ASSERT_TRUE(first.contains("choices") && other->contains("choices")) << first << *other;
+    EXPECT_EQ(first["choices"][0]["text"], (*other)["choices"][0]["text"]);
+    EXPECT_EQ(first["choices"][0]["logprobs"]["tokens"], (*other)["choices"][0]["logprobs"]["tokens"]);
+    ExpectLogprobsNear(first["choices"][0], (*other)["choices"][0], 1e-4);
+  }
+}
+
 // --expert_wire_dtype=bf16: partial sums come back in half the bytes of f32, and the model's
 // prompt logprobs stay close to the single-process (all-f32) run.
 TEST(E2eModes, Bf16WireHalvesTheBytesAndStaysClose) {
@@ -259,6 +286,33 @@ TEST_F(E2eTest, StopAndMaxTokensAndSeed) {
   auto b = HttpCall(port(), "POST", "/v1/completions", req.dump());
   ASSERT_EQ(a.status, 200);
   EXPECT_EQ(json::parse(a.body)["choices"][0]["text"], json::parse(b.body)["choices"][0]["text"]);
+}
+
+// vLLM's sampling fields act on the real model: a logit_bias of +100 wins every greedy step;
+// min_tokens holds off a stop token.
+TEST_F(E2eTest, LogitBiasAndMinTokensAct) {
+  std::mt19937 rng(7);
+  const auto prompt = RandomPrompt(rng, 9);
+  auto ids = [&](json extra) {
+    json req = {{"model", "tiny"}, {"prompt", prompt}, {"max_tokens", 6}, {"temperature", 0.0},
+                {"logprobs", 0}, {"return_tokens_as_token_ids", true}};
+    if (extra.is_object()) req.update(extra);
+    auto r = HttpCall(port(), "POST", "/v1/completions", req.dump());
+    EXPECT_EQ(r.status, 200) << r.body;
+    const json body = json::parse(r.body, nullptr, false);
+    std::vector<std::string> out;
+    if (!body.contains("choices")) return out;
+    for (const auto& t : body["choices"][0]["logprobs"]["tokens"]) out.push_back(t);
+    return out;
+  };
+  const auto plain = ids(json::object());
+  ASSERT_EQ(plain.size(), 6u);
+  EXPECT_EQ(ids({{"logit_bias", {{"65", 100}}}}), std::vector<std::string>(6, "token_id:65"));
+  // The first greedy token, stopped on: with min_tokens 6 it cannot end the request early.
+  const int first = std::stoi(plain[0].substr(9));
+  EXPECT_EQ(ids({{"stop_token_ids", {first}}}).size(), 1u);
+  EXPECT_EQ(ids({{"stop_token_ids", {first}}, {"min_tokens", 6}}).size(), 6u);
+  EXPECT_NE(ids({{"stop_token_ids", {first}}, {"min_tokens", 6}})[0], plain[0]);
 }
 
 TEST_F(E2eTest, BadInputsGetClearErrorsAndServerKeepsServing) {
