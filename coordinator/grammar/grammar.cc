@@ -66,10 +66,13 @@ Frag Grammar::Plus(Frag f) {
 }
 
 Frag Grammar::Opt(Frag f) {
+  // A fresh exit: f.out may have edges of its own (a Star's loop), which skipping must not reach.
   const int32_t in = NewState();
+  const int32_t out = NewState();
   states_[in].eps.push_back(f.in);
-  states_[in].eps.push_back(f.out);
-  return {in, f.out};
+  states_[in].eps.push_back(out);
+  states_[f.out].eps.push_back(out);
+  return {in, out};
 }
 
 Frag Grammar::Call(int32_t rule) {

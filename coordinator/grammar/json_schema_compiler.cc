@@ -14,6 +14,10 @@ namespace {
 
 using json = nlohmann::json;
 
+constexpr int kIntDigits = 18;
+constexpr int kFracDigits = 20;
+constexpr int kExpDigits = 2;
+
 const std::set<std::string>& SupportedKeywords() {
   static const auto* k = new std::set<std::string>{
       "type",  "properties", "required", "additionalProperties", "items", "enum", "const",
@@ -35,20 +39,42 @@ class JsonRules {
     bool allow[128];
     for (int b = 0; b < 128; ++b) allow[b] = b >= 0x20 && b != '"' && b != '\\';
     auto hex = [&] { return g_->Ranges({{'0', '9'}, {'a', 'f'}, {'A', 'F'}}); };
+    auto d = [&] { return g_->Ranges({{'D', 'D'}, {'d', 'd'}}); };
+    // \uXXXX outside the surrogates, or a high surrogate escape followed by a low one: a lone
+    // surrogate is not text (many parsers refuse it).
+    Frag plain = g_->Alt({g_->Seq({g_->Ranges({{'0', '9'}, {'A', 'C'}, {'a', 'c'}}), hex(), hex(),
+                                   hex()}),
+                          g_->Seq({d(), g_->Range('0', '7'), hex(), hex()}),
+                          g_->Seq({g_->Ranges({{'E', 'F'}, {'e', 'f'}}), hex(), hex(), hex()})});
+    Frag pair = g_->Seq({d(), g_->Ranges({{'8', '9'}, {'A', 'B'}, {'a', 'b'}}), hex(), hex(),
+                         g_->Literal("\\u"), d(), g_->Ranges({{'C', 'F'}, {'c', 'f'}}), hex(),
+                         hex()});
     Frag escape = g_->Seq(
         {g_->Literal("\\"),
          g_->Alt({g_->Ranges({{'"', '"'}, {'\\', '\\'}, {'/', '/'}, {'b', 'b'}, {'f', 'f'},
                               {'n', 'n'}, {'r', 'r'}, {'t', 't'}}),
-                  g_->Seq({g_->Literal("u"), hex(), hex(), hex(), hex()})})});
+                  g_->Seq({g_->Literal("u"), g_->Alt({plain, pair})})})});
     Frag ch = g_->Alt({g_->Utf8Char(allow), escape});
     g_->SetBody(string_, g_->Seq({g_->Literal("\""), g_->Star(ch), g_->Literal("\"")}));
     return string_;
   }
 
+  // Between min and max decimal digits.
+  Frag Digits(int min, int max) {
+    std::vector<Frag> parts;
+    for (int i = 0; i < min; ++i) parts.push_back(g_->Range('0', '9'));
+    Frag tail = g_->Empty();
+    for (int i = min; i < max; ++i) tail = g_->Opt(g_->Seq({g_->Range('0', '9'), tail}));
+    parts.push_back(tail);
+    return g_->Seq(std::move(parts));
+  }
+
+  // At most kIntDigits digits: every integer then fits an int64 and a double, and a model
+  // cannot run on in digits.
   Frag IntegerBody() {
     return g_->Seq({g_->Opt(g_->Literal("-")),
                     g_->Alt({g_->Literal("0"),
-                             g_->Seq({g_->Range('1', '9'), g_->Star(g_->Range('0', '9'))})})});
+                             g_->Seq({g_->Range('1', '9'), Digits(0, kIntDigits - 1)})})});
   }
 
   int32_t Integer() {
@@ -62,10 +88,11 @@ class JsonRules {
   int32_t Number() {
     if (number_ >= 0) return number_;
     number_ = g_->NewRule("number");
-    Frag frac = g_->Opt(g_->Seq({g_->Literal("."), g_->Plus(g_->Range('0', '9'))}));
+    // Bounded fraction and exponent: the value stays finite (1e99 at most) and short.
+    Frag frac = g_->Opt(g_->Seq({g_->Literal("."), Digits(1, kFracDigits)}));
     Frag exp = g_->Opt(g_->Seq({g_->Ranges({{'e', 'e'}, {'E', 'E'}}),
                                 g_->Opt(g_->Ranges({{'+', '+'}, {'-', '-'}})),
-                                g_->Plus(g_->Range('0', '9'))}));
+                                Digits(1, kExpDigits)}));
     g_->SetBody(number_, g_->Seq({IntegerBody(), frac, exp}));
     return number_;
   }
@@ -161,11 +188,11 @@ class SchemaCompiler {
       ASSIGN_OR_RETURN(int32_t rule, RefRule(it->get<std::string>(), path));
       return g_->Call(rule);
     }
-    if (const auto it = s.find("const"); it != s.end()) return g_->Literal(it->dump());
+    if (const auto it = s.find("const"); it != s.end()) return ValueLiteral(*it);
     if (const auto it = s.find("enum"); it != s.end()) {
       if (!it->is_array() || it->empty()) return Refuse(path, "'enum' must be a non-empty array");
       std::vector<Frag> options;
-      for (const json& v : *it) options.push_back(g_->Literal(v.dump()));
+      for (const json& v : *it) options.push_back(ValueLiteral(v));
       return g_->Alt(std::move(options));
     }
     if (const auto it = s.find("anyOf"); it != s.end()) {
@@ -203,6 +230,27 @@ class SchemaCompiler {
       options.push_back(f);
     }
     return options.size() == 1 ? options[0] : g_->Alt(std::move(options));
+  }
+
+  // A const / enum value, written with the same separators as everything else.
+  Frag ValueLiteral(const json& v) {
+    if (!v.is_object() && !v.is_array()) return g_->Literal(v.dump());
+    std::vector<Frag> parts = {g_->Literal(v.is_object() ? "{" : "[")};
+    bool first = true;
+    for (const auto& [key, value] : v.items()) {
+      if (!first) {
+        parts.push_back(g_->Literal(","));
+        parts.push_back(rules_.Sep());
+      }
+      first = false;
+      if (v.is_object()) {
+        parts.push_back(g_->Literal(json(key).dump() + ":"));
+        parts.push_back(rules_.Sep());
+      }
+      parts.push_back(ValueLiteral(value));
+    }
+    parts.push_back(g_->Literal(v.is_object() ? "}" : "]"));
+    return g_->Seq(std::move(parts));
   }
 
   absl::StatusOr<Frag> TypeBody(const std::string& type, const json& s, const std::string& path) {

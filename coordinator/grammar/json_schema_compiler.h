@@ -7,6 +7,9 @@
 // Whitespace is bounded, as xgrammar's any_whitespace=False: none, except at most one space
 // after ':' and ','. Object properties are written in the order the schema lists them
 // (nlohmann::json's order: sorted by name); optional ones may be left out; no others appear.
+// Numbers are bounded so that every one is finite and fits an int64 / a double: at most 18
+// integer digits, 20 fraction digits and 2 exponent digits. String \u escapes are never lone
+// surrogates.
 #pragma once
 
 #include <cstdint>
