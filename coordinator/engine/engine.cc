@@ -74,7 +74,8 @@ Engine::Engine(EngineOptions options, ModelRunner* runner, const Tokenizer* toke
       max_model_len_(max_model_len),
       vocab_size_(runner->vocab_size()),
       scheduler_(options_.scheduler, runner->num_blocks(), runner->block_size(), eos_ids),
-      sampler_(std::move(eos_ids)) {
+      sampler_(eos_ids),
+      grammar_masks_(tokenizer, runner->vocab_size(), std::move(eos_ids)) {
   stats_.kv_blocks_total = runner->num_blocks();
   stats_.max_model_len = max_model_len;
   // The loop starts now: a health check before its first iteration must not see "never ran".
@@ -128,6 +129,9 @@ absl::Status Engine::Validate(const GenerateRequest& r) const {
     }
   }
   RETURN_IF_ERROR(ValidateLogitsParams(p));
+  if (p.grammar != nullptr && tokenizer_ == nullptr) {
+    return absl::InvalidArgumentError("structured output needs a tokenizer");
+  }
   for (size_t i = 0; i < p.stop_token_ids.size(); ++i) {
     if (p.stop_token_ids[i] < 0 || p.stop_token_ids[i] >= vocab_size_) {
       return absl::InvalidArgumentError(absl::StrCat("stop_token_ids[", i, "]: token id ",
@@ -230,9 +234,11 @@ bool Engine::Step() {
     stats_.in_step = true;
     stats_.step_started = start;
   }
+  grammar_masks_.Start(batch);  // on a worker thread, while the forward pass runs
   absl::StatusOr<ForwardOutput> out = RunBatch(batch.forward);
+  const TokenMasks masks = grammar_masks_.Wait();
   absl::StatusOr<std::vector<SampledChunk>> sampled =
-      out.ok() ? sampler_.Sample(batch, *out) : out.status();
+      out.ok() ? sampler_.Sample(batch, *out, masks) : out.status();
   std::vector<StepOutput> events = sampled.ok()
                                        ? scheduler_.Postprocess(batch, *sampled)
                                        : scheduler_.FailBatch(batch, sampled.status());

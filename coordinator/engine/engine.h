@@ -19,6 +19,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/time/time.h"
 #include "coordinator/engine/engine_observer.h"
+#include "coordinator/engine/grammar_masks.h"
 #include "coordinator/engine/model_runner.h"
 #include "coordinator/engine/request.h"
 #include "coordinator/engine/sampler.h"
@@ -117,6 +118,7 @@ class Engine : public GenerationService {
   // Only the thread running Step() touches these.
   Scheduler scheduler_;
   Sampler sampler_;
+  GrammarMasks grammar_masks_;
 
   mutable absl::Mutex mu_;
   absl::CondVar work_cv_;

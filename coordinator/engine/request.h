@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -11,6 +12,10 @@
 #include "absl/status/status.h"
 
 namespace mxserve {
+
+namespace grammar {
+class CompiledGrammar;
+}  // namespace grammar
 
 struct SamplingParams {
   float temperature = 1.0f;        // 0 = greedy (deterministic)
@@ -44,6 +49,9 @@ struct SamplingParams {
     return presence_penalty != 0 || frequency_penalty != 0 || repetition_penalty != 1 ||
            !logit_bias.empty() || !bad_words.empty() || num_output_tokens < min_tokens;
   }
+  // Structured output: every sampled token keeps the output a prefix of the grammar's
+  // language; EOS only once it is complete; generation ends when nothing more may follow.
+  std::shared_ptr<grammar::CompiledGrammar> grammar;
 };
 
 struct GenerateRequest {

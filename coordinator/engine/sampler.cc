@@ -198,8 +198,24 @@ absl::StatusOr<std::vector<SampledChunk>> Sampler::FromArgmax(const ScheduledBat
   return result;
 }
 
-absl::StatusOr<std::vector<SampledChunk>> Sampler::Sample(const ScheduledBatch& batch,
-                                                          const ForwardOutput& out) const {
+std::vector<float> Sampler::ApplyMask(std::span<const float> logits,
+                                      const grammar::TokenBitmask& mask) {
+  std::vector<float> out(logits.size(), -std::numeric_limits<float>::infinity());
+  bool any = false;
+  const size_t n = std::min(logits.size(), mask.words.size() * 64);
+  for (size_t t = 0; t < n; ++t) {
+    if (mask.allowed(static_cast<int32_t>(t))) {
+      out[t] = logits[t];
+      any = true;
+    }
+  }
+  if (!any) out.assign(logits.begin(), logits.end());
+  return out;
+}
+
+absl::StatusOr<std::vector<SampledChunk>> Sampler::Sample(
+    const ScheduledBatch& batch, const ForwardOutput& out,
+    std::span<const std::shared_ptr<const grammar::TokenBitmask>> masks) const {
   const size_t n = batch.seqs.size();
   const int vocab = out.vocab_size;
   if (vocab <= 0) return absl::InternalError("runner returned vocab_size <= 0");
@@ -242,7 +258,15 @@ absl::StatusOr<std::vector<SampledChunk>> Sampler::Sample(const ScheduledBatch& 
       ProcessLogits(processed, seq, eos_ids_);
       scores = processed;
     }
-    const int32_t token = SampleRow(scores, params, seq.rng());
+    const grammar::TokenBitmask* mask = i < masks.size() ? masks[i].get() : nullptr;
+    std::vector<float> masked;
+    if (mask != nullptr) {
+      masked = ApplyMask(scores, *mask);
+      scores = masked;
+    }
+    int32_t token = SampleRow(scores, params, seq.rng());
+    // Rounding at the end of a filtered distribution can land on a zero-weight token.
+    if (mask != nullptr && token < vocab && !mask->allowed(token)) token = Argmax(masked);
     result[i].token = token;
     if (params.logprobs >= 0) result[i].logprob = Logprob(last, token, params.logprobs);
   }

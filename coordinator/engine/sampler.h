@@ -14,6 +14,7 @@
 #include "coordinator/engine/model_runner.h"
 #include "coordinator/engine/request.h"
 #include "coordinator/engine/scheduler.h"
+#include "coordinator/grammar/token_mask_cache.h"
 
 namespace mxserve {
 
@@ -24,8 +25,11 @@ class Sampler {
 
   // One SampledChunk per chunk of `batch`. Error when `out` does not have the rows the batch
   // needs (a runner bug; the engine fails that step's requests).
-  absl::StatusOr<std::vector<SampledChunk>> Sample(const ScheduledBatch& batch,
-                                                   const ForwardOutput& out) const;
+  // masks[i] (when present and non-null) limits chunk i's token to the ones it allows (the
+  // others' logits count as -inf; logprobs stay those of the raw logits).
+  absl::StatusOr<std::vector<SampledChunk>> Sample(
+      const ScheduledBatch& batch, const ForwardOutput& out,
+      std::span<const std::shared_ptr<const grammar::TokenBitmask>> masks = {}) const;
 
   // Building blocks, public for tests.
   // The tokens of a batch whose runner answered with argmax ids (every chunk argmax_only).
@@ -48,6 +52,10 @@ class Sampler {
                             const std::vector<int32_t>& eos_ids);
   // log_softmax(logits)[token] and the `top_n` most likely tokens (ties: lower id first).
   static TokenLogprob Logprob(std::span<const float> logits, int32_t token, int top_n);
+  // `logits` with the tokens `mask` refuses at -inf; unchanged when it allows none (the
+  // sequence then ends with an error when the token reaches its grammar).
+  static std::vector<float> ApplyMask(std::span<const float> logits,
+                                      const grammar::TokenBitmask& mask);
 
  private:
   const std::vector<int32_t> eos_ids_;

@@ -64,8 +64,9 @@ void Scheduler::AddChunk(const std::shared_ptr<Sequence>& seq, int num_tokens,
   chunk.all_logits = seq->WantsPromptLogprobs() && start < seq->num_prompt_tokens() - 1;
   const bool sample = start + num_tokens == seq->num_tokens();
   const SamplingParams& p = seq->params();
+  // A grammar needs the logits: the token is chosen among the ones its mask allows.
   chunk.argmax_only = sample && !chunk.all_logits && p.temperature == 0 && p.logprobs < 0 &&
-                      !p.ChangesGreedyChoice(seq->num_output_tokens());
+                      !p.ChangesGreedyChoice(seq->num_output_tokens()) && p.grammar == nullptr;
   if (num_tokens == 1 && sample) {
     ++batch->num_decode_chunks;
   } else {

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 
 namespace mxserve {
@@ -62,6 +63,7 @@ Sequence::Sequence(int64_t seq_id, GenerateRequest request, EventCallback callba
                             prompt_token_set_.end());
   }
   if (tok_ != nullptr) bad_words_ids_ = BadWordsTokenIds(params_.bad_words, *tok_);
+  if (params_.grammar != nullptr) matcher_.emplace(params_.grammar);
   for (const std::string& s : params_.stop) max_stop_len_ = std::max(max_stop_len_, s.size());
   if (params_.prompt_logprobs >= 0 && !tokens_.empty()) {
     // The first prompt token has no context to be predicted from.
@@ -149,6 +151,18 @@ GenerationEvent Sequence::AppendToken(int32_t token, std::optional<TokenLogprob>
   const bool may_stop = num_output_tokens() >= params_.min_tokens;
   const bool is_eos = may_stop && !params_.ignore_eos && Contains(eos_ids, token);
   const bool is_stop_token = may_stop && Contains(params_.stop_token_ids, token);
+  if (matcher_.has_value() && !((is_eos || is_stop_token) && matcher_->accepting())) {
+    // The mask allowed only what the grammar takes; anything else is a runner or sampler bug.
+    absl::StatusOr<std::string> bytes =
+        tok_ != nullptr ? tok_->DecodeBytes(std::span<const int32_t>(&token, 1), false)
+                        : absl::FailedPreconditionError("no tokenizer");
+    if (!bytes.ok() || tok_->IsSpecial(token) || !matcher_->Accept(*bytes)) {
+      ev.error = absl::InternalError(absl::StrCat("token ", token, " does not continue the ",
+                                                  "request's structured output grammar"));
+      FillFinal(&ev, FinishReason::kError);
+      return ev;
+    }
+  }
   if (is_eos || is_stop_token) {
     // The stop token's own text is not part of the output unless include_stop_str_in_output
     // (as vLLM does).
@@ -162,6 +176,9 @@ GenerationEvent Sequence::AppendToken(int32_t token, std::optional<TokenLogprob>
     if (MatchStopString(old_size)) {
       reason = FinishReason::kStop;
       ev.stop_reason = matched_stop_;
+    } else if (matcher_.has_value() && matcher_->terminated()) {
+      reason = FinishReason::kStop;  // the grammar is complete and nothing may follow
+      text_ += FlushDetokenizer();
     } else if (num_output_tokens() >= params_.max_tokens || num_tokens() >= max_model_len) {
       reason = FinishReason::kLength;
       text_ += FlushDetokenizer();

@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "coordinator/engine/request.h"
+#include "coordinator/grammar/grammar_matcher.h"
 #include "coordinator/tokenizer/tokenizer.h"
 
 namespace mxserve {
@@ -58,6 +59,10 @@ class Sequence {
   void count_preemption() { ++num_preemptions_; }
 
   std::mt19937_64& rng() { return rng_; }
+  // Where the output is in the request's grammar; null without one.
+  const grammar::GrammarMatcher* matcher() const {
+    return matcher_.has_value() ? &*matcher_ : nullptr;
+  }
 
   // Prefix caching: keys of the sequence's full blocks of tokens (a hash chain; a pure function
   // of the tokens, so it survives preemption), and how many of block_table() are registered in
@@ -80,7 +85,8 @@ class Sequence {
   void AddPromptLogprob(TokenLogprob entry) { prompt_logprobs_.push_back(std::move(entry)); }
 
   // Appends one sampled token and checks every stop rule (eos_ids unless ignore_eos,
-  // stop_token_ids, stop strings, max_tokens, max_model_len). Returns the event to stream: the
+  // stop_token_ids, stop strings, max_tokens, max_model_len, a grammar that is complete with
+  // nothing more allowed; a token the grammar refuses ends it with kError). Returns the event to stream: the
   // token, the text that is now safe to show, and, when it finished, the final fields.
   GenerationEvent AppendToken(int32_t token, std::optional<TokenLogprob> logprob,
                               const std::vector<int32_t>& eos_ids, int max_model_len);
@@ -129,6 +135,7 @@ class Sequence {
   bool prompt_logprobs_sent_ = false;
 
   std::optional<IncrementalDetokenizer> detok_;  // absent without a tokenizer
+  std::optional<grammar::GrammarMatcher> matcher_;  // present with a grammar
   std::string text_;          // generated text so far (cut at a matched stop string)
   size_t emitted_bytes_ = 0;  // prefix of text_ already streamed
   size_t max_stop_len_ = 0;
