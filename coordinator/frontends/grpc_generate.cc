@@ -8,6 +8,8 @@
 #include "absl/strings/str_cat.h"
 #include "coordinator/frontends/api_error.h"
 #include "coordinator/frontends/openai_api.h"
+#include "coordinator/frontends/structured_output_fields.h"
+#include "core/bounded_json.h"
 #include "core/status.h"
 #include "nlohmann/json.hpp"
 
@@ -33,6 +35,29 @@ absl::StatusOr<ChatMessage> ToChatMessage(const v1::ChatMessage& m, size_t i) {
   if (m.role() == "assistant") cm.reasoning = m.reasoning();
   cm.tool_call_id = m.tool_call_id();
   return cm;
+}
+
+// The structured-output fields, read as the HTTP door reads their JSON namesakes.
+absl::StatusOr<std::shared_ptr<grammar::CompiledGrammar>> ReadGrammarFields(
+    const v1::GenerateRequest& req) {
+  nlohmann::json body = nlohmann::json::object();
+  if (!req.response_format_json().empty()) {
+    BoundedJsonError where;
+    absl::StatusOr<nlohmann::json> rf = ParseBoundedJson<nlohmann::json>(
+        std::string_view(req.response_format_json()), {}, &where);
+    if (!rf.ok()) {
+      return InvalidParam("response_format_json",
+                          absl::StrCat("'response_format_json' is not JSON: ",
+                                       rf.status().message()));
+    }
+    body["response_format"] = *std::move(rf);
+  }
+  if (!req.guided_regex().empty()) body["guided_regex"] = req.guided_regex();
+  if (req.guided_choice_size() > 0) {
+    body["guided_choice"] =
+        std::vector<std::string>(req.guided_choice().begin(), req.guided_choice().end());
+  }
+  return ReadStructuredOutput(body);
 }
 
 }  // namespace
@@ -120,6 +145,7 @@ absl::StatusOr<ParsedGenerate> ParseGenerate(const v1::GenerateRequest& req,
   if (out.chat) {
     for (int32_t id : ctx.chat_template->StopTokenIds()) params.stop_token_ids.push_back(id);
   }
+  ASSIGN_OR_RETURN(params.grammar, ReadGrammarFields(req));
   out.generate.request_id = req.request_id().empty() ? NewRequestId("gen") : req.request_id();
   out.generate.prompt_tokens = std::move(ids);
   out.generate.params = std::move(params);

@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "coordinator/frontends/api_error.h"
 #include "coordinator/frontends/prompt_limit.h"
+#include "coordinator/frontends/structured_output_fields.h"
 #include "core/bounded_json.h"
 #include "core/status.h"
 #include "nlohmann/json.hpp"
@@ -745,14 +746,7 @@ absl::StatusOr<ChatCompletionRequest> ParseChatCompletionRequest(absl::string_vi
   ASSIGN_OR_RETURN(const int n_choices, ReadN(j));
   ChatRenderOptions render;
   RETURN_IF_ERROR(ReadChatTools(Field(j, "tools"), Field(j, "tool_choice"), ctx, &render));
-  if (const json* rf = Field(j, "response_format")) {
-    if (!rf->is_object()) return WrongType("response_format", "an object", *rf);
-    const json* t = Field(*rf, "type");
-    if (!t || !t->is_string() || t->get<std::string>() != "text") {
-      return InvalidParam("response_format", "only response_format {\"type\": \"text\"} is "
-                          "supported", "unsupported_parameter");
-    }
-  }
+  ASSIGN_OR_RETURN(auto output_grammar, ReadStructuredOutput(j));
 
   ChatCompletionRequest out;
   ASSIGN_OR_RETURN(auto stream, GetBool(j, "stream"));
@@ -796,6 +790,7 @@ absl::StatusOr<ChatCompletionRequest> ParseChatCompletionRequest(absl::string_vi
   ASSIGN_OR_RETURN(SamplingParams params,
                    ResolveSampling(f, static_cast<int>(prompt.size()), ctx, "messages"));
   for (int32_t id : ctx.chat_template->StopTokenIds()) params.stop_token_ids.push_back(id);
+  params.grammar = std::move(output_grammar);
 
   out.tools = !render.tools_json.empty();
   out.n = n_choices;
@@ -874,6 +869,7 @@ absl::StatusOr<CompletionRequest> ParseCompletionRequest(absl::string_view body,
                    ResolveSampling(f, static_cast<int>(ids.size()), ctx, "prompt"));
   out.logprobs = params.logprobs;
   if (out.echo && params.logprobs >= 0) params.prompt_logprobs = params.logprobs;
+  ASSIGN_OR_RETURN(params.grammar, ReadStructuredOutput(j));
 
   out.generate.request_id = NewRequestId("cmpl");
   out.generate.prompt_tokens = std::move(ids);
