@@ -48,6 +48,10 @@ struct ChatRenderOptions {
   // (nullopt = the template's default) and "thinking_effort" ("" = the template's default).
   std::optional<bool> thinking;
   std::string thinking_effort;
+  // Structured output: the generation prompt ends inside the answer's header (harmony: the
+  // final channel), so the grammar-constrained text is the content; NewParserFor(options)
+  // starts as if it had read that header. Templates without headers ignore it.
+  bool forced_final = false;
 };
 
 // Streaming parser of the model's output tokens into OpenAI fields.

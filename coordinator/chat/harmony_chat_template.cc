@@ -294,6 +294,8 @@ absl::StatusOr<std::string> HarmonyChatTemplate::RenderWithSpans(
       out += "<|channel|>commentary to=functions.";
       C(options.forced_tool);  // the client's text: never special tokens
       out += " <|constrain|>json<|message|>";
+    } else if (options.forced_final) {
+      out += HarmonyForcedFinalHeader();
     }
   }
   return out;
@@ -306,6 +308,8 @@ std::string HarmonyForcedToolHeader(const std::string& forced_tool) {
                       " <|constrain|>json<|message|>");
 }
 
+std::string HarmonyForcedFinalHeader() { return "<|channel|>final<|message|>"; }
+
 std::unique_ptr<ChatOutputParser> HarmonyChatTemplate::NewParser() const {
   return std::make_unique<HarmonyOutputParser>(tok_, tokens_);
 }
@@ -315,6 +319,8 @@ std::unique_ptr<ChatOutputParser> HarmonyChatTemplate::NewParserFor(
   auto p = std::make_unique<HarmonyOutputParser>(tok_, tokens_);
   if (!options.forced_tool.empty() && options.add_generation_prompt) {
     p->Prime(tok_->Encode(HarmonyForcedToolHeader(options.forced_tool), /*allow_special=*/true));
+  } else if (options.forced_final && options.add_generation_prompt) {
+    p->Prime(tok_->Encode(HarmonyForcedFinalHeader(), /*allow_special=*/true));
   }
   return p;
 }

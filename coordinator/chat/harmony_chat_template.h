@@ -44,6 +44,9 @@ class HarmonyChatTemplate : public ChatTemplate {
 // ChatRenderOptions; "" for none): named "<|channel|>commentary to=functions.NAME
 // <|constrain|>json<|message|>", required "<|channel|>commentary to=functions.".
 std::string HarmonyForcedToolHeader(const std::string& forced_tool);
+// The harmony text that follows "<|start|>assistant" when the answer is structured output:
+// the final channel's header (ChatRenderOptions::forced_final; no reasoning first).
+std::string HarmonyForcedFinalHeader();
 
 // Python's json.dumps(s, ensure_ascii=False): what the HF template's `tojson` filter produces.
 std::string JsonQuote(const std::string& s);

@@ -66,6 +66,8 @@ absl::StatusOr<ParsedGenerate> ParseGenerate(const v1::GenerateRequest& req,
                                              const ServingContext& ctx) {
   RETURN_IF_ERROR(CheckModel(req.model(), ctx));
   ParsedGenerate out;
+  ASSIGN_OR_RETURN(std::shared_ptr<grammar::CompiledGrammar> output_grammar,
+                   ReadGrammarFields(req));
   std::vector<int32_t> ids;
   std::string prompt_param;
   switch (req.input_case()) {
@@ -89,6 +91,7 @@ absl::StatusOr<ParsedGenerate> ParseGenerate(const v1::GenerateRequest& req,
       RETURN_IF_ERROR(CheckChatMessages(messages, "messages"));
       RETURN_IF_ERROR(ReadChatToolOptions(req.tools_json(), req.tool_choice(), req.reasoning_effort(),
                                           ctx, &out.render));
+      RETURN_IF_ERROR(ForceStructuredAnswer(output_grammar != nullptr, &out.render));
       ASSIGN_OR_RETURN(ids, RenderChatPrompt(messages, out.render, ctx));
       out.chat = true;
       break;
@@ -145,7 +148,7 @@ absl::StatusOr<ParsedGenerate> ParseGenerate(const v1::GenerateRequest& req,
   if (out.chat) {
     for (int32_t id : ctx.chat_template->StopTokenIds()) params.stop_token_ids.push_back(id);
   }
-  ASSIGN_OR_RETURN(params.grammar, ReadGrammarFields(req));
+  params.grammar = std::move(output_grammar);
   out.generate.request_id = req.request_id().empty() ? NewRequestId("gen") : req.request_id();
   out.generate.prompt_tokens = std::move(ids);
   out.generate.params = std::move(params);

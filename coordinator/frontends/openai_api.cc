@@ -707,6 +707,17 @@ absl::Status ReadTemplateKwargs(const json& j, const ServingContext& ctx, ChatRe
 
 }  // namespace
 
+absl::Status ForceStructuredAnswer(bool has_grammar, ChatRenderOptions* render) {
+  if (!has_grammar) return absl::OkStatus();
+  if (!render->forced_tool.empty()) {
+    return InvalidParam("tool_choice", "a forced 'tool_choice' together with structured output "
+                        "('response_format', 'guided_*', 'structured_outputs') is not supported",
+                        "unsupported_parameter");
+  }
+  render->forced_final = true;
+  return absl::OkStatus();
+}
+
 absl::Status ReadChatToolOptions(absl::string_view tools_json, absl::string_view tool_choice,
                                  absl::string_view reasoning_effort, const ServingContext& ctx,
                                  ChatRenderOptions* render) {
@@ -747,6 +758,7 @@ absl::StatusOr<ChatCompletionRequest> ParseChatCompletionRequest(absl::string_vi
   ChatRenderOptions render;
   RETURN_IF_ERROR(ReadChatTools(Field(j, "tools"), Field(j, "tool_choice"), ctx, &render));
   ASSIGN_OR_RETURN(auto output_grammar, ReadStructuredOutput(j));
+  RETURN_IF_ERROR(ForceStructuredAnswer(output_grammar != nullptr, &render));
 
   ChatCompletionRequest out;
   ASSIGN_OR_RETURN(auto stream, GetBool(j, "stream"));

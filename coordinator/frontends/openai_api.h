@@ -109,6 +109,10 @@ inline constexpr int kMaxChoices = 16;
 // (so each choice is reproducible and they differ). n == 1: the request itself.
 std::vector<GenerateRequest> ChoiceRequests(const GenerateRequest& request, int n);
 
+// Structured output in chat: the prompt ends inside the answer's header (forced_final); a
+// forced tool call cannot be structured output too (InvalidArgument naming tool_choice).
+absl::Status ForceStructuredAnswer(bool has_grammar, ChatRenderOptions* render);
+
 absl::StatusOr<ChatCompletionRequest> ParseChatCompletionRequest(absl::string_view body,
                                                                  const ServingContext& ctx);
 absl::StatusOr<CompletionRequest> ParseCompletionRequest(absl::string_view body,

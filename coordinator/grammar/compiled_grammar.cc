@@ -38,6 +38,11 @@ std::shared_ptr<const TokenBitmask> CompiledGrammar::Mask(int32_t state, const V
   return TokenMaskCache(&trie).Get(pda_, state);
 }
 
+int CompiledGrammar::num_cached_masks() {
+  absl::MutexLock lock(&mu_);
+  return masks_ ? masks_->size() : 0;
+}
+
 int CompiledGrammar::num_automaton_states() {
   absl::MutexLock lock(&mu_);
   return pda_.num_states();

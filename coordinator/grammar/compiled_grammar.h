@@ -34,6 +34,7 @@ class CompiledGrammar {
   // caller's; a later call with another trie is answered for that trie without caching).
   std::shared_ptr<const TokenBitmask> Mask(int32_t state, const VocabTrie& trie);
   int num_automaton_states();
+  int num_cached_masks();
 
  private:
   const std::unique_ptr<Grammar> grammar_;

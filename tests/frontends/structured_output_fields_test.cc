@@ -6,8 +6,11 @@
 #include <string>
 
 #include "coordinator/frontends/api_error.h"
+#include "coordinator/frontends/grpc_generate.h"
+#include "coordinator/frontends/openai_api.h"
 #include "coordinator/grammar/grammar_matcher.h"
 #include "gtest/gtest.h"
+#include "tests/frontends/fakes.h"
 
 namespace mxserve::frontends {
 namespace {
@@ -86,6 +89,57 @@ TEST(StructuredOutputFieldsTest, RefusalsNameTheFieldAndTheKeyword) {
     EXPECT_EQ(ParamOf(g.status()).value_or(""), c.param) << g.status();
     EXPECT_NE(g.status().message().find(c.mentions), std::string::npos) << g.status();
   }
+}
+
+class StructuredRequestTest : public ::testing::Test {
+ protected:
+  ServingContext Ctx() { return ServingContext{"m", 64, &tok_, &tmpl_, &engine_, {}}; }
+  testing::FakeTokenizer tok_;
+  testing::FakeChatTemplate tmpl_;
+  testing::FakeGenerationService engine_;
+};
+
+TEST_F(StructuredRequestTest, EveryDoorCarriesTheGrammarToTheEngine) {
+  const ServingContext ctx = Ctx();
+  auto chat = ParseChatCompletionRequest(
+      R"({"messages": [{"role": "user", "content": "x"}],
+          "response_format": {"type": "json_object"}})", ctx);
+  ASSERT_TRUE(chat.ok()) << chat.status();
+  ASSERT_NE(chat->generate.params.grammar, nullptr);
+  EXPECT_TRUE(chat->render.forced_final);  // the prompt ends in the answer's header
+  EXPECT_TRUE(Accepts(chat->generate.params.grammar, "{}"));
+
+  auto plain = ParseChatCompletionRequest(R"({"messages": [{"role": "user", "content": "x"}]})", ctx);
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->generate.params.grammar, nullptr);
+  EXPECT_FALSE(plain->render.forced_final);
+
+  auto cmpl = ParseCompletionRequest(R"({"prompt": "x", "guided_choice": ["a", "b"]})", ctx);
+  ASSERT_TRUE(cmpl.ok()) << cmpl.status();
+  ASSERT_NE(cmpl->generate.params.grammar, nullptr);
+  EXPECT_TRUE(Accepts(cmpl->generate.params.grammar, "b"));
+
+  v1::GenerateRequest req;
+  auto* m = req.mutable_messages()->add_messages();
+  m->set_role("user");
+  m->set_content("x");
+  req.set_response_format_json(
+      R"({"type": "json_schema", "json_schema": {"name": "n", "schema": {"type": "integer"}}})");
+  auto gen = ParseGenerate(req, ctx);
+  ASSERT_TRUE(gen.ok()) << gen.status();
+  ASSERT_NE(gen->generate.params.grammar, nullptr);
+  EXPECT_TRUE(gen->render.forced_final);
+  EXPECT_TRUE(Accepts(gen->generate.params.grammar, "-12"));
+  EXPECT_FALSE(Accepts(gen->generate.params.grammar, "1.5"));
+
+  v1::GenerateRequest bad;
+  bad.set_prompt("x");
+  bad.set_response_format_json(R"({"type": "json_schema", "json_schema": {"schema": {"not": {}}}})");
+  auto refused = ParseGenerate(bad, ctx);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("'not'"), std::string::npos) << refused.status();
+  bad.set_response_format_json("{nope");
+  EXPECT_EQ(ParamOf(ParseGenerate(bad, ctx).status()), "response_format_json");
 }
 
 }  // namespace
