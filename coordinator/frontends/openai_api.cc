@@ -759,6 +759,9 @@ absl::StatusOr<ChatCompletionRequest> ParseChatCompletionRequest(absl::string_vi
   RETURN_IF_ERROR(ReadChatTools(Field(j, "tools"), Field(j, "tool_choice"), ctx, &render));
   ASSIGN_OR_RETURN(auto output_grammar, ReadStructuredOutput(j));
   RETURN_IF_ERROR(ForceStructuredAnswer(output_grammar != nullptr, &render));
+  if (const json* rf = Field(j, "response_format"); rf != nullptr && output_grammar != nullptr) {
+    render.response_format_json = rf->dump();  // templates that tell the model (Kimi K3)
+  }
 
   ChatCompletionRequest out;
   ASSIGN_OR_RETURN(auto stream, GetBool(j, "stream"));
