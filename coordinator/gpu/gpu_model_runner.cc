@@ -19,6 +19,23 @@ constexpr int64_t kHeadroomBytes = int64_t{256} << 20;
 
 double GiB(int64_t b) { return static_cast<double>(b) / (1 << 30); }
 
+// A step over metadata packed as ids [T], positions [T], sequences [T], logits rows [T], block
+// tables [S, max_blocks] (device memory at d).
+GpuStep StepFromMeta(const int32_t* d, int T, int R, int max_blocks, int block_size) {
+  GpuStep step;
+  step.num_tokens = T;
+  step.token_ids = d;
+  step.layout.num_tokens = T;
+  step.layout.positions = d + T;
+  step.layout.token_seq = d + 2 * T;
+  step.layout.block_tables = d + 4 * T;
+  step.layout.max_blocks = max_blocks;
+  step.layout.block_size = block_size;
+  step.num_rows = R;
+  step.rows = d + 3 * T;
+  return step;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<GpuModelRunner>> GpuModelRunner::Create(
@@ -180,19 +197,7 @@ absl::StatusOr<GpuStep> GpuModelRunner::Stage(const ForwardBatch& batch, Forward
   RETURN_IF_ERROR(CudaCheck(cudaMemcpyAsync(meta_.get(), ids, n * sizeof(int32_t),
                                             cudaMemcpyHostToDevice, stream_),
                             "copy step metadata"));
-  const int32_t* d = meta_.get();
-  GpuStep step;
-  step.num_tokens = T;
-  step.token_ids = d;
-  step.layout.num_tokens = T;
-  step.layout.positions = d + T;
-  step.layout.token_seq = d + 2 * T;
-  step.layout.block_tables = d + 4 * T;
-  step.layout.max_blocks = max_blocks;
-  step.layout.block_size = block_size_;
-  step.num_rows = R;
-  step.rows = d + 3 * T;
-  return step;
+  return StepFromMeta(meta_.get(), T, R, max_blocks, block_size_);
 }
 
 absl::Status GpuModelRunner::CopyOut(const ForwardBatch& batch, int rows, ForwardOutput& out) {
@@ -265,18 +270,7 @@ absl::StatusOr<ForwardOutput> GpuModelRunner::RunGraph(const ForwardBatch& batch
                             "copy step metadata"));
   auto it = graphs_.find(P);
   if (it == graphs_.end()) {
-    const int32_t* d = graph_meta_.get();
-    GpuStep step;
-    step.num_tokens = P;
-    step.token_ids = d;
-    step.layout.num_tokens = P;
-    step.layout.positions = d + P;
-    step.layout.token_seq = d + 2 * P;
-    step.layout.block_tables = d + 4 * P;
-    step.layout.max_blocks = W;
-    step.layout.block_size = block_size_;
-    step.num_rows = P;
-    step.rows = d + 3 * P;
+    const GpuStep step = StepFromMeta(graph_meta_.get(), P, P, W, block_size_);
     cudaGraph_t graph = nullptr;
     RETURN_IF_ERROR(CudaCheck(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal),
                               "cudaStreamBeginCapture"));
