@@ -27,24 +27,6 @@ constexpr int kMaxTopLogprobs = 20;
 // matcher quadratic.
 constexpr size_t kMaxStopStrings = 64;
 
-absl::string_view TypeName(const json& v) {
-  switch (v.type()) {
-    case json::value_t::null: return "null";
-    case json::value_t::boolean: return "boolean";
-    case json::value_t::string: return "string";
-    case json::value_t::array: return "array";
-    case json::value_t::object: return "object";
-    case json::value_t::number_integer:
-    case json::value_t::number_unsigned: return "integer";
-    case json::value_t::number_float: return "number";
-    default: return "value";
-  }
-}
-
-absl::Status WrongType(absl::string_view param, absl::string_view want, const json& got) {
-  return InvalidParam(param, absl::StrCat("'", param, "' must be ", want, ", got ", TypeName(got)),
-                      "invalid_type");
-}
 
 // Every accessor treats an absent key and an explicit null alike: "not given" (OpenAI's rule).
 const json* Field(const json& obj, const char* key) {
@@ -339,6 +321,25 @@ absl::StatusOr<std::vector<int32_t>> ReadTokenArray(const json& arr, absl::strin
 }
 
 }  // namespace
+
+absl::string_view TypeName(const json& v) {
+  switch (v.type()) {
+    case json::value_t::null: return "null";
+    case json::value_t::boolean: return "boolean";
+    case json::value_t::string: return "string";
+    case json::value_t::array: return "array";
+    case json::value_t::object: return "object";
+    case json::value_t::number_integer:
+    case json::value_t::number_unsigned: return "integer";
+    case json::value_t::number_float: return "number";
+    default: return "value";
+  }
+}
+
+absl::Status WrongType(absl::string_view param, absl::string_view want, const json& got) {
+  return InvalidParam(param, absl::StrCat("'", param, "' must be ", want, ", got ", TypeName(got)),
+                      "invalid_type");
+}
 
 bool IsValidUtf8(absl::string_view s, size_t* bad_offset) {
   const auto* p = reinterpret_cast<const unsigned char*>(s.data());

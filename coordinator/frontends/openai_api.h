@@ -13,8 +13,14 @@
 #include "coordinator/chat/chat_template.h"
 #include "coordinator/engine/request.h"
 #include "coordinator/frontends/serving_context.h"
+#include "nlohmann/json.hpp"
 
 namespace mxserve::frontends {
+
+// A JSON value's type as an error message names it ("string", "integer", "number", ...).
+absl::string_view TypeName(const nlohmann::json& v);
+// 400 invalid_type: "'param' must be WANT, got TYPE".
+absl::Status WrongType(absl::string_view param, absl::string_view want, const nlohmann::json& got);
 
 // Sampling fields as a client sent them, whichever door it came through (unset = default).
 // The *_param names are what an error about that field calls it.

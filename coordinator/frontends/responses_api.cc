@@ -20,25 +20,6 @@ namespace {
 
 using json = nlohmann::json;
 
-absl::string_view TypeName(const json& v) {
-  switch (v.type()) {
-    case json::value_t::null: return "null";
-    case json::value_t::boolean: return "boolean";
-    case json::value_t::string: return "string";
-    case json::value_t::array: return "array";
-    case json::value_t::object: return "object";
-    case json::value_t::number_integer:
-    case json::value_t::number_unsigned: return "integer";
-    case json::value_t::number_float: return "number";
-    default: return "value";
-  }
-}
-
-absl::Status WrongType(absl::string_view param, absl::string_view want, const json& got) {
-  return InvalidParam(param, absl::StrCat("'", param, "' must be ", want, ", got ", TypeName(got)),
-                      "invalid_type");
-}
-
 absl::Status Unsupported(absl::string_view param, absl::string_view why) {
   return InvalidParam(param, absl::StrCat("'", param, "' ", why), "unsupported_parameter");
 }
